@@ -1,0 +1,40 @@
+"""curator-slurm: data-curation pipelines that shard themselves across Slurm job arrays.
+
+``import curator_slurm`` stays light: Ray is imported only when a RayExecutor is used.
+"""
+
+from curator_slurm.backends.base import PipelineResult
+from curator_slurm.backends.local import LocalExecutor
+from curator_slurm.errors import (
+    CuratorError,
+    InputError,
+    PipelineBuildError,
+    PipelineFailedError,
+    ShardConfigError,
+)
+from curator_slurm.logs import configure_logging
+from curator_slurm.pipeline import Pipeline
+from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, FileGroupTask, NoneTask, Task
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CuratorError",
+    "DocumentBatch",
+    "EmptyTask",
+    "FailedTask",
+    "FileGroupTask",
+    "InputError",
+    "LocalExecutor",
+    "NoneTask",
+    "Pipeline",
+    "PipelineBuildError",
+    "PipelineFailedError",
+    "PipelineResult",
+    "ShardConfigError",
+    "ShardSpec",
+    "Task",
+    "__version__",
+    "configure_logging",
+]

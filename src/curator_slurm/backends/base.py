@@ -1,0 +1,395 @@
+"""What every executor shares: the stage adapter (timing, lineage, retries, and the one place where
+source tasks are sharded) and the driver loop that turns per-source-task results into a run result.
+
+Executors differ only in how they push source tasks through the stages after the source stage
+(:meth:`BaseExecutor.process_sources`); the source stage always runs in the driver, through
+:class:`BaseStageAdapter`, which keeps only this shard's source tasks.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from loguru import logger
+
+from curator_slurm.errors import InputError, PipelineFailedError
+from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.slurm.sharding import Selection, check_source_ids, format_bytes, select
+from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, FileGroupTask, NoneTask, Task
+
+#: Errors that come from the data itself: retrying cannot help, so they fail on the first attempt.
+NOT_RETRIED: tuple[type[BaseException], ...] = (InputError,)
+
+
+def _rows(task: Task) -> int:
+    if isinstance(task, DocumentBatch):
+        return task.num_items
+    return int(task.metadata.get("rows", 0))
+
+
+@dataclass
+class StageStats:
+    """Counts and time for one stage, summed over the tasks it saw."""
+
+    name: str
+    tasks_in: int = 0
+    tasks_out: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    seconds: float = 0.0
+    failures: int = 0
+
+    def add(self, other: StageStats) -> None:
+        self.tasks_in += other.tasks_in
+        self.tasks_out += other.tasks_out
+        self.rows_in += other.rows_in
+        self.rows_out += other.rows_out
+        self.seconds += other.seconds
+        self.failures += other.failures
+
+
+@dataclass
+class SourceResult:
+    """The fate of one source task after everything descending from it has left the pipeline."""
+
+    source_id: str
+    outputs: list[str] = field(default_factory=list)
+    output_tasks: list[Task] = field(default_factory=list)
+    failure: FailedTask | None = None
+    attempts: int = 1
+    rows_in: int = 0
+    rows_out: int = 0
+    seconds: float = 0.0
+    stats: list[StageStats] = field(default_factory=list)
+
+
+class BaseStageAdapter:
+    """Runs one stage on lists of tasks: drops sentinels, times the call, keeps lineage, retries
+    failures one task at a time, and, for the source stage, keeps only this shard's tasks."""
+
+    def __init__(
+        self,
+        stage: ProcessingStage,
+        shard: ShardSpec | None = None,
+        retry_backoff: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.stage = stage
+        self.shard = shard or ShardSpec.single()
+        self.retry_backoff = retry_backoff
+        self.sleep = sleep
+        self.stats = StageStats(stage.name)
+        self.selection: Selection | None = None
+
+    def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
+        self.stage.setup(worker_metadata)
+
+    def teardown(self) -> None:
+        self.stage.teardown()
+
+    def process(self, tasks: list[Task]) -> list[Task]:
+        """Outputs of the stage for ``tasks``; failures come back as :class:`FailedTask`."""
+        passed_on = [t for t in tasks if isinstance(t, FailedTask)]
+        live = [t for t in tasks if not isinstance(t, (NoneTask, FailedTask))]
+        if not live:
+            return passed_on
+        self.stats.tasks_in += len(live)
+        self.stats.rows_in += sum(_rows(t) for t in live)
+        start = time.perf_counter()
+        entries = self._call(live)
+        outputs: list[Task] = []
+        for source, entry in zip(live, entries, strict=True):
+            if isinstance(entry, FailedTask):
+                self.stats.failures += 1
+                outputs.append(entry)
+                continue
+            items = entry if isinstance(entry, list) else [entry]
+            for item in items:
+                if item is None or isinstance(item, NoneTask):
+                    continue
+                if not isinstance(item, Task):
+                    raise TypeError(
+                        f"stage {self.stage.name!r} returned {type(item).__name__}; process() must return a Task, "
+                        "a list of Tasks or None"
+                    )
+                if self.stage.is_source_stage:
+                    item.source_id = item.task_id
+                elif item.source_id is None:
+                    item.source_id = source.source_id
+                attempts = max(item.metadata.get("attempts", 1), source.metadata.get("attempts", 1))
+                if attempts > 1:
+                    item.metadata["attempts"] = attempts
+                outputs.append(item)
+        if self.stage.is_source_stage:
+            outputs = self._shard_filter(outputs)
+        elapsed = time.perf_counter() - start
+        self.stats.seconds += elapsed
+        good = [t for t in outputs if not isinstance(t, FailedTask)]
+        self.stats.tasks_out += len(good)
+        self.stats.rows_out += sum(_rows(t) for t in good)
+        return outputs + passed_on
+
+    def _shard_filter(self, tasks: list[Task]) -> list[Task]:
+        """The shard hook: drop every source task that belongs to another shard."""
+        good = [t for t in tasks if not isinstance(t, FailedTask)]
+        if self.shard.enabled:
+            check_source_ids(good, self.stage.name)
+        kept, self.selection = select(good, self.shard)
+        return kept + [t for t in tasks if isinstance(t, FailedTask)]
+
+    def _call(self, tasks: list[Task]) -> list[Any]:
+        """One entry per task; a task that keeps failing becomes a FailedTask."""
+        try:
+            entries = self.stage.process_batch(tasks)
+            if not isinstance(entries, list) or len(entries) != len(tasks):
+                raise TypeError(
+                    f"stage {self.stage.name!r}: process_batch returned {type(entries).__name__} of "
+                    f"{len(entries) if isinstance(entries, list) else '?'} entries for {len(tasks)} tasks; "
+                    "return one entry (a task, a list of tasks or None) per input task"
+                )
+            return entries
+        except TypeError:
+            raise
+        except Exception as first_error:
+            if len(tasks) == 1:
+                return [self._retry_one(tasks[0], first_error)]
+            # One bad task must not fail its neighbours: retry each on its own.
+            return [self._retry_one(t, None) for t in tasks]
+
+    def _retry_one(self, task: Task, first_error: BaseException | None) -> Any:
+        attempt = 0 if first_error is None else 1
+        error = first_error
+        tb = traceback.format_exc() if first_error is not None else ""
+        while attempt <= self.stage.max_retries:
+            if error is not None and isinstance(error, NOT_RETRIED):
+                break
+            if attempt > 0 and error is not None:
+                self.sleep(min(self.retry_backoff * 2 ** (attempt - 1), 60.0))
+            attempt += 1
+            try:
+                entry = self.stage.process_batch([task])[0]
+            except Exception as e:
+                error, tb = e, traceback.format_exc()
+                logger.warning(f"stage {self.stage.name!r} failed on task {task.task_id} (attempt {attempt}): {e!r}")
+                continue
+            if attempt > 1:
+                for item in entry if isinstance(entry, list) else [entry]:
+                    if isinstance(item, Task):
+                        item.metadata["attempts"] = max(attempt, item.metadata.get("attempts", 1))
+            return entry
+        assert error is not None
+        return FailedTask(
+            source_id=task.source_id,
+            dataset_name=task.dataset_name,
+            metadata={"task_id": task.task_id, "files": task.metadata.get("files", task.data)}
+            if not isinstance(task, DocumentBatch)
+            else {"task_id": task.task_id, "files": task.metadata.get("files", [])},
+            stage=self.stage.name,
+            error=f"{type(error).__name__}: {error}",
+            traceback=tb,
+            attempts=max(attempt, 1),
+        )
+
+
+def run_source_task(adapters: list[BaseStageAdapter], task: Task) -> SourceResult:
+    """Push one source task through ``adapters`` depth-first, so only one batch per stage is alive
+    at a time, and summarise what came out."""
+    start = time.perf_counter()
+    for a in adapters:
+        a.stats = StageStats(a.stage.name)
+    finals: list[Task] = []
+
+    def push(i: int, tasks: list[Task]) -> None:
+        if i == len(adapters):
+            finals.extend(tasks)
+            return
+        size = adapters[i].stage.batch_size
+        for j in range(0, len(tasks), size):
+            out = adapters[i].process(tasks[j : j + size])
+            finals.extend(t for t in out if isinstance(t, FailedTask))
+            push(i + 1, [t for t in out if not isinstance(t, FailedTask)])
+
+    push(0, [task])
+    result = SourceResult(source_id=task.source_id or task.task_id, stats=[a.stats for a in adapters])
+    for t in finals:
+        if isinstance(t, FailedTask):
+            if result.failure is None:
+                result.failure = t
+            continue
+        result.attempts = max(result.attempts, t.metadata.get("attempts", 1))
+        if isinstance(t, FileGroupTask) and "rows" in t.metadata:
+            result.outputs.extend(t.data)
+        else:
+            result.output_tasks.append(t)
+    if result.failure is not None:
+        result.attempts = max(result.attempts, result.failure.attempts)
+    if adapters:
+        first, last = adapters[0].stats, adapters[-1].stats
+        result.rows_in = first.rows_in or first.rows_out
+        result.rows_out = last.rows_out
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+@dataclass
+class PipelineResult:
+    """What a run did: per-stage counts, files written, source-task fates."""
+
+    shard: ShardSpec
+    stages: list[StageStats]
+    output_files: list[str]
+    output_tasks: list[Task]
+    source_tasks_total: int
+    source_tasks_mine: int
+    source_tasks_skipped: int
+    done: int
+    failed: list[FailedTask]
+    seconds: float
+
+    @property
+    def rows_in(self) -> int:
+        return self.stages[1].rows_in or self.stages[1].rows_out if len(self.stages) > 1 else 0
+
+    @property
+    def rows_out(self) -> int:
+        return self.stages[-1].rows_out if self.stages else 0
+
+    def summary(self) -> str:
+        return (
+            f"{self.shard.label}: {self.done} source tasks done, {len(self.failed)} failed, "
+            f"{self.source_tasks_skipped} already done; {self.rows_in} docs in, {self.rows_out} out, "
+            f"{len(self.output_files)} files written in {self.seconds:.2f} s"
+        )
+
+
+class ProgressLog:
+    """Logs progress at most every ``interval`` seconds, so long runs show they are alive."""
+
+    def __init__(self, total: int, log: Any, interval: float = 30.0, clock: Callable[[], float] = time.monotonic):
+        self.total, self.log, self.interval, self.clock = total, log, interval, clock
+        self.start = self.last = clock()
+        self.done = self.failed = self.rows_in = self.rows_out = 0
+
+    def update(self, result: SourceResult) -> None:
+        self.done += result.failure is None
+        self.failed += result.failure is not None
+        self.rows_in += result.rows_in
+        self.rows_out += result.rows_out
+        now = self.clock()
+        if now - self.last >= self.interval:
+            self.last = now
+            finished = self.done + self.failed
+            elapsed = now - self.start
+            eta = elapsed / finished * (self.total - finished) if finished else float("nan")
+            self.log.info(
+                f"progress: {finished}/{self.total} source tasks ({100 * finished / max(self.total, 1):.1f}%), "
+                f"{self.failed} failed; {self.rows_in} docs in, {self.rows_out} out; "
+                f"{self.rows_in / max(elapsed, 1e-9):.0f} docs/s; ETA {eta:.0f} s"
+            )
+
+
+class BaseExecutor:
+    """Runs a built pipeline. Subclasses implement :meth:`process_sources`."""
+
+    retry_backoff: float = 1.0
+    progress_interval: float = 30.0
+
+    def process_sources(
+        self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec
+    ) -> Iterator[SourceResult]:
+        """Push each source task through ``stages`` (everything after the source stage); yield one
+        result per source task, in any order, only after all of its descendants are done."""
+        raise NotImplementedError
+
+    def run_source_stage(self, stage: ProcessingStage, shard: ShardSpec, log: Any) -> tuple[list[Task], int]:
+        """Run the source stage in the driver and keep this shard's tasks: (kept tasks, total count)."""
+        adapter = BaseStageAdapter(stage, shard=shard, retry_backoff=self.retry_backoff)
+        adapter.setup({"driver": True})
+        try:
+            out = adapter.process([EmptyTask()])
+        finally:
+            adapter.teardown()
+        failed = [t for t in out if isinstance(t, FailedTask)]
+        if failed:
+            raise RuntimeError(f"source stage {stage.name!r} failed: {failed[0].error}\n{failed[0].traceback}")
+        assert adapter.selection is not None
+        log.info(adapter.selection.describe(shard))
+        return out, adapter.selection.total
+
+    def execute(
+        self,
+        stages: list[ProcessingStage],
+        shard: ShardSpec,
+        skip: Callable[[list[Task]], list[Task]] | None = None,
+        on_result: Callable[[SourceResult], None] | None = None,
+    ) -> PipelineResult:
+        """Run ``stages`` (built, source first) for this shard; raise if any source task failed."""
+        log = logger.bind(shard=shard.label, job=shard.job.label)
+        start = time.perf_counter()
+        mine, total = self.run_source_stage(stages[0], shard, log)
+        todo = skip(mine) if skip else mine
+        skipped = len(mine) - len(todo)
+        if skipped:
+            log.info(f"{shard.label}: skipping {skipped} source tasks already done in this run directory")
+        stats = [StageStats(s.name) for s in stages]
+        outputs: list[str] = []
+        output_tasks: list[Task] = []
+        failed: list[FailedTask] = []
+        progress = ProgressLog(len(todo), log, self.progress_interval)
+        results: Iterable[SourceResult]
+        results = self.process_sources(stages[1:], todo, shard) if len(stages) > 1 else _passthrough(todo)
+        for result in results:
+            for total_stats, part in zip(stats[1:], result.stats, strict=True):
+                total_stats.add(part)
+            outputs.extend(result.outputs)
+            output_tasks.extend(result.output_tasks)
+            if result.failure is not None:
+                failed.append(result.failure)
+            if on_result:
+                on_result(result)
+            progress.update(result)
+        stats[0].tasks_out = len(mine)
+        result = PipelineResult(
+            shard=shard,
+            stages=stats,
+            output_files=sorted(outputs),
+            output_tasks=output_tasks,
+            source_tasks_total=total,
+            source_tasks_mine=len(mine),
+            source_tasks_skipped=skipped,
+            done=len(todo) - len(failed),
+            failed=failed,
+            seconds=time.perf_counter() - start,
+        )
+        log.info(result.summary())
+        if failed:
+            first = "; ".join(
+                f"{f.source_id} [{f.stage}] {f.error.splitlines()[0] if f.error else ''}" for f in failed[:3]
+            )
+            raise PipelineFailedError(
+                f"{len(failed)} of {len(todo)} source tasks failed after retries ({shard.label}): {first}"
+                + (" ..." if len(failed) > 3 else ""),
+                result=result,
+            )
+        return result
+
+
+def _passthrough(tasks: list[Task]) -> Iterator[SourceResult]:
+    for t in tasks:
+        yield SourceResult(source_id=t.task_id, output_tasks=[t])
+
+
+__all__ = [
+    "BaseExecutor",
+    "BaseStageAdapter",
+    "PipelineResult",
+    "SourceResult",
+    "StageStats",
+    "format_bytes",
+    "run_source_task",
+]

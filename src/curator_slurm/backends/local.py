@@ -1,0 +1,151 @@
+"""LocalExecutor: the embedded default. One process, or a pool of worker processes on this node.
+
+Each source task flows through every stage before the next one starts in the same worker, so
+memory is bounded by the size of one source task, not by the corpus. With ``workers > 1`` the
+source tasks are spread over a pool of spawned processes (each stage set up once per process),
+with at most ``2 * workers`` source tasks in flight. A worker that dies (killed, out of memory) does
+not lose work: its in-flight source tasks are re-run one at a time on a fresh pool, so the task
+that kills its worker is identified and recorded failed after ``max_crashes`` deaths.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.util
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+
+from loguru import logger
+
+from curator_slurm.backends.base import BaseExecutor, BaseStageAdapter, SourceResult, run_source_task
+from curator_slurm.slurm.env import ShardSpec, available_cpus
+from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.tasks import FailedTask, Task
+
+_worker_adapters: list[BaseStageAdapter] = []
+
+
+def _make_adapters(
+    stages: list[ProcessingStage], shard: ShardSpec, retry_backoff: float, worker: int
+) -> list[BaseStageAdapter]:
+    adapters = [BaseStageAdapter(s, shard=shard, retry_backoff=retry_backoff) for s in stages]
+    for a in adapters:
+        a.setup({"worker": worker})
+    return adapters
+
+
+def _teardown(adapters: list[BaseStageAdapter]) -> None:
+    for a in adapters:
+        a.teardown()
+
+
+def _init_worker(stages: list[ProcessingStage], shard: ShardSpec, retry_backoff: float) -> None:
+    global _worker_adapters
+    _worker_adapters = _make_adapters(stages, shard, retry_backoff, multiprocessing.current_process().pid or 0)
+    # Pool workers leave through multiprocessing's exit path, which runs Finalize callbacks, not atexit.
+    multiprocessing.util.Finalize(None, _teardown, args=(_worker_adapters,), exitpriority=10)
+
+
+def _run_in_worker(task: Task) -> SourceResult:
+    return run_source_task(_worker_adapters, task)
+
+
+class LocalExecutor(BaseExecutor):
+    """Run on this node. ``workers`` defaults to the CPUs this process may use
+    (``SLURM_CPUS_PER_TASK`` inside Slurm, else the affinity mask)."""
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        retry_backoff: float = 1.0,
+        max_crashes: int = 3,
+        progress_interval: float = 30.0,
+    ) -> None:
+        if workers is not None and workers < 1:
+            raise ValueError(f"LocalExecutor(workers={workers}): workers must be >= 1")
+        self.workers = workers or available_cpus()
+        self.retry_backoff = retry_backoff
+        self.max_crashes = max_crashes
+        self.progress_interval = progress_interval
+
+    def process_sources(
+        self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec
+    ) -> Iterator[SourceResult]:
+        workers = min(self.workers, len(sources))
+        if workers <= 1:
+            yield from self._in_process(stages, sources, shard)
+        else:
+            yield from self._in_pool(stages, sources, shard, workers)
+
+    def _in_process(
+        self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec
+    ) -> Iterator[SourceResult]:
+        adapters = _make_adapters(stages, shard, self.retry_backoff, 0)
+        try:
+            for task in sources:
+                yield run_source_task(adapters, task)
+        finally:
+            _teardown(adapters)
+
+    def _pool(self, stages: list[ProcessingStage], shard: ShardSpec, workers: int) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker,
+            initargs=(stages, shard, self.retry_backoff),
+        )
+
+    def _in_pool(
+        self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec, workers: int
+    ) -> Iterator[SourceResult]:
+        pending = list(reversed(sources))
+        crashes: dict[str, int] = {}
+        suspects: list[Task] = []  # tasks that were running when a worker died: re-run one at a time
+        pool = self._pool(stages, shard, workers)
+        in_flight: dict[Future[SourceResult], Task] = {}
+        try:
+            while pending or suspects or in_flight:
+                limit = 1 if suspects else 2 * workers
+                while len(in_flight) < limit and (suspects or pending):
+                    task = suspects.pop() if suspects else pending.pop()
+                    in_flight[pool.submit(_run_in_worker, task)] = task
+                done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                broken = False
+                for fut in done:
+                    task = in_flight.pop(fut)
+                    try:
+                        yield fut.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        crashes[task.task_id] = crashes.get(task.task_id, 0) + 1
+                        if crashes[task.task_id] >= self.max_crashes:
+                            yield _crashed(task, crashes[task.task_id])
+                        else:
+                            suspects.append(task)
+                if broken:
+                    for fut, task in in_flight.items():
+                        fut.cancel()
+                        crashes[task.task_id] = crashes.get(task.task_id, 0) + 1
+                        suspects.append(task)
+                    in_flight.clear()
+                    logger.warning(
+                        f"a worker process died; re-running {len(suspects)} source task(s) one at a time on a new pool"
+                    )
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    pool = self._pool(stages, shard, workers)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _crashed(task: Task, times: int) -> SourceResult:
+    failure = FailedTask(
+        source_id=task.source_id or task.task_id,
+        dataset_name=task.dataset_name,
+        metadata={"task_id": task.task_id, "files": task.data if isinstance(task.data, list) else []},
+        stage="<worker process>",
+        error=f"WorkerDied: the worker process died {times} times while running this source task "
+        "(killed, out of memory, or a crash in native code)",
+        attempts=times,
+    )
+    return SourceResult(source_id=failure.source_id or task.task_id, failure=failure, attempts=times)

@@ -1,0 +1,31 @@
+"""Errors users meet; each message names the file, field or variable at fault and how to fix it."""
+
+from __future__ import annotations
+
+
+class CuratorError(Exception):
+    """Base of all curator-slurm errors."""
+
+
+class InputError(CuratorError, ValueError):
+    """Bad input data: the message starts with ``path`` or ``path:line``."""
+
+
+class PipelineBuildError(CuratorError, ValueError):
+    """The pipeline's stages do not fit together."""
+
+
+class ShardConfigError(CuratorError, ValueError):
+    """An environment variable that controls sharding has a bad value."""
+
+
+class RunDirError(CuratorError, RuntimeError):
+    """The run directory belongs to a different pipeline or input set."""
+
+
+class PipelineFailedError(CuratorError, RuntimeError):
+    """Some source tasks failed after all retries; ``result`` holds what did succeed."""
+
+    def __init__(self, message: str, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result

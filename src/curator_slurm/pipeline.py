@@ -1,0 +1,95 @@
+"""Pipeline: an ordered list of stages, checked before any data is read."""
+
+from __future__ import annotations
+
+from loguru import logger
+
+from curator_slurm.backends.base import BaseExecutor, PipelineResult
+from curator_slurm.errors import PipelineBuildError
+from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.stages.base import PASSTHROUGH, CompositeStage, ProcessingStage
+
+
+class Pipeline:
+    """``Pipeline(name).add_stage(reader).add_stage(filter).add_stage(writer).run()``."""
+
+    def __init__(self, name: str = "pipeline", stages: list[ProcessingStage] | None = None, description: str = ""):
+        self.name = name
+        self.description = description
+        self.stages: list[ProcessingStage] = []
+        for stage in stages or []:
+            self.add_stage(stage)
+
+    def add_stage(self, stage: ProcessingStage) -> Pipeline:
+        if not isinstance(stage, ProcessingStage):
+            raise PipelineBuildError(
+                f"pipeline {self.name!r}: add_stage got {type(stage).__name__}, not a ProcessingStage "
+                "(did you pass the class instead of an instance?)"
+            )
+        self.stages.append(stage)
+        return self
+
+    def build(self) -> list[ProcessingStage]:
+        """Decompose composite stages, check that each stage's inputs are produced by the one before,
+        and mark the source and sink stages."""
+        if not self.stages:
+            raise PipelineBuildError(f"pipeline {self.name!r} has no stages; add a reader first")
+        flat: list[ProcessingStage] = []
+        for stage in self.stages:
+            flat.extend(_decompose(stage))
+        names = [s.name for s in flat]
+        for i, stage in enumerate(flat):
+            stage.is_source_stage = i == 0
+            stage.is_sink_stage = i == len(flat) - 1
+        available: set[str] | None = None
+        for i, stage in enumerate(flat):
+            if i > 0 and available is not None:
+                _, needed = stage.inputs()
+                missing = [f for f in needed if f not in available]
+                if missing:
+                    have = ", ".join(sorted(available)) or "no fields"
+                    raise PipelineBuildError(
+                        f"pipeline {self.name!r}: stage {i} {stage.name!r} needs field(s) {missing}, but the stage "
+                        f"before it, {names[i - 1]!r}, produces {have}. Read the field (e.g. fields=[...] on the "
+                        f"reader) or point the stage at an existing field."
+                    )
+            _, produced = stage.outputs()
+            if produced is None:
+                available = None
+            elif PASSTHROUGH in produced:
+                available = None if available is None else available | {f for f in produced if f != PASSTHROUGH}
+            else:
+                available = set(produced)
+        return flat
+
+    def run(self, executor: BaseExecutor | None = None, shard: ShardSpec | None = None) -> PipelineResult:
+        """Run on ``executor`` (default: ``LocalExecutor()``).
+
+        ``shard`` defaults to :meth:`ShardSpec.from_env`, so the same script does all the work on a
+        laptop and its share of it inside a Slurm array task.
+        """
+        from curator_slurm.backends.local import LocalExecutor
+
+        stages = self.build()
+        spec = shard if shard is not None else ShardSpec.from_env()
+        executor = executor or LocalExecutor()
+        logger.bind(shard=spec.label, job=spec.job.label).info(
+            f"pipeline {self.name!r}: {' -> '.join(s.name for s in stages)} on {type(executor).__name__} "
+            f"({spec.label}, {spec.origin})"
+        )
+        return executor.execute(stages, spec)
+
+    def __repr__(self) -> str:
+        return f"Pipeline({self.name!r}, stages={[s.name for s in self.stages]})"
+
+
+def _decompose(stage: ProcessingStage) -> list[ProcessingStage]:
+    if not isinstance(stage, CompositeStage):
+        return [stage]
+    parts = stage.decompose()
+    if not parts:
+        raise PipelineBuildError(f"composite stage {stage.name!r} decomposed into no stages")
+    out: list[ProcessingStage] = []
+    for part in parts:
+        out.extend(_decompose(part))
+    return out

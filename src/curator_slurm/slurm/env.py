@@ -1,0 +1,236 @@
+"""The one module that reads the environment.
+
+Everything the framework needs to know about where it runs (which shard am I, which job, how many
+CPUs, which run directory) is resolved here, once, in the driver, into frozen values that are then
+passed explicitly, so Ray workers on other nodes need no inherited variables. Each function takes
+the mapping as an argument so tests pass a dict instead of patching ``os.environ``.
+
+Shard resolution, first match wins:
+
+1. ``CURATOR_SHARDING=off``: no sharding.
+2. ``CURATOR_NUM_SHARDS=N``: N logical shards; the index is ``CURATOR_SHARD_INDEX`` if set, else
+   ``SLURM_ARRAY_TASK_ID + CURATOR_SHARD_OFFSET`` (offset default 0). For arrays larger than
+   ``MaxArraySize`` (split into several arrays) and irregular ``--array`` lists.
+3. Inside an array task: N = ``SLURM_ARRAY_TASK_COUNT``, index = the task's position in the array,
+   ``(SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP``.
+4. Otherwise: not sharded.
+
+On top of any of these, a process that is one of several tasks of an ``srun`` step
+(``SLURM_STEP_NUM_TASKS`` > 1) takes sub-shard ``SLURM_PROCID`` of its shard, so ``srun -n 4`` never
+does the work four times.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from curator_slurm.errors import ShardConfigError
+
+STRATEGIES = ("hash", "balanced")
+
+
+def _int(env: Mapping[str, str], name: str, minimum: int | None = None, fix: str = "") -> int | None:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ShardConfigError(f"{name}={raw!r} is not an integer. {fix}".strip()) from None
+    if minimum is not None and value < minimum:
+        raise ShardConfigError(f"{name}={raw!r} must be >= {minimum}. {fix}".strip())
+    return value
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """Which Slurm job (if any) this process belongs to; recorded with every ledger record."""
+
+    job_id: str | None = None
+    array_job_id: str | None = None
+    array_task_id: str | None = None
+    restart_count: int = 0
+    host: str = field(default_factory=socket.gethostname)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> JobInfo:
+        env = os.environ if environ is None else environ
+        restart = env.get("SLURM_RESTART_COUNT", "0")
+        return cls(
+            job_id=env.get("SLURM_JOB_ID"),
+            array_job_id=env.get("SLURM_ARRAY_JOB_ID"),
+            array_task_id=env.get("SLURM_ARRAY_TASK_ID"),
+            restart_count=int(restart) if restart.isdigit() else 0,
+        )
+
+    @property
+    def label(self) -> str:
+        """``job 1234_5`` for an array task, ``job 1234`` for a plain job, ``local`` outside Slurm."""
+        if self.array_job_id and self.array_task_id is not None:
+            return f"job {self.array_job_id}_{self.array_task_id}"
+        return f"job {self.job_id}" if self.job_id else "local"
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """Which slice of the source tasks this process owns.
+
+    ``enabled`` is False when nothing asked for sharding; then every source task is kept and ids need
+    not be deterministic. ``origin`` says which variables decided it, for logs and error messages.
+    """
+
+    index: int = 0
+    count: int = 1
+    strategy: str = "hash"
+    enabled: bool = False
+    origin: str = "not sharded"
+    job: JobInfo = field(default_factory=JobInfo)
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise ShardConfigError(f"shard count {self.count} must be >= 1 ({self.origin})")
+        if not 0 <= self.index < self.count:
+            raise ShardConfigError(f"shard index {self.index} is outside 0..{self.count - 1} ({self.origin})")
+        if self.strategy not in STRATEGIES:
+            raise ShardConfigError(f"CURATOR_SHARD_STRATEGY={self.strategy!r} is not one of {', '.join(STRATEGIES)}")
+
+    @property
+    def label(self) -> str:
+        return f"shard {self.index}/{self.count}" if self.enabled else "unsharded"
+
+    @classmethod
+    def single(cls) -> ShardSpec:
+        """No sharding: this process does all the work."""
+        return cls()
+
+    @classmethod
+    def explicit(cls, index: int, count: int, strategy: str = "hash") -> ShardSpec:
+        """A given shard, e.g. for tests and for launchers other than Slurm."""
+        return cls(index=index, count=count, strategy=strategy, enabled=True, origin=f"explicit {index}/{count}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ShardSpec:
+        """Resolve the shard from the environment (see the module docstring for the rules)."""
+        env = os.environ if environ is None else environ
+        job = JobInfo.from_env(env)
+        strategy = (env.get("CURATOR_SHARD_STRATEGY") or "hash").strip().lower()
+        if strategy not in STRATEGIES:
+            raise ShardConfigError(
+                f"CURATOR_SHARD_STRATEGY={env['CURATOR_SHARD_STRATEGY']!r} is not one of {', '.join(STRATEGIES)}; "
+                "unset it for the default (hash)"
+            )
+        sharding = (env.get("CURATOR_SHARDING") or "").strip().lower()
+        if sharding in ("off", "0", "false", "no"):
+            return cls(strategy=strategy, origin="CURATOR_SHARDING=off", job=job)
+        if sharding not in ("", "on", "1", "true", "yes"):
+            raise ShardConfigError(f"CURATOR_SHARDING={env['CURATOR_SHARDING']!r}: use 'off' to disable sharding")
+
+        index, count, origin = _base_shard(env)
+        enabled = count is not None
+        if count is None:
+            index, count = 0, 1
+        assert index is not None
+
+        step_tasks = _int(env, "SLURM_STEP_NUM_TASKS", minimum=1)
+        if step_tasks is not None and step_tasks > 1:
+            procid = _int(env, "SLURM_PROCID", minimum=0, fix="It is set by srun; do not override it.")
+            if procid is None:
+                raise ShardConfigError(
+                    f"SLURM_STEP_NUM_TASKS={step_tasks} but SLURM_PROCID is unset; launch the step with srun"
+                )
+            if procid >= step_tasks:
+                raise ShardConfigError(f"SLURM_PROCID={procid} must be below SLURM_STEP_NUM_TASKS={step_tasks}")
+            index, count = index * step_tasks + procid, count * step_tasks
+            origin = (
+                f"{origin}; srun rank {procid} of {step_tasks}" if enabled else f"srun rank {procid} of {step_tasks}"
+            )
+            enabled = True
+        return cls(index=index, count=count, strategy=strategy, enabled=enabled, origin=origin, job=job)
+
+
+def _base_shard(env: Mapping[str, str]) -> tuple[int | None, int | None, str]:
+    """(index, count, origin) from the overrides or the array variables; count None: not sharded."""
+    count = _int(env, "CURATOR_NUM_SHARDS", minimum=1, fix="Set it to the total number of shards (>= 1).")
+    offset = _int(env, "CURATOR_SHARD_OFFSET", minimum=0, fix="Set it to the shard of array index 0 (>= 0).")
+    index = _int(env, "CURATOR_SHARD_INDEX", minimum=0, fix="Set it to a shard number from 0.")
+    array_id = _int(env, "SLURM_ARRAY_TASK_ID", minimum=0)
+
+    if offset is not None and count is None:
+        raise ShardConfigError(
+            f"CURATOR_SHARD_OFFSET={offset} is set without CURATOR_NUM_SHARDS; set CURATOR_NUM_SHARDS to the "
+            "total number of shards across all arrays"
+        )
+    if index is not None and offset is not None:
+        raise ShardConfigError("CURATOR_SHARD_INDEX and CURATOR_SHARD_OFFSET are both set; unset one of them")
+
+    if count is not None:
+        if index is not None:
+            origin = f"CURATOR_SHARD_INDEX={index}, CURATOR_NUM_SHARDS={count}"
+        elif array_id is not None:
+            index = array_id + (offset or 0)
+            origin = f"SLURM_ARRAY_TASK_ID={array_id} + CURATOR_SHARD_OFFSET={offset or 0}, CURATOR_NUM_SHARDS={count}"
+        else:
+            raise ShardConfigError(
+                f"CURATOR_NUM_SHARDS={count} is set but this process has no shard index: set CURATOR_SHARD_INDEX "
+                "or run it as a Slurm array task"
+            )
+        if index >= count:
+            raise ShardConfigError(
+                f"shard index {index} ({origin}) is not below CURATOR_NUM_SHARDS={count}; raise CURATOR_NUM_SHARDS "
+                "or fix the offset/index"
+            )
+        return index, count, origin
+
+    if array_id is None:
+        if index is not None:
+            raise ShardConfigError(
+                f"CURATOR_SHARD_INDEX={index} is set without CURATOR_NUM_SHARDS; set CURATOR_NUM_SHARDS too"
+            )
+        return 0, None, "not sharded"
+
+    array_count = _int(env, "SLURM_ARRAY_TASK_COUNT", minimum=1)
+    lo = _int(env, "SLURM_ARRAY_TASK_MIN", minimum=0)
+    hi = _int(env, "SLURM_ARRAY_TASK_MAX", minimum=0)
+    step = _int(env, "SLURM_ARRAY_TASK_STEP", minimum=1) or 1
+    if array_count is None or lo is None or hi is None:
+        raise ShardConfigError(
+            f"SLURM_ARRAY_TASK_ID={array_id} is set but SLURM_ARRAY_TASK_COUNT/_MIN/_MAX are not; "
+            "set CURATOR_NUM_SHARDS (and CURATOR_SHARD_OFFSET) explicitly"
+        )
+    if index is not None:
+        origin = f"CURATOR_SHARD_INDEX={index}, SLURM_ARRAY_TASK_COUNT={array_count}"
+        if index >= array_count:
+            raise ShardConfigError(
+                f"CURATOR_SHARD_INDEX={index} is not below SLURM_ARRAY_TASK_COUNT={array_count}; set CURATOR_NUM_SHARDS"
+            )
+        return index, array_count, origin
+    regular = lo + (array_count - 1) * step == hi and (array_id - lo) % step == 0 and lo <= array_id <= hi
+    if not regular:
+        raise ShardConfigError(
+            f"SLURM_ARRAY_TASK_ID={array_id} belongs to an irregular array (COUNT={array_count}, MIN={lo}, "
+            f"MAX={hi}, STEP={step}), e.g. --array=0,5,17: its position cannot be derived. Set "
+            f"CURATOR_NUM_SHARDS to the number of shards; each task then takes shard SLURM_ARRAY_TASK_ID"
+        )
+    index = (array_id - lo) // step
+    return index, array_count, f"SLURM_ARRAY_TASK_ID={array_id} of --array={lo}-{hi}:{step}"
+
+
+def available_cpus(environ: Mapping[str, str] | None = None) -> int:
+    """CPUs this process may use: ``SLURM_CPUS_PER_TASK`` when set, else the affinity mask."""
+    env = os.environ if environ is None else environ
+    slurm = env.get("SLURM_CPUS_PER_TASK")
+    if slurm and slurm.strip().isdigit() and int(slurm) > 0:
+        return int(slurm)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1
+
+
+def run_dir_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """``CURATOR_RUN_DIR``, if set."""
+    env = os.environ if environ is None else environ
+    return env.get("CURATOR_RUN_DIR") or None

@@ -1,0 +1,111 @@
+"""Which source tasks belong to which shard: pure functions, no environment.
+
+``hash`` (default): a task's shard is ``xxh64(task_id as UTF-8, seed=0) % count``. It needs nothing
+but the task's own id, so shards agree even if they list inputs at different times, and the hash is
+pinned by golden test vectors so it never changes between versions.
+
+``balanced``: every shard sorts the full list of (weight, id) the same way and assigns greedily to
+the lightest shard (longest-processing-time first, ties broken by shard index), so the heaviest shard
+is close to the mean even for skewed file sizes. It is only exactly-once if every shard sees the
+same list of source tasks, which is why it is opt-in.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import xxhash
+
+from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.tasks import Task
+
+SHARD_HASH_SEED = 0
+
+
+def shard_of(task_id: str, count: int) -> int:
+    """The shard (0..count-1) that owns ``task_id`` under the hash strategy."""
+    return xxhash.xxh64_intdigest(task_id.encode("utf-8"), SHARD_HASH_SEED) % count
+
+
+def hash_assignment(task_ids: Sequence[str], count: int) -> list[int]:
+    """Shard of each id, in order."""
+    h = xxhash.xxh64_intdigest
+    return [h(t.encode("utf-8"), SHARD_HASH_SEED) % count for t in task_ids]
+
+
+def balanced_assignment(task_ids: Sequence[str], weights: Sequence[float], count: int) -> list[int]:
+    """Shard of each id, in order, by greedy longest-first packing; depends only on the (id, weight)
+    set, not its order."""
+    if len(task_ids) != len(weights):
+        raise ValueError(f"{len(task_ids)} task ids but {len(weights)} weights")
+    order = sorted(range(len(task_ids)), key=lambda i: (-weights[i], task_ids[i]))
+    heap = [(0.0, shard) for shard in range(count)]
+    result = [0] * len(task_ids)
+    for i in order:
+        load, shard = heapq.heappop(heap)
+        result[i] = shard
+        heapq.heappush(heap, (load + weights[i], shard))
+    return result
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the shard filter kept, for the one log line per shard."""
+
+    kept: int
+    total: int
+    kept_bytes: int | None
+    total_bytes: int | None
+
+    def describe(self, spec: ShardSpec) -> str:
+        line = f"{spec.label}: kept {self.kept} of {self.total} source tasks"
+        if self.total_bytes is not None:
+            line += f" ({format_bytes(self.kept_bytes or 0)} of {format_bytes(self.total_bytes)})"
+        return line
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def check_source_ids(tasks: Sequence[Task], stage_name: str) -> None:
+    """Refuse source tasks whose ids cannot shard deterministically (random or duplicated)."""
+    seen: set[str] = set()
+    for t in tasks:
+        if not t.has_deterministic_id:
+            raise ValueError(
+                f"source stage {stage_name!r} produced a task without a deterministic task_id ({type(t).__name__}); "
+                "sharding needs ids derived from the work itself (e.g. curator_slurm.tasks.content_id of the "
+                "input paths) so every shard agrees. Give each task a task_id, or set CURATOR_SHARDING=off."
+            )
+        if t.task_id in seen:
+            raise ValueError(
+                f"source stage {stage_name!r} produced task_id {t.task_id!r} twice; source task ids must be "
+                "unique, or the same work would be done twice"
+            )
+        seen.add(t.task_id)
+
+
+def select(tasks: Sequence[Task], spec: ShardSpec) -> tuple[list[Task], Selection]:
+    """The tasks this shard owns, in their original order."""
+    has_bytes = bool(tasks) and all("bytes" in t.metadata for t in tasks)
+    if spec.count == 1:
+        kept = list(tasks)
+    elif spec.strategy == "balanced":
+        shards = balanced_assignment([t.task_id for t in tasks], [t.weight for t in tasks], spec.count)
+        kept = [t for t, s in zip(tasks, shards, strict=True) if s == spec.index]
+    else:
+        h, seed, n, me = xxhash.xxh64_intdigest, SHARD_HASH_SEED, spec.count, spec.index
+        kept = [t for t in tasks if h(t.task_id.encode("utf-8"), seed) % n == me]
+    return kept, Selection(
+        kept=len(kept),
+        total=len(tasks),
+        kept_bytes=sum(t.weight for t in kept) if has_bytes else None,
+        total_bytes=sum(t.weight for t in tasks) if has_bytes else None,
+    )

@@ -1,0 +1,130 @@
+"""Stage base classes: what a pipeline step is, independent of where it runs."""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from curator_slurm.tasks import Task
+
+In = TypeVar("In", bound=Task)
+Out = TypeVar("Out", bound=Task)
+
+#: In a stage's declared output fields: "every field that came in also goes out".
+PASSTHROUGH = "*"
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one instance of a stage needs: executors size their worker pools from it."""
+
+    cpus: float = 1.0
+    gpus: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.cpus < 0 or self.gpus < 0:
+            raise ValueError(f"Resources(cpus={self.cpus}, gpus={self.gpus}): both must be >= 0")
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class ProcessingStage(Generic[In, Out]):
+    """One step of a pipeline.
+
+    Subclasses implement :meth:`process` (one task in; a task, a list of tasks, or ``None`` out) or, for
+    vectorised work, :meth:`process_batch`. Declaring :meth:`inputs` and :meth:`outputs` lets
+    ``Pipeline.build`` catch a missing field before any data is read.
+    """
+
+    name: str = ""
+    resources: Resources = Resources()
+    batch_size: int = 1
+    #: How many times a task is retried after its first failure in this stage.
+    max_retries: int = 2
+
+    # Set by Pipeline.build.
+    is_source_stage: bool = False
+    is_sink_stage: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.__dict__.get("name"):
+            cls.name = _snake(cls.__name__)
+
+    # --- declarations -------------------------------------------------------------------------------
+    def inputs(self) -> tuple[list[str], list[str]]:
+        """(task attributes, data fields) this stage reads."""
+        return [], []
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        """(task attributes, data fields) this stage produces; fields ``None`` means unknown, and
+        :data:`PASSTHROUGH` among them means the input fields go through."""
+        return [], None
+
+    # --- life cycle ---------------------------------------------------------------------------------
+    def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
+        """Called once per worker before any task (load models, open connections)."""
+
+    def teardown(self) -> None:
+        """Called once per worker after the last task."""
+
+    def process(self, task: In) -> Out | list[Out] | None:
+        raise NotImplementedError(f"stage {self.name!r} ({type(self).__name__}) must implement process()")
+
+    def process_batch(self, tasks: list[In]) -> list[Out | list[Out] | None]:
+        """One entry per input task, in order: a task, a list of tasks, or ``None`` (filtered).
+
+        Keeping one entry per input is what lets the framework trace every output to its source task.
+        """
+        return [self.process(t) for t in tasks]
+
+    # --- configuration ------------------------------------------------------------------------------
+    def with_(
+        self,
+        name: str | None = None,
+        resources: Resources | None = None,
+        batch_size: int | None = None,
+        max_retries: int | None = None,
+    ) -> ProcessingStage[In, Out]:
+        """A copy of this stage with some settings overridden; the original is untouched."""
+        new = copy.copy(self)
+        if name is not None:
+            new.name = name
+        if resources is not None:
+            new.resources = resources
+        if batch_size is not None:
+            if batch_size < 1:
+                raise ValueError(f"{self.name}.with_(batch_size={batch_size}): batch_size must be >= 1")
+            new.batch_size = batch_size
+        if max_retries is not None:
+            if max_retries < 0:
+                raise ValueError(f"{self.name}.with_(max_retries={max_retries}): max_retries must be >= 0")
+            new.max_retries = max_retries
+        return new
+
+    def params(self) -> dict[str, Any]:
+        """The settings that define what this stage does (for the run fingerprint)."""
+        out: dict[str, Any] = {}
+        for key, value in sorted(vars(self).items()):
+            if key.startswith("_") or key in ("is_source_stage", "is_sink_stage"):
+                continue
+            out[key] = value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+        return out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+class CompositeStage(ProcessingStage[In, Out]):
+    """A user-facing stage made of several simpler ones; ``Pipeline.build`` replaces it by
+    :meth:`decompose`."""
+
+    def decompose(self) -> list[ProcessingStage]:
+        raise NotImplementedError(f"composite stage {self.name!r} must implement decompose()")
+
+    def process(self, task: In) -> Out | list[Out] | None:
+        raise RuntimeError(f"composite stage {self.name!r} is not run directly; Pipeline.build decomposes it")

@@ -1,0 +1,123 @@
+"""Turning paths into file groups: the usual source stage."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+
+from curator_slurm.errors import InputError
+from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.tasks import EmptyTask, FileGroupTask
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3}
+_UNITS.update({"kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4, "tb": 1000**4})
+
+
+def parse_size(value: int | str) -> int:
+    """``"128MiB"`` → 134217728; plain integers are bytes."""
+    if isinstance(value, int):
+        size = value
+    else:
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in _UNITS:
+            raise ValueError(f"blocksize={value!r} is not a size; write e.g. 134217728, '128MiB' or '1GB'")
+        size = int(float(match.group(1)) * _UNITS[unit])
+    if size <= 0:
+        raise ValueError(f"blocksize={value!r} must be positive")
+    return size
+
+
+def list_files(
+    paths: str | os.PathLike | Iterable[str | os.PathLike],
+    extensions: Iterable[str] | None = None,
+    recursive: bool = True,
+) -> list[str]:
+    """Sorted, de-duplicated absolute paths of the files under ``paths``.
+
+    Hidden files (a leading dot, which is how writers name unfinished files) are skipped in
+    directories; an explicitly named file is always taken.
+    """
+    roots = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not roots:
+        raise InputError("no input paths given; pass a file or directory")
+    exts = tuple(e if e.startswith(".") else "." + e for e in extensions) if extensions else None
+    found: set[str] = set()
+    for root in map(os.fspath, roots):
+        if os.path.isfile(root):
+            found.add(os.path.abspath(root))
+            continue
+        if not os.path.isdir(root):
+            raise InputError(f"{root}: no such file or directory; check the input path")
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")) if recursive else []
+            for name in filenames:
+                if name.startswith(".") or (exts and not name.endswith(exts)):
+                    continue
+                found.add(os.path.abspath(os.path.join(dirpath, name)))
+    if not found:
+        wanted = f" ending in {', '.join(exts)}" if exts else ""
+        raise InputError(f"{', '.join(map(os.fspath, roots))}: no files{wanted} found; check the path and extensions")
+    return sorted(found)
+
+
+class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
+    """Lists input files and groups them into :class:`FileGroupTask` s.
+
+    Groups are by count (``files_per_partition``) or by size (``blocksize``, e.g. ``"512MiB"``); with
+    neither, each file is its own group. Files are sorted first, so the groups, and therefore their
+    ids, do not depend on the order the filesystem lists them in.
+    """
+
+    name = "file_partitioning"
+
+    def __init__(
+        self,
+        file_paths: str | os.PathLike | list[str],
+        files_per_partition: int | None = None,
+        blocksize: int | str | None = None,
+        file_extensions: list[str] | None = None,
+        limit: int | None = None,
+        recursive: bool = True,
+    ) -> None:
+        if files_per_partition is not None and blocksize is not None:
+            raise ValueError("give files_per_partition or blocksize, not both")
+        if files_per_partition is not None and files_per_partition < 1:
+            raise ValueError(f"files_per_partition={files_per_partition} must be >= 1")
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit={limit} must be >= 1")
+        self.file_paths = file_paths if isinstance(file_paths, (str, os.PathLike)) else list(file_paths)
+        self.files_per_partition = files_per_partition
+        self.blocksize = parse_size(blocksize) if blocksize is not None else None
+        self.file_extensions = list(file_extensions) if file_extensions else None
+        self.limit = limit
+        self.recursive = recursive
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], []
+
+    def process(self, task: EmptyTask) -> list[FileGroupTask]:
+        files = list_files(self.file_paths, self.file_extensions, self.recursive)
+        sizes = {f: os.path.getsize(f) for f in files}
+        groups: list[list[str]] = []
+        if self.blocksize is not None:
+            current: list[str] = []
+            current_bytes = 0
+            for f in files:
+                if current and current_bytes + sizes[f] > self.blocksize:
+                    groups.append(current)
+                    current, current_bytes = [], 0
+                current.append(f)
+                current_bytes += sizes[f]
+            if current:
+                groups.append(current)
+        else:
+            step = self.files_per_partition or 1
+            groups = [files[i : i + step] for i in range(0, len(files), step)]
+        if self.limit is not None:
+            groups = groups[: self.limit]
+        dataset = task.dataset_name
+        if not dataset and isinstance(self.file_paths, (str, os.PathLike)):
+            dataset = os.path.basename(os.path.normpath(os.fspath(self.file_paths)))
+        return [FileGroupTask.from_paths(g, dataset_name=dataset, bytes=sum(sizes[f] for f in g)) for g in groups]

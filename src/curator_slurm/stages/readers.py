@@ -1,0 +1,160 @@
+"""JSONL and Parquet readers: a file group in, one :class:`DocumentBatch` out."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.json as pj
+import pyarrow.parquet as pq
+
+from curator_slurm.errors import InputError
+from curator_slurm.stages.base import CompositeStage, ProcessingStage
+from curator_slurm.stages.partitioning import FilePartitioningStage
+from curator_slurm.tasks import DocumentBatch, FileGroupTask
+
+#: pyarrow's JSON reader infers types per block; big blocks make that both faster and steadier.
+_JSON_BLOCK_SIZE = 16 << 20
+
+
+def _locate_jsonl_error(path: str) -> str | None:
+    """Find the first line pyarrow refused, for a message that names it (only called on failure)."""
+    with pa.input_stream(path, compression="detect") as stream:
+        for lineno, raw in enumerate(stream.read().split(b"\n"), start=1):
+            if not raw.strip():
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start}); re-encode the file as UTF-8"
+            try:
+                json.loads(line)
+            except json.JSONDecodeError as e:
+                return f"{path}:{lineno}: malformed JSON ({e.msg} at column {e.colno}); fix or remove that line"
+    return None
+
+
+def read_jsonl(path: str, fields: list[str] | None = None) -> pa.Table:
+    """Read one JSONL file (optionally .gz/.zst/.bz2), with errors that name the file and line."""
+    if os.path.getsize(path) == 0:
+        raise InputError(f"{path}: file is empty (0 bytes); remove it or regenerate it")
+    try:
+        with pa.input_stream(path, compression="detect") as stream:
+            table = pj.read_json(stream, read_options=pj.ReadOptions(block_size=_JSON_BLOCK_SIZE))
+    except pa.ArrowInvalid as e:
+        located = _locate_jsonl_error(path)
+        if located:
+            raise InputError(located) from e
+        if "Empty JSON file" in str(e):
+            raise InputError(f"{path}: no JSON records (only blank lines); remove it or regenerate it") from e
+        raise InputError(f"{path}: cannot read as JSONL ({e}); if a field changes type, pass fields=[...]") from e
+    try:
+        table.validate(full=True)  # pyarrow does not check UTF-8 while parsing JSON
+    except pa.ArrowInvalid as e:
+        raise InputError(_locate_jsonl_error(path) or f"{path}: invalid text ({e})") from e
+    return _select(table, fields, path)
+
+
+def read_parquet(path: str, fields: list[str] | None = None) -> pa.Table:
+    """Read one Parquet file, turning pyarrow's low-level errors into one that names the file."""
+    try:
+        table = pq.read_table(path, columns=fields)
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise InputError(f"{path}: no such file; was it removed after the run started?") from e
+        raise InputError(f"{path}: not a readable Parquet file ({e}); it may be truncated or not Parquet") from e
+    except KeyError as e:
+        raise InputError(f"{path}: has no field {e}; available: {pq.read_schema(path).names}") from e
+    return table
+
+
+def _select(table: pa.Table, fields: list[str] | None, path: str) -> pa.Table:
+    if fields is None:
+        return table
+    missing = [f for f in fields if f not in table.column_names]
+    if missing:
+        raise InputError(f"{path}: missing field(s) {missing}; the file has {table.column_names}")
+    return table.select(fields)
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    if len(tables) == 1:
+        return tables[0]
+    return pa.concat_tables(tables, promote_options="default")
+
+
+class _FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
+    """Reads every file of a group into one batch whose id is the group's id."""
+
+    def __init__(self, fields: list[str] | None = None) -> None:
+        self.fields = list(fields) if fields else None
+
+    def read_file(self, path: str) -> pa.Table:
+        raise NotImplementedError
+
+    def inputs(self) -> tuple[list[str], list[str]]:
+        return ["data"], []
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], self.fields
+
+    def process(self, task: FileGroupTask) -> DocumentBatch:
+        table = _concat([self.read_file(p) for p in task.data])
+        return task.derive(table, cls=DocumentBatch, files=list(task.data))
+
+
+class JsonlReaderStage(_FileReaderStage):
+    name = "jsonl_reader"
+
+    def read_file(self, path: str) -> pa.Table:
+        return read_jsonl(path, self.fields)
+
+
+class ParquetReaderStage(_FileReaderStage):
+    name = "parquet_reader"
+
+    def read_file(self, path: str) -> pa.Table:
+        return read_parquet(path, self.fields)
+
+
+class _Reader(CompositeStage[FileGroupTask, DocumentBatch]):
+    default_extensions: tuple[str, ...] = ()
+    reader_class: type[_FileReaderStage] = _FileReaderStage
+
+    def __init__(
+        self,
+        file_paths: str | os.PathLike | list[str],
+        files_per_partition: int | None = None,
+        blocksize: int | str | None = None,
+        fields: list[str] | None = None,
+        file_extensions: list[str] | None = None,
+        limit: int | None = None,
+    ) -> None:
+        self.partitioner = FilePartitioningStage(
+            file_paths,
+            files_per_partition=files_per_partition,
+            blocksize=blocksize,
+            file_extensions=file_extensions or list(self.default_extensions),
+            limit=limit,
+        )
+        self.reader = self.reader_class(fields)
+
+    def decompose(self) -> list[ProcessingStage]:
+        return [self.partitioner, self.reader]
+
+
+class JsonlReader(_Reader):
+    """Read JSONL files (plain or compressed) into document batches, one batch per file group."""
+
+    name = "jsonl_reader"
+    default_extensions = (".jsonl", ".json", ".jsonl.gz", ".jsonl.zst", ".json.gz")
+    reader_class = JsonlReaderStage
+
+
+class ParquetReader(_Reader):
+    """Read Parquet files into document batches, one batch per file group."""
+
+    name = "parquet_reader"
+    default_extensions = (".parquet",)
+    reader_class = ParquetReaderStage

@@ -1,0 +1,110 @@
+"""JSONL and Parquet writers.
+
+Each batch becomes one file named after the batch's task id (which comes from its source task), written
+under a hidden temporary name in the same directory and renamed into place. So a crash never leaves a
+partial file under a final name, a re-run overwrites the same names with the same bytes, and many
+independent processes can write into one directory. Writers never delete anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.tasks import DocumentBatch, FileGroupTask
+
+TMP_MARK = ".tmp-"
+
+
+def atomic_write(final_path: str, write: Any) -> None:
+    """Call ``write(binary_file)`` on a hidden temporary file, fsync it, then rename it to ``final_path``."""
+    directory, name = os.path.split(final_path)
+    tmp = os.path.join(directory, f".{name}{TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final_path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+class _Writer(ProcessingStage[DocumentBatch, FileGroupTask]):
+    extension = ""
+
+    def __init__(self, path: str | os.PathLike, fields: list[str] | None = None) -> None:
+        self.path = os.fspath(path)
+        self.fields = list(fields) if fields else None
+
+    def inputs(self) -> tuple[list[str], list[str]]:
+        return ["data"], list(self.fields or [])
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], []
+
+    def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
+        os.makedirs(self.path, exist_ok=True)
+
+    def output_path(self, task: DocumentBatch) -> str:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in task.task_id)
+        return os.path.join(self.path, safe + self.extension)
+
+    def write_table(self, table: pa.Table, f: BinaryIO) -> None:
+        raise NotImplementedError
+
+    def process(self, task: DocumentBatch) -> FileGroupTask:
+        table = task.data.select(self.fields) if self.fields else task.data
+        final = self.output_path(task)
+        os.makedirs(self.path, exist_ok=True)
+        atomic_write(final, lambda f: self.write_table(table, f))
+        return FileGroupTask(
+            task_id=task.task_id,
+            dataset_name=task.dataset_name,
+            data=[final],
+            metadata={"rows": table.num_rows},
+            stage_perf=task.stage_perf,
+            source_id=task.source_id,
+        )
+
+
+class JsonlWriter(_Writer):
+    """Write each batch as a ``.jsonl`` file (UTF-8, one compact JSON object per line)."""
+
+    name = "jsonl_writer"
+    extension = ".jsonl"
+
+    def write_table(self, table: pa.Table, f: BinaryIO) -> None:
+        dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default).encode
+        for batch in table.to_batches(max_chunksize=8192):
+            lines = [dumps(row) for row in batch.to_pylist()]
+            if lines:
+                f.write(("\n".join(lines) + "\n").encode("utf-8"))
+
+
+class ParquetWriter(_Writer):
+    """Write each batch as a ``.parquet`` file."""
+
+    name = "parquet_writer"
+    extension = ".parquet"
+
+    def __init__(self, path: str | os.PathLike, fields: list[str] | None = None, compression: str = "snappy") -> None:
+        super().__init__(path, fields)
+        self.compression = compression
+
+    def write_table(self, table: pa.Table, f: BinaryIO) -> None:
+        pq.write_table(table, f, compression=self.compression)

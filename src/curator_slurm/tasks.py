@@ -1,0 +1,142 @@
+"""Units of work that flow between stages.
+
+A pipeline starts from one :class:`EmptyTask`; its first (source) stage turns it into source tasks
+(usually :class:`FileGroupTask`), and every later task remembers the source task it descends from
+(``source_id``) so that the framework can tell when a source task is completely done, record its fate
+and name its outputs after it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import pyarrow as pa
+import xxhash
+
+T = TypeVar("T")
+
+#: Seed of every id hash in the project. Changing it changes every output name: never do that.
+ID_HASH_SEED = 0
+
+
+def content_id(*parts: str) -> str:
+    """A short, stable id for content: xxh64 (seed 0) of the parts joined by NUL, as 16 hex digits.
+
+    Stable across processes, hosts and ``PYTHONHASHSEED``, unlike ``hash()``.
+    """
+    return xxhash.xxh64_hexdigest("\0".join(parts).encode("utf-8"), seed=ID_HASH_SEED)
+
+
+@dataclass
+class StagePerf:
+    """How long one stage spent on one task and how many rows went in and out."""
+
+    stage: str
+    seconds: float
+    rows_in: int
+    rows_out: int
+
+
+@dataclass
+class Task(Generic[T]):
+    """Base of all tasks.
+
+    ``task_id`` must be deterministic for source tasks (it decides the shard and names the outputs).
+    A task created without an id gets a random one and ``has_deterministic_id`` False, which the
+    framework refuses for source tasks while sharding is active.
+    """
+
+    task_id: str = ""
+    dataset_name: str = ""
+    data: T = None  # type: ignore[assignment]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    stage_perf: list[StagePerf] = field(default_factory=list)
+    source_id: str | None = None
+    has_deterministic_id: bool = field(default=True, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.task_id:
+            self.task_id = "rand-" + uuid.uuid4().hex[:16]
+            self.has_deterministic_id = False
+
+    @property
+    def num_items(self) -> int:
+        """Rows for batches, files for file groups, 1 otherwise."""
+        return 1
+
+    @property
+    def weight(self) -> int:
+        """Relative cost of this task, used by the balanced shard strategy (bytes when known)."""
+        return int(self.metadata.get("bytes", 1))
+
+    def derive(self, data: Any, task_id: str | None = None, cls: type[Task] | None = None, **metadata: Any) -> Task:
+        """A new task carrying ``data`` that keeps this task's lineage, name and metadata."""
+        klass = cls or type(self)
+        return klass(
+            task_id=task_id or self.task_id,
+            dataset_name=self.dataset_name,
+            data=data,
+            metadata={**self.metadata, **metadata},
+            stage_perf=list(self.stage_perf),
+            source_id=self.source_id,
+        )
+
+
+@dataclass
+class DocumentBatch(Task[pa.Table]):
+    """A batch of documents as a ``pyarrow.Table``."""
+
+    @property
+    def num_items(self) -> int:
+        return 0 if self.data is None else self.data.num_rows
+
+    def derive(self, data: Any, task_id: str | None = None, cls: type[Task] | None = None, **metadata: Any) -> Task:
+        return super().derive(data, task_id=task_id, cls=cls or DocumentBatch, **metadata)
+
+
+@dataclass
+class FileGroupTask(Task[list[str]]):
+    """A group of file paths: the usual source task, and what writers report as written."""
+
+    @classmethod
+    def from_paths(cls, paths: list[str], dataset_name: str = "", **metadata: Any) -> FileGroupTask:
+        """A file group whose id is a hash of its sorted absolute paths (so listing order never matters)."""
+        absolute = sorted(os.path.abspath(p) for p in paths)
+        if "bytes" not in metadata:
+            metadata["bytes"] = sum(os.path.getsize(p) for p in absolute)
+        return cls(task_id=content_id(*absolute), dataset_name=dataset_name, data=absolute, metadata=metadata)
+
+    @property
+    def num_items(self) -> int:
+        return len(self.data or [])
+
+
+@dataclass
+class EmptyTask(Task[None]):
+    """The seed a pipeline starts from: the source stage turns it into source tasks."""
+
+    task_id: str = "empty"
+
+
+@dataclass
+class NoneTask(Task[None]):
+    """A filtered slot (a stage returned nothing, or the shard filter dropped the task); later stages skip it."""
+
+    task_id: str = "none"
+
+
+@dataclass
+class FailedTask(Task[None]):
+    """A task whose stage raised after all retries; carries the error for the ledger."""
+
+    task_id: str = "failed"
+    stage: str = ""
+    error: str = ""
+    traceback: str = ""
+    attempts: int = 0
+
+
+SENTINELS = (EmptyTask, NoneTask, FailedTask)

@@ -1,0 +1,40 @@
+"""Shared test helpers: run the example as a real process, compare output trees."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "curate.py"
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without any Slurm or curator variables, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CURATOR_"))}
+    env.update(extra or {})
+    return env
+
+
+def run_example(
+    input_dir: Path, output_dir: Path, *args: str, env: Mapping[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run ``examples/curate.py`` as its own process, as a user (or an array task) would."""
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--input", str(input_dir), "--output", str(output_dir), *args],
+        env=clean_env(env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"curate.py failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` (hidden ones included, so leftovers show up) by relative path."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(Path(root).rglob("*")) if p.is_file()}
