@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from curator_slurm import LocalExecutor, Pipeline, PipelineFailedError, configure_logging
+from curator_slurm import CuratorError, LocalExecutor, Pipeline, PipelineFailedError, configure_logging
 from curator_slurm.stages import JsonlReader, ParquetWriter, ScoreFilter, SymbolRatioFilter, WordCountFilter
 
 
@@ -45,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     except PipelineFailedError as e:
         print(f"curate: {e}", file=sys.stderr)
         return 1
+    except CuratorError as e:  # bad configuration or input, found before any work was done
+        print(f"curate: {e}", file=sys.stderr)
+        return 2
     print(
         f"curate: {len(result.output_files)} files written, {result.rows_in} docs in, {result.rows_out} docs out, "
         f"{result.seconds:.2f} s"

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "curate.py"
 
@@ -36,5 +38,10 @@ def run_example(
 
 
 def read_tree(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` (hidden ones included, so leftovers show up) by relative path."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(Path(root).rglob("*")) if p.is_file()}
+    """Every file under ``root`` by relative path, hidden ones included so that leftover temporary
+    files show up; only the run directory (the ledger, which differs between runs) is left out."""
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(Path(root).rglob("*"))
+        if p.is_file() and DEFAULT_RUN_DIR_NAME not in p.relative_to(root).parts
+    }

@@ -29,3 +29,7 @@ class PipelineFailedError(CuratorError, RuntimeError):
     def __init__(self, message: str, result: object = None) -> None:
         super().__init__(message)
         self.result = result
+
+
+class Interrupted(PipelineFailedError):
+    """A stop signal (preemption, time limit) ended the run early; a re-run resumes it."""

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 from loguru import logger
 
 from curator_slurm.backends.base import BaseExecutor, PipelineResult
 from curator_slurm.errors import PipelineBuildError
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.slurm.env import RunOptions, ShardSpec
+from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, RunDir
 from curator_slurm.stages.base import PASSTHROUGH, CompositeStage, ProcessingStage
+from curator_slurm.stages.writers import BaseWriter
 
 
 class Pipeline:
@@ -62,22 +67,48 @@ class Pipeline:
                 available = set(produced)
         return flat
 
-    def run(self, executor: BaseExecutor | None = None, shard: ShardSpec | None = None) -> PipelineResult:
+    def run(
+        self,
+        executor: BaseExecutor | None = None,
+        shard: ShardSpec | None = None,
+        run_dir: str | os.PathLike | None = None,
+        options: RunOptions | None = None,
+    ) -> PipelineResult:
         """Run on ``executor`` (default: ``LocalExecutor()``).
 
         ``shard`` defaults to :meth:`ShardSpec.from_env`, so the same script does all the work on a
-        laptop and its share of it inside a Slurm array task.
+        laptop and its share of it inside a Slurm array task. Progress is recorded per source task in
+        ``run_dir`` (default: ``CURATOR_RUN_DIR``, else ``.curator-run`` inside the writer's output
+        directory), and a re-run skips what is already done.
         """
         from curator_slurm.backends.local import LocalExecutor
 
         stages = self.build()
         spec = shard if shard is not None else ShardSpec.from_env()
+        options = options if options is not None else RunOptions.from_env()
         executor = executor or LocalExecutor()
+        directory = run_dir or options.run_dir or default_run_dir(stages[-1])
         logger.bind(shard=spec.label, job=spec.job.label).info(
             f"pipeline {self.name!r}: {' -> '.join(s.name for s in stages)} on {type(executor).__name__} "
-            f"({spec.label}, {spec.origin})"
+            f"({spec.label}, {spec.origin})" + (f"; run directory {directory}" if directory else "")
         )
-        return executor.execute(stages, spec)
+        return executor.execute(
+            stages,
+            spec,
+            run_dir=RunDir(directory) if directory else None,
+            fingerprint=self.fingerprint(stages),
+            options=options,
+        )
+
+    def fingerprint(self, stages: list[ProcessingStage] | None = None) -> dict[str, Any]:
+        """What identifies this pipeline's work: stage names, types and parameters."""
+        return {
+            "name": self.name,
+            "stages": [
+                {"name": s.name, "type": f"{type(s).__module__}.{type(s).__qualname__}", "params": s.params()}
+                for s in (stages if stages is not None else self.build())
+            ],
+        }
 
     def __repr__(self) -> str:
         return f"Pipeline({self.name!r}, stages={[s.name for s in self.stages]})"
@@ -93,3 +124,10 @@ def _decompose(stage: ProcessingStage) -> list[ProcessingStage]:
     for part in parts:
         out.extend(_decompose(part))
     return out
+
+
+def default_run_dir(sink: ProcessingStage) -> str | None:
+    """``<output dir>/.curator-run`` when the sink writes files (the same for every shard), else None."""
+    if isinstance(sink, BaseWriter):
+        return os.path.join(sink.path, DEFAULT_RUN_DIR_NAME)
+    return None

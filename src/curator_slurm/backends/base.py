@@ -8,6 +8,9 @@ Executors differ only in how they push source tasks through the stages after the
 
 from __future__ import annotations
 
+import math
+import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
@@ -16,8 +19,10 @@ from typing import Any
 
 from loguru import logger
 
-from curator_slurm.errors import InputError, PipelineFailedError
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.errors import InputError, Interrupted, PipelineFailedError
+from curator_slurm.slurm.control import requeue
+from curator_slurm.slurm.env import RunOptions, ShardSpec
+from curator_slurm.slurm.ledger import RunDir
 from curator_slurm.slurm.sharding import Selection, check_source_ids, format_bytes, select
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, FileGroupTask, NoneTask, Task
@@ -85,6 +90,8 @@ class BaseStageAdapter:
         self.sleep = sleep
         self.stats = StageStats(stage.name)
         self.selection: Selection | None = None
+        self.source_ids: list[str] = []
+        self.kept: list[Task] = []
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         self.stage.setup(worker_metadata)
@@ -139,6 +146,7 @@ class BaseStageAdapter:
         good = [t for t in tasks if not isinstance(t, FailedTask)]
         if self.shard.enabled:
             check_source_ids(good, self.stage.name)
+        self.source_ids = [t.task_id for t in good]
         kept, self.selection = select(good, self.shard)
         return kept + [t for t in tasks if isinstance(t, FailedTask)]
 
@@ -156,6 +164,8 @@ class BaseStageAdapter:
         except TypeError:
             raise
         except Exception as first_error:
+            if self.stage.is_source_stage:
+                raise  # listing the work failed: nothing to retry per task, the run cannot start
             if len(tasks) == 1:
                 return [self._retry_one(tasks[0], first_error)]
             # One bad task must not fail its neighbours: retry each on its own.
@@ -250,10 +260,14 @@ class PipelineResult:
     done: int
     failed: list[FailedTask]
     seconds: float
+    run_dir: str | None = None
+    stopped_by: str | None = None
 
     @property
     def rows_in(self) -> int:
-        return self.stages[1].rows_in or self.stages[1].rows_out if len(self.stages) > 1 else 0
+        if len(self.stages) < 2:
+            return 0
+        return self.stages[1].rows_in or self.stages[1].rows_out
 
     @property
     def rows_out(self) -> int:
@@ -293,6 +307,60 @@ class ProgressLog:
             )
 
 
+class GraceExpired(BaseException):
+    """Raised in the driver when in-flight work outlives the grace period after a stop signal.
+
+    A BaseException so that no stage's ``except Exception`` swallows it."""
+
+
+class StopSignal:
+    """Turns SIGTERM, SIGUSR1 and SIGUSR2 into "start no new source task" (preemption, time limits).
+
+    In-flight source tasks get ``grace`` seconds to finish; then SIGALRM raises :class:`GraceExpired`
+    in the driver. Handlers are installed only in the main thread and restored on exit.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+
+    def __init__(self, grace: float, log: Any) -> None:
+        self.grace, self.log = grace, log
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignal:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (*self.SIGNALS, signal.SIGALRM):
+                self._old[sig] = signal.signal(sig, self._alarm if sig == signal.SIGALRM else self._stop)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._old:
+            signal.alarm(0)
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+
+    def __call__(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def name(self) -> str | None:
+        return signal.Signals(self.signum).name if self.signum is not None else None
+
+    def _stop(self, signum: int, frame: object) -> None:
+        if self.signum is not None:
+            return
+        self.signum = signum
+        self.log.warning(
+            f"received {signal.Signals(signum).name}: starting no new source tasks; in-flight ones get "
+            f"{self.grace:.0f} s to finish"
+        )
+        signal.alarm(max(1, math.ceil(self.grace)))
+
+    def _alarm(self, signum: int, frame: object) -> None:
+        if self.signum is not None:
+            raise GraceExpired()
+
+
 class BaseExecutor:
     """Runs a built pipeline. Subclasses implement :meth:`process_sources`."""
 
@@ -300,83 +368,142 @@ class BaseExecutor:
     progress_interval: float = 30.0
 
     def process_sources(
-        self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec
+        self,
+        stages: list[ProcessingStage],
+        sources: list[Task],
+        shard: ShardSpec,
+        should_stop: Callable[[], bool],
     ) -> Iterator[SourceResult]:
         """Push each source task through ``stages`` (everything after the source stage); yield one
-        result per source task, in any order, only after all of its descendants are done."""
+        result per source task, in any order, only after all of its descendants are done. Start no
+        new source task once ``should_stop()`` is true."""
         raise NotImplementedError
 
-    def run_source_stage(self, stage: ProcessingStage, shard: ShardSpec, log: Any) -> tuple[list[Task], int]:
-        """Run the source stage in the driver and keep this shard's tasks: (kept tasks, total count)."""
+    def run_source_stage(self, stage: ProcessingStage, shard: ShardSpec, log: Any) -> BaseStageAdapter:
+        """Run the source stage in the driver; the adapter keeps this shard's tasks in ``kept``."""
         adapter = BaseStageAdapter(stage, shard=shard, retry_backoff=self.retry_backoff)
         adapter.setup({"driver": True})
         try:
-            out = adapter.process([EmptyTask()])
+            adapter.kept = adapter.process([EmptyTask()])
         finally:
             adapter.teardown()
-        failed = [t for t in out if isinstance(t, FailedTask)]
-        if failed:
-            raise RuntimeError(f"source stage {stage.name!r} failed: {failed[0].error}\n{failed[0].traceback}")
         assert adapter.selection is not None
         log.info(adapter.selection.describe(shard))
-        return out, adapter.selection.total
+        return adapter
 
     def execute(
         self,
         stages: list[ProcessingStage],
         shard: ShardSpec,
-        skip: Callable[[list[Task]], list[Task]] | None = None,
-        on_result: Callable[[SourceResult], None] | None = None,
+        run_dir: RunDir | None = None,
+        fingerprint: dict[str, Any] | None = None,
+        options: RunOptions | None = None,
     ) -> PipelineResult:
-        """Run ``stages`` (built, source first) for this shard; raise if any source task failed."""
+        """Run ``stages`` (built, source first) for this shard, recording every source task's fate in
+        ``run_dir``; raise if any source task failed or a stop signal cut the run short."""
+        options = options or RunOptions()
         log = logger.bind(shard=shard.label, job=shard.job.label)
         start = time.perf_counter()
-        mine, total = self.run_source_stage(stages[0], shard, log)
-        todo = skip(mine) if skip else mine
-        skipped = len(mine) - len(todo)
-        if skipped:
-            log.info(f"{shard.label}: skipping {skipped} source tasks already done in this run directory")
+        if run_dir is not None:
+            run_dir.claim(fingerprint or {})
+        source = self.run_source_stage(stages[0], shard, log)
+        mine = source.kept
+        todo = mine
+        ledger = None
+        if run_dir is not None:
+            run_dir.check_sources(source.source_ids, options.accept_new_inputs)
+            state = run_dir.state()
+            todo = [t for t in mine if t.task_id not in state.done]
+            if len(todo) < len(mine):
+                log.info(f"{shard.label}: skipping {len(mine) - len(todo)} source tasks already done in {run_dir.path}")
+            ledger = run_dir.writer(shard)
         stats = [StageStats(s.name) for s in stages]
         outputs: list[str] = []
         output_tasks: list[Task] = []
         failed: list[FailedTask] = []
         progress = ProgressLog(len(todo), log, self.progress_interval)
-        results: Iterable[SourceResult]
-        results = self.process_sources(stages[1:], todo, shard) if len(stages) > 1 else _passthrough(todo)
-        for result in results:
-            for total_stats, part in zip(stats[1:], result.stats, strict=True):
-                total_stats.add(part)
-            outputs.extend(result.outputs)
-            output_tasks.extend(result.output_tasks)
-            if result.failure is not None:
-                failed.append(result.failure)
-            if on_result:
-                on_result(result)
-            progress.update(result)
+        stop = StopSignal(options.grace_seconds, log)
+        try:
+            with stop:
+                results: Iterable[SourceResult]
+                results = self.process_sources(stages[1:], todo, shard, stop) if len(stages) > 1 else _passthrough(todo)
+                for result in results:
+                    for total_stats, part in zip(stats[1:], result.stats, strict=True):
+                        total_stats.add(part)
+                    outputs.extend(result.outputs)
+                    output_tasks.extend(result.output_tasks)
+                    if result.failure is not None:
+                        failed.append(result.failure)
+                    if ledger is not None:
+                        ledger.write(_record(result))
+                    progress.update(result)
+        except GraceExpired:
+            log.warning(f"grace period of {options.grace_seconds:.0f} s over; abandoning in-flight source tasks")
+        finally:
+            if ledger is not None:
+                ledger.close()
         stats[0].tasks_out = len(mine)
         result = PipelineResult(
             shard=shard,
             stages=stats,
             output_files=sorted(outputs),
             output_tasks=output_tasks,
-            source_tasks_total=total,
+            source_tasks_total=source.selection.total if source.selection else len(mine),
             source_tasks_mine=len(mine),
-            source_tasks_skipped=skipped,
-            done=len(todo) - len(failed),
+            source_tasks_skipped=len(mine) - len(todo),
+            done=progress.done,
             failed=failed,
             seconds=time.perf_counter() - start,
+            run_dir=run_dir.path if run_dir else None,
+            stopped_by=stop.name,
         )
         log.info(result.summary())
+        if stop.name is not None:
+            left = len(todo) - progress.done - progress.failed
+            requeued = options.requeue and requeue(shard.job)
+            raise Interrupted(
+                f"stopped by {stop.name} ({shard.label}): {progress.done} source tasks done, {left} left for a "
+                + ("requeued run" if requeued else "re-run of the same command (done work is skipped)"),
+                result=result,
+            )
         if failed:
             first = "; ".join(
                 f"{f.source_id} [{f.stage}] {f.error.splitlines()[0] if f.error else ''}" for f in failed[:3]
             )
+            where = f"; records in {run_dir.path}" if run_dir else ""
             raise PipelineFailedError(
                 f"{len(failed)} of {len(todo)} source tasks failed after retries ({shard.label}): {first}"
-                + (" ..." if len(failed) > 3 else ""),
+                + (" ..." if len(failed) > 3 else "")
+                + where,
                 result=result,
             )
         return result
+
+
+def _record(result: SourceResult) -> dict[str, Any]:
+    """The ledger record of one finished source task."""
+    if result.failure is None:
+        return {
+            "source": result.source_id,
+            "status": "done",
+            "outputs": result.outputs,
+            "rows_in": result.rows_in,
+            "rows_out": result.rows_out,
+            "seconds": round(result.seconds, 4),
+            "attempts": result.attempts,
+        }
+    f = result.failure
+    return {
+        "source": result.source_id,
+        "status": "failed",
+        "stage": f.stage,
+        "error": f.error,
+        "traceback": f.traceback,
+        "attempts": result.attempts,
+        "task_id": f.metadata.get("task_id"),
+        "files": f.metadata.get("files"),
+        "seconds": round(result.seconds, 4),
+    }
 
 
 def _passthrough(tasks: list[Task]) -> Iterator[SourceResult]:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.util
-from collections.abc import Iterator
+import signal
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
@@ -42,6 +43,9 @@ def _teardown(adapters: list[BaseStageAdapter]) -> None:
 
 def _init_worker(stages: list[ProcessingStage], shard: ShardSpec, retry_backoff: float) -> None:
     global _worker_adapters
+    # Stop signals are the driver's business: it finishes in-flight work, then ends the workers.
+    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
     _worker_adapters = _make_adapters(stages, shard, retry_backoff, multiprocessing.current_process().pid or 0)
     # Pool workers leave through multiprocessing's exit path, which runs Finalize callbacks, not atexit.
     multiprocessing.util.Finalize(None, _teardown, args=(_worker_adapters,), exitpriority=10)
@@ -70,20 +74,26 @@ class LocalExecutor(BaseExecutor):
         self.progress_interval = progress_interval
 
     def process_sources(
-        self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec
+        self,
+        stages: list[ProcessingStage],
+        sources: list[Task],
+        shard: ShardSpec,
+        should_stop: Callable[[], bool],
     ) -> Iterator[SourceResult]:
         workers = min(self.workers, len(sources))
         if workers <= 1:
-            yield from self._in_process(stages, sources, shard)
+            yield from self._in_process(stages, sources, shard, should_stop)
         else:
-            yield from self._in_pool(stages, sources, shard, workers)
+            yield from self._in_pool(stages, sources, shard, workers, should_stop)
 
     def _in_process(
-        self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec
+        self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec, should_stop: Callable[[], bool]
     ) -> Iterator[SourceResult]:
         adapters = _make_adapters(stages, shard, self.retry_backoff, 0)
         try:
             for task in sources:
+                if should_stop():
+                    return
                 yield run_source_task(adapters, task)
         finally:
             _teardown(adapters)
@@ -97,7 +107,12 @@ class LocalExecutor(BaseExecutor):
         )
 
     def _in_pool(
-        self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec, workers: int
+        self,
+        stages: list[ProcessingStage],
+        sources: list[Task],
+        shard: ShardSpec,
+        workers: int,
+        should_stop: Callable[[], bool],
     ) -> Iterator[SourceResult]:
         pending = list(reversed(sources))
         crashes: dict[str, int] = {}
@@ -106,16 +121,21 @@ class LocalExecutor(BaseExecutor):
         in_flight: dict[Future[SourceResult], Task] = {}
         try:
             while pending or suspects or in_flight:
+                if should_stop():
+                    pending.clear()
+                    suspects.clear()
+                    if not in_flight:
+                        break
                 limit = 1 if suspects else 2 * workers
                 while len(in_flight) < limit and (suspects or pending):
                     task = suspects.pop() if suspects else pending.pop()
                     in_flight[pool.submit(_run_in_worker, task)] = task
-                done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                done, _ = wait(in_flight, timeout=1.0, return_when=FIRST_COMPLETED)
                 broken = False
                 for fut in done:
                     task = in_flight.pop(fut)
                     try:
-                        yield fut.result()
+                        result = fut.result()
                     except BrokenProcessPool:
                         broken = True
                         crashes[task.task_id] = crashes.get(task.task_id, 0) + 1
@@ -123,6 +143,8 @@ class LocalExecutor(BaseExecutor):
                             yield _crashed(task, crashes[task.task_id])
                         else:
                             suspects.append(task)
+                        continue
+                    yield result
                 if broken:
                     for fut, task in in_flight.items():
                         fut.cancel()
@@ -134,8 +156,20 @@ class LocalExecutor(BaseExecutor):
                     )
                     pool.shutdown(wait=False, cancel_futures=True)
                     pool = self._pool(stages, shard, workers)
+        except BaseException:  # grace period over, or the driver is going down: do not wait for workers
+            _kill_workers(pool)
+            raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    terminate = getattr(pool, "terminate_workers", None)  # Python >= 3.14
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.kill()
 
 
 def _crashed(task: Task, times: int) -> SourceResult:

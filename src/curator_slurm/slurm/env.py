@@ -230,7 +230,45 @@ def available_cpus(environ: Mapping[str, str] | None = None) -> int:
         return os.cpu_count() or 1
 
 
-def run_dir_from_env(environ: Mapping[str, str] | None = None) -> str | None:
-    """``CURATOR_RUN_DIR``, if set."""
-    env = os.environ if environ is None else environ
-    return env.get("CURATOR_RUN_DIR") or None
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise ShardConfigError(f"{name}={env[name]!r} is not a yes/no value; use 1 or 0")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run records its progress and reacts to preemption (defaults for ``Pipeline.run``).
+
+    ``run_dir``: ``CURATOR_RUN_DIR``; ``accept_new_inputs``: ``CURATOR_ACCEPT_NEW_INPUTS=1`` lets a shard
+    go on when the inputs changed since the run started; ``requeue``: ``CURATOR_REQUEUE=1`` asks Slurm to
+    requeue the job after a stop signal; ``grace_seconds``: ``CURATOR_GRACE_SECONDS``, how long in-flight
+    source tasks may finish after SIGTERM/SIGUSR1/SIGUSR2 (default 25, below Slurm's default KillWait of 30).
+    """
+
+    run_dir: str | None = None
+    accept_new_inputs: bool = False
+    requeue: bool = False
+    grace_seconds: float = 25.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> RunOptions:
+        env = os.environ if environ is None else environ
+        grace_raw = env.get("CURATOR_GRACE_SECONDS")
+        grace = 25.0
+        if grace_raw:
+            try:
+                grace = float(grace_raw)
+            except ValueError:
+                raise ShardConfigError(f"CURATOR_GRACE_SECONDS={grace_raw!r} is not a number of seconds") from None
+            if grace < 0:
+                raise ShardConfigError(f"CURATOR_GRACE_SECONDS={grace_raw!r} must be >= 0")
+        return cls(
+            run_dir=env.get("CURATOR_RUN_DIR") or None,
+            accept_new_inputs=_flag(env, "CURATOR_ACCEPT_NEW_INPUTS"),
+            requeue=_flag(env, "CURATOR_REQUEUE"),
+            grace_seconds=grace,
+        )

@@ -32,6 +32,10 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+#: Settings that change how a stage runs, not what it produces: changing them keeps a run resumable.
+_NOT_FINGERPRINTED = frozenset({"is_source_stage", "is_sink_stage", "resources", "batch_size", "max_retries"})
+
+
 class ProcessingStage(Generic[In, Out]):
     """One step of a pipeline.
 
@@ -110,7 +114,7 @@ class ProcessingStage(Generic[In, Out]):
         """The settings that define what this stage does (for the run fingerprint)."""
         out: dict[str, Any] = {}
         for key, value in sorted(vars(self).items()):
-            if key.startswith("_") or key in ("is_source_stage", "is_sink_stage"):
+            if key.startswith("_") or key in _NOT_FINGERPRINTED:
                 continue
             out[key] = value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
         return out

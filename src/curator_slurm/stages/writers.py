@@ -44,7 +44,9 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-class _Writer(ProcessingStage[DocumentBatch, FileGroupTask]):
+class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
+    """One output file per batch, named after its task id, written atomically into ``path``."""
+
     extension = ""
 
     def __init__(self, path: str | os.PathLike, fields: list[str] | None = None) -> None:
@@ -82,7 +84,7 @@ class _Writer(ProcessingStage[DocumentBatch, FileGroupTask]):
         )
 
 
-class JsonlWriter(_Writer):
+class JsonlWriter(BaseWriter):
     """Write each batch as a ``.jsonl`` file (UTF-8, one compact JSON object per line)."""
 
     name = "jsonl_writer"
@@ -96,7 +98,7 @@ class JsonlWriter(_Writer):
                 f.write(("\n".join(lines) + "\n").encode("utf-8"))
 
 
-class ParquetWriter(_Writer):
+class ParquetWriter(BaseWriter):
     """Write each batch as a ``.parquet`` file."""
 
     name = "parquet_writer"

@@ -1,0 +1,236 @@
+"""The run directory and its per-source-task ledger.
+
+Layout of a run directory::
+
+    run.json              pipeline fingerprint (stage names and parameters), written once, atomically
+    sources.json          count and digest of the source task ids the first process saw
+    ledger/*.jsonl        one append-only file per process: one JSON record per finished source task
+
+Every process writes only its own ledger file (named by host, pid and a random suffix), one line per
+record, flushed and fsynced, so a thousand array tasks on a shared filesystem never contend for a lock
+and a killed process leaves at worst a torn last line, which readers ignore. A million source tasks
+make a million lines in a few hundred files, not a million files.
+
+A record is ``{"source": id, "status": "done"|"failed", ...}``; ``done`` carries the outputs, rows
+in/out, seconds and attempts, ``failed`` the stage, error, traceback and attempts; both carry the
+shard and the Slurm job, array task and restart ids and the host. A source task is done if any record
+says so (a later failure of the same task cannot undo outputs that were renamed into place).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.json as pj
+import xxhash
+from loguru import logger
+
+from curator_slurm.errors import RunDirError
+from curator_slurm.slurm.env import ShardSpec
+
+LEDGER_DIR = "ledger"
+RUN_FILE = "run.json"
+SOURCES_FILE = "sources.json"
+#: Where a run directory goes when none is given and the sink writes files: inside its output directory.
+DEFAULT_RUN_DIR_NAME = ".curator-run"
+
+_STATUS_SCHEMA = pa.schema([("source", pa.string()), ("status", pa.string())])
+
+
+def source_digest(task_ids: Sequence[str]) -> str:
+    """Order-independent digest of a set of source task ids."""
+    h = xxhash.xxh64(seed=0)
+    for t in sorted(task_ids):
+        h.update(t.encode("utf-8") + b"\n")
+    return h.hexdigest()
+
+
+def _write_once(path: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Create ``path`` with ``payload`` unless it exists; return what the file holds.
+
+    The content goes to a temporary file that is hard-linked into place, so a reader never sees a
+    half-written file and exactly one of many concurrent creators wins.
+    """
+    tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(payload, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.link(tmp, path)
+        return payload
+    except FileExistsError:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    finally:
+        os.unlink(tmp)
+
+
+@dataclass
+class LedgerState:
+    """What the ledger says: done source ids, and the latest failure record of each failed one."""
+
+    done: set[str] = field(default_factory=set)
+    failed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    records: int = 0
+
+
+def _ledger_files(path: str) -> list[str]:
+    directory = os.path.join(path, LEDGER_DIR)
+    if not os.path.isdir(directory):
+        return []
+    return sorted(os.path.join(directory, f) for f in os.listdir(directory) if f.endswith(".jsonl"))
+
+
+def _complete_lines(path: str) -> bytes:
+    """The file's bytes up to its last newline: a torn last line (the writer was killed) is dropped."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return data[: data.rfind(b"\n") + 1]
+
+
+def iter_records(path: str) -> Iterator[dict[str, Any]]:
+    """Every complete record of the run directory ``path``, file by file (full detail, slower)."""
+    for name in _ledger_files(path):
+        for lineno, line in enumerate(_complete_lines(name).splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                logger.warning(f"{name}:{lineno}: unreadable ledger record skipped")
+
+
+def load_status(path: str) -> LedgerState:
+    """Done and failed source ids of a run directory; fast (pyarrow's JSON parser) for large ledgers."""
+    state = LedgerState()
+    failed_ids: set[str] = set()
+    for name in _ledger_files(path):
+        data = _complete_lines(name)
+        if not data:
+            continue
+        try:
+            table = pj.read_json(
+                pa.BufferReader(data),
+                parse_options=pj.ParseOptions(explicit_schema=_STATUS_SCHEMA, unexpected_field_behavior="ignore"),
+            )
+            sources, statuses = table.column("source").to_pylist(), table.column("status").to_pylist()
+        except pa.ArrowInvalid:  # a damaged line in the middle: fall back to line-by-line
+            records = []
+            for line in data.splitlines():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+            sources = [r.get("source") for r in records]
+            statuses = [r.get("status") for r in records]
+        state.records += len(sources)
+        for source, status in zip(sources, statuses, strict=True):
+            if status == "done":
+                state.done.add(source)
+            elif status == "failed":
+                failed_ids.add(source)
+    pending_failed = failed_ids - state.done
+    if pending_failed:
+        for record in iter_records(path):
+            if record.get("status") == "failed" and record.get("source") in pending_failed:
+                state.failed[record["source"]] = record
+    return state
+
+
+class LedgerWriter:
+    """Appends this process's records to its own ledger file, durably, one line each."""
+
+    def __init__(self, run_dir: str, shard: ShardSpec) -> None:
+        directory = os.path.join(run_dir, LEDGER_DIR)
+        os.makedirs(directory, exist_ok=True)
+        job = shard.job
+        tag = f"{job.array_job_id}_{job.array_task_id}" if job.array_job_id else (job.job_id or "local")
+        self.path = os.path.join(directory, f"{tag}-{job.host}-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl")
+        self._file = None
+        self._common = {
+            "shard": f"{shard.index}/{shard.count}",
+            "job_id": job.job_id,
+            "array_job_id": job.array_job_id,
+            "array_task_id": job.array_task_id,
+            "restart_count": job.restart_count,
+            "host": job.host,
+            "pid": os.getpid(),
+        }
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self._file is None:  # created on first use, so a shard with no work leaves no file
+            self._file = open(self.path, "ab")  # noqa: SIM115 - kept open for the life of the run
+        line = json.dumps({**record, **self._common, "time": round(time.time(), 3)}, separators=(",", ":"))
+        self._file.write(line.encode("utf-8") + b"\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class RunDir:
+    """A run directory: checks that it belongs to this pipeline and input set, and hands out the ledger."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+
+    def __repr__(self) -> str:
+        return f"RunDir({self.path!r})"
+
+    def claim(self, fingerprint: dict[str, Any]) -> None:
+        """Record the pipeline fingerprint, or check it matches the one recorded by the first process."""
+        os.makedirs(self.path, exist_ok=True)
+        want = {"fingerprint": fingerprint_digest(fingerprint), "pipeline": fingerprint}
+        have = _write_once(os.path.join(self.path, RUN_FILE), want)
+        if have.get("fingerprint") != want["fingerprint"]:
+            raise RunDirError(
+                f"{self.path} belongs to another pipeline: it was created by fingerprint {have.get('fingerprint')} "
+                f"({_describe(have.get('pipeline'))}), this pipeline is {want['fingerprint']} "
+                f"({_describe(fingerprint)}). Use another run directory (run_dir= or CURATOR_RUN_DIR) or delete it "
+                "to start over."
+            )
+
+    def check_sources(self, task_ids: Sequence[str], accept_new_inputs: bool = False) -> None:
+        """Make sure this process sees the same source tasks as the first one did."""
+        want = {"count": len(task_ids), "digest": source_digest(task_ids)}
+        have = _write_once(os.path.join(self.path, SOURCES_FILE), want)
+        if have.get("digest") == want["digest"]:
+            return
+        message = (
+            f"{self.path}: the inputs changed since this run started: the first process saw {have.get('count')} "
+            f"source tasks (digest {have.get('digest')}), this one sees {want['count']} (digest {want['digest']})"
+        )
+        if not accept_new_inputs:
+            raise RunDirError(
+                message + ". Shards that list different inputs cannot split them exactly once. Restore the "
+                "inputs, use a new run directory, or set CURATOR_ACCEPT_NEW_INPUTS=1 to go on anyway."
+            )
+        logger.warning(message + "; going on because new inputs are accepted")
+
+    def state(self) -> LedgerState:
+        return load_status(self.path)
+
+    def writer(self, shard: ShardSpec) -> LedgerWriter:
+        return LedgerWriter(self.path, shard)
+
+
+def fingerprint_digest(fingerprint: dict[str, Any]) -> str:
+    return xxhash.xxh64_hexdigest(json.dumps(fingerprint, sort_keys=True, default=str).encode("utf-8"))
+
+
+def _describe(pipeline: Any) -> str:
+    if not isinstance(pipeline, dict):
+        return "unknown"
+    stages = pipeline.get("stages", [])
+    return f"{pipeline.get('name')!r}: " + " -> ".join(f"{s.get('name')}{s.get('params')}" for s in stages)
