@@ -195,10 +195,9 @@ class RunDir:
         have = _write_once(os.path.join(self.path, RUN_FILE), want)
         if have.get("fingerprint") != want["fingerprint"]:
             raise RunDirError(
-                f"{self.path} belongs to another pipeline: it was created by fingerprint {have.get('fingerprint')} "
-                f"({_describe(have.get('pipeline'))}), this pipeline is {want['fingerprint']} "
-                f"({_describe(fingerprint)}). Use another run directory (run_dir= or CURATOR_RUN_DIR) or delete it "
-                "to start over."
+                f"{self.path} belongs to another pipeline: it was created by fingerprint {have.get('fingerprint')}, "
+                f"this pipeline is {want['fingerprint']}; {_difference(have.get('pipeline'), fingerprint)}. Use "
+                "another run directory (run_dir= or CURATOR_RUN_DIR) or delete it to start over."
             )
 
     def check_sources(self, task_ids: Sequence[str], accept_new_inputs: bool = False) -> None:
@@ -229,8 +228,20 @@ def fingerprint_digest(fingerprint: dict[str, Any]) -> str:
     return xxhash.xxh64_hexdigest(json.dumps(fingerprint, sort_keys=True, default=str).encode("utf-8"))
 
 
-def _describe(pipeline: Any) -> str:
-    if not isinstance(pipeline, dict):
-        return "unknown"
-    stages = pipeline.get("stages", [])
-    return f"{pipeline.get('name')!r}: " + " -> ".join(f"{s.get('name')}{s.get('params')}" for s in stages)
+def _difference(old: Any, new: dict[str, Any]) -> str:
+    """The first difference between two fingerprints, in words."""
+    if not isinstance(old, dict):
+        return "the recorded fingerprint is unreadable"
+    if old.get("name") != new.get("name"):
+        return f"pipeline name was {old.get('name')!r}, now {new.get('name')!r}"
+    before, after = old.get("stages", []), new.get("stages", [])
+    if [s.get("name") for s in before] != [s.get("name") for s in after]:
+        return f"stages were {[s.get('name') for s in before]}, now {[s.get('name') for s in after]}"
+    for i, (b, a) in enumerate(zip(before, after, strict=True)):
+        for key in sorted(set(b.get("params", {})) | set(a.get("params", {}))):
+            was, now = b.get("params", {}).get(key), a.get("params", {}).get(key)
+            if was != now:
+                return f"stage {i} {a.get('name')!r}: {key} was {was!r}, now {now!r}"
+        if b.get("type") != a.get("type"):
+            return f"stage {i} {a.get('name')!r}: type was {b.get('type')}, now {a.get('type')}"
+    return "the fingerprints differ"
