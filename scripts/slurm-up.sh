@@ -103,11 +103,15 @@ recorded_pid() {
     echo "$pid"
 }
 
-# Pids of all processes whose command name is exactly $1 (no procps needed).
+# Pids of live processes whose command name is exactly $1 (no procps needed).
+# Zombies are skipped: where pid 1 does not reap orphans, stopped daemons
+# linger as zombies.
 pids_named() {
-    local f
+    local f pid
     for f in /proc/[0-9]*/comm; do
-        [[ "$(cat "$f" 2>/dev/null)" == "$1" ]] && { f="${f#/proc/}"; echo "${f%/comm}"; }
+        [[ "$(cat "$f" 2>/dev/null)" == "$1" ]] || continue
+        pid="${f#/proc/}"; pid="${pid%/comm}"
+        [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" == Z ]] || echo "$pid"
     done
     return 0
 }
@@ -134,16 +138,18 @@ start_daemon() {
     pid=$!
     echo "$pid" >"$PID_DIR/$name.pid"
     # Catch immediate start-up failures (bad config, port in use, ...).
-    for _ in 1 2 3 4 5; do
-        sleep 0.2
-        if ! recorded_pid "$name" >/dev/null; then
-            rm -f "$PID_DIR/$name.pid"
-            log "$name exited right after start; last log lines:"
-            tail -n 20 "$LOG_DIR/$name.stdout" >&2 || true
-            tail -n 20 "$LOG_DIR/$name.log" >&2 2>/dev/null || true
-            die "could not start $name"
-        fi
-    done
+    sleep 0.3
+    check_alive "$name"
+}
+
+# Fail with the daemon's last log lines if recorded daemon $1 has died.
+check_alive() {
+    recorded_pid "$1" >/dev/null && return 0
+    rm -f "$PID_DIR/$1.pid"
+    log "$1 is not running (any more); last log lines:"
+    tail -n 20 "$LOG_DIR/$1.stdout" >&2 2>/dev/null || true
+    tail -n 20 "$LOG_DIR/$1.log" >&2 2>/dev/null || true
+    die "$1 failed; logs in $LOG_DIR"
 }
 
 # ------------------------------------------------------------------- munge
@@ -255,8 +261,8 @@ SlurmctldLogFile=$LOG_DIR/slurmctld.log
 SlurmdLogFile=$LOG_DIR/slurmd.log
 SlurmctldDebug=info
 SlurmdDebug=info
-$( [[ -n "$CPUS" ]] && echo "SlurmdParameters=config_overrides" )
-$NODE_LINE
+${CPUS:+SlurmdParameters=config_overrides
+}$NODE_LINE
 PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 }
@@ -290,8 +296,11 @@ wait_ready() {
                     log "node $NODE is '$state' ($(sinfo -h -N -n "$NODE" -o '%E' 2>/dev/null)); resuming"
                     scontrol update nodename="$NODE" state=resume >/dev/null 2>&1 || true
                     last_resume=$SECONDS
+                    RESUMED=1
                 fi ;;
         esac
+        check_alive slurmctld
+        check_alive slurmd
         if ((SECONDS >= deadline)); then
             log "node state: '${state:-no answer}', MaxArraySize: '$(running_max_array_size)'"
             tail -n 15 "$LOG_DIR/slurmctld.log" >&2 2>/dev/null || true
@@ -328,7 +337,7 @@ if cmp -s "$new_conf" "$CONF" && [[ -n "$ctld_pid" && -n "$slurmd_pid" ]] \
     exit 0
 fi
 
-action="started"
+action="already running"
 restart_ctld=0
 restart_slurmd=0
 if ! cmp -s "$new_conf" "$CONF"; then
@@ -367,8 +376,16 @@ fi
 
 # slurmctld keeps its state (jobs survive restarts); -i tolerates state
 # files from another Slurm version instead of refusing to start.
-recorded_pid slurmctld >/dev/null || start_daemon slurmctld slurmctld -D -i
-recorded_pid slurmd >/dev/null || start_daemon slurmd slurmd -D
+if ! recorded_pid slurmctld >/dev/null; then
+    start_daemon slurmctld slurmctld -D -i
+    [[ "$action" != "already running" ]] || action="started"
+fi
+if ! recorded_pid slurmd >/dev/null; then
+    start_daemon slurmd slurmd -D
+    [[ "$action" != "already running" ]] || action="started"
+fi
 
+RESUMED=0
 wait_ready
+((RESUMED)) && action="$action, node resumed"
 summary "$action"

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,3 +16,30 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("corpus")
     make_corpus(str(root), files=12, docs_per_file=60, seed=1)
     return root
+
+
+REQUIRE_SLURM = os.environ.get("CURATOR_REQUIRE_SLURM") == "1"
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> str:
+    """The real single-node cluster (scripts/slurm-up.sh). Without one the test skips, unless
+    CURATOR_REQUIRE_SLURM=1 (as in CI), where a missing cluster is a failure."""
+    from slurmtools import cluster_available
+
+    ok, why = cluster_available()
+    if not ok:
+        if REQUIRE_SLURM:
+            pytest.fail(f"CURATOR_REQUIRE_SLURM=1 but {why}; start it with scripts/slurm-up.sh")
+        pytest.skip(f"{why}; start a cluster with scripts/slurm-up.sh (as root) to run this test")
+    return why
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """With CURATOR_REQUIRE_SLURM=1 a skipped Slurm test counts as failed, whatever skipped it."""
+    outcome = yield
+    report = outcome.get_result()
+    if REQUIRE_SLURM and report.skipped and item.get_closest_marker("slurm") is not None:
+        report.outcome = "failed"
+        report.longrepr = f"Slurm test skipped while CURATOR_REQUIRE_SLURM=1: {report.longrepr}"

@@ -166,7 +166,7 @@ def show_job(job_id: str | int) -> list[dict[str, str]]:
 
 def _expand_task_spec(spec: str) -> list[str]:
     """Expand an array task spec like ``"0-3"``, ``"1-7:2"``, ``"[0,5,17]%2"``."""
-    spec = spec.strip().strip("[]").split("%")[0]
+    spec = spec.split("%")[0].strip().strip("[]")
     tasks: list[str] = []
     for part in filter(None, spec.split(",")):
         range_part, _, step = part.partition(":")

@@ -1,0 +1,114 @@
+"""The unchanged example as a real Slurm job array on the local single-node cluster."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
+from helpers import EXAMPLE, REPO, read_tree, run_example
+from slurmtools import sbatch, wait_for_job
+
+pytestmark = pytest.mark.slurm
+
+TALLY = REPO / "tests" / "pipelines" / "tally.py"
+
+
+@pytest.fixture(scope="module")
+def unsharded(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    out = tmp_path_factory.mktemp("unsharded")
+    run_example(corpus, out, "--workers", "1")
+    return read_tree(out)
+
+
+def job_script(command: str) -> str:
+    # exec: the pipeline is the batch step itself, so `scancel --full --signal=TERM` reaches it directly.
+    return f"#!/bin/bash\nset -e\nexec {command}\n"
+
+
+@pytest.mark.parametrize(("spec", "ids"), [("0-3", [0, 1, 2, 3]), ("1-7:2", [1, 3, 5, 7])])
+def test_array_of_the_unchanged_example(
+    slurm_cluster: str, corpus: Path, tmp_path: Path, unsharded: dict[str, bytes], spec: str, ids: list[int]
+) -> None:
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    logs.mkdir()
+    command = f"{sys.executable} {EXAMPLE} --input {corpus} --output {out} --workers 1"
+    job = sbatch(job_script(command), f"--array={spec}", "-o", f"{logs}/task-%a.log", "-J", "curate-array")
+    states = wait_for_job(job, timeout=300)
+    assert states == {str(i): "COMPLETED" for i in ids}, {k: v for k, v in states.items()}
+    assert read_tree(out) == unsharded
+    kept = 0
+    for position, task_id in enumerate(ids):
+        log = (logs / f"task-{task_id}.log").read_text()
+        match = re.search(rf"shard {position}/{len(ids)}: kept (\d+) of 12 source tasks", log)
+        assert match, log
+        assert f"job {job}_{task_id}" in log
+        kept += int(match.group(1))
+    assert kept == 12
+    done = [r for r in iter_records(str(out / DEFAULT_RUN_DIR_NAME)) if r["status"] == "done"]
+    assert {r["array_job_id"] for r in done} == {job}
+    assert {r["array_task_id"] for r in done} <= {str(i) for i in ids}
+    assert len({r["source"] for r in done}) == len(done) == 12
+
+
+def test_srun_ranks_inside_an_array_task_write_nothing_twice(
+    slurm_cluster: str, corpus: Path, tmp_path: Path, unsharded: dict[str, bytes]
+) -> None:
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    logs.mkdir()
+    command = f"srun -n 2 {sys.executable} {EXAMPLE} --input {corpus} --output {out} --workers 1"
+    script = f"#!/bin/bash\nset -e\n{command}\n"
+    job = sbatch(script, "--array=0-1", "-n", "2", "-o", f"{logs}/task-%a.log")
+    assert wait_for_job(job, timeout=300) == {"0": "COMPLETED", "1": "COMPLETED"}
+    logs_text = "".join(p.read_text() for p in logs.iterdir())
+    kept = [int(n) for n in re.findall(r"shard \d/4: kept (\d+) of 12", logs_text)]
+    assert len(kept) == 4 and sum(kept) == 12, logs_text
+    done = [r for r in iter_records(str(out / DEFAULT_RUN_DIR_NAME)) if r["status"] == "done"]
+    assert len(done) == len({r["source"] for r in done}) == 12, "each source task written by exactly one rank"
+    assert read_tree(out) == unsharded
+
+
+def test_scancel_signal_term_flushes_the_ledger_and_rerun_completes(
+    slurm_cluster: str, corpus: Path, tmp_path: Path
+) -> None:
+    reference = tmp_path / "reference"
+    subprocess.run(
+        [
+            sys.executable,
+            str(TALLY),
+            "--input",
+            str(corpus),
+            "--output",
+            str(reference),
+            "--tally",
+            str(tmp_path / "r"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    out, tally, log = tmp_path / "out", tmp_path / "tally", tmp_path / "job.log"
+    command = f"{sys.executable} {TALLY} --input {corpus} --output {out} --tally {tally} --sleep 1 --workers 1"
+    job = sbatch(job_script(command), "-o", str(log))
+    deadline = time.monotonic() + 120
+    while not (tally.exists() and len(tally.read_text().split()) >= 2):
+        assert time.monotonic() < deadline, "the job never started working"
+        time.sleep(0.2)
+    subprocess.run(["scancel", "--full", "--signal=TERM", job], check=True)
+    states = wait_for_job(job, timeout=120)
+    assert states[""] in {"FAILED", "CANCELLED"}, states
+    text = log.read_text()
+    assert "received SIGTERM" in text and "stopped by SIGTERM" in text, text
+    done = load_status(str(out / DEFAULT_RUN_DIR_NAME)).done
+    assert 0 < len(done) < 12
+    assert done == set(tally.read_text().split()), "every started source task was finished and recorded"
+
+    rerun = sbatch(job_script(command.replace("--sleep 1", "--sleep 0")), "-o", str(tmp_path / "rerun.log"))
+    assert wait_for_job(rerun, timeout=300) == {"": "COMPLETED"}
+    assert sorted(tally.read_text().split()) == sorted(load_status(str(out / DEFAULT_RUN_DIR_NAME)).done)
+    assert len(tally.read_text().split()) == 12, "no source task ran twice"
+    assert read_tree(out) == read_tree(reference)
