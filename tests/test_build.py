@@ -57,15 +57,18 @@ def test_empty_pipeline_run_fails_before_any_executor_work() -> None:
 def test_add_stage_refuses_non_instances(bad: object) -> None:
     """add_stage takes stage instances only; passing the class gets a hint about instantiating it."""
     pipeline = Pipeline("p")
-    with pytest.raises(PipelineBuildError, match=r"pipeline 'p': add_stage got .*not a ProcessingStage") as info:
+    with pytest.raises(PipelineBuildError, match=r"pipeline 'p': add_stage got ") as info:
         pipeline.add_stage(bad)  # type: ignore[arg-type]
-    assert "did you pass the class instead of an instance?" in str(info.value)
+    if isinstance(bad, type):
+        assert f"the class {bad.__name__}; pass an instance, e.g. {bad.__name__}(...)" in str(info.value)
+    else:
+        assert f"got {type(bad).__name__}, which is not a ProcessingStage" in str(info.value)
     assert pipeline.stages == []
 
 
 def test_constructor_stages_are_checked_like_add_stage() -> None:
     """Pipeline(stages=[...]) goes through the same check as add_stage."""
-    with pytest.raises(PipelineBuildError, match="not a ProcessingStage"):
+    with pytest.raises(PipelineBuildError, match="add_stage got the class JsonlWriter"):
         Pipeline("p", stages=[JsonlWriter])  # type: ignore[list-item]
 
 

@@ -64,32 +64,10 @@ FILTERS: dict[str, DocumentFilter] = {
     "repeated_lines": RepeatedLinesFilter(max_repeated_line_fraction=0.3),
 }
 
-_EDGE_BUG = pytest.mark.xfail(
-    reason="BUG: _word_counts (filters.py) uses pc.utf8_split_whitespace, which keeps an empty piece for "
-    "leading/trailing whitespace ('' -> 1 word, '   ' -> 3, ' a b ' -> 4), unlike str.split()",
-    strict=True,
-)
-_UNICODE_BUG = pytest.mark.xfail(
-    reason="BUG: MeanWordLengthFilter/SymbolRatioFilter.score_array (filters.py) strip whitespace with the RE2 "
-    r"class \s, which is ASCII-only ([\t\n\f\r ]), while score_document uses str.split()/str.isspace(), "
-    "so NBSP, U+3000, \\v, U+2028 ... count as letters/symbols",
-    strict=True,
-)
-
 
 def _cases() -> list[Any]:
-    known = {
-        ("word_count", "edge"): _EDGE_BUG,
-        ("mean_word_length", "edge"): _EDGE_BUG,
-        ("mean_word_length", "unicode_space"): _UNICODE_BUG,
-        ("symbol_ratio", "unicode_space"): _UNICODE_BUG,
-    }
     groups = {"plain": PLAIN, "edge": EDGE, "unicode_space": UNICODE_SPACE}
-    return [
-        pytest.param(f, texts, marks=[known[(f, g)]] if (f, g) in known else [], id=f"{f}-{g}")
-        for f in FILTERS
-        for g, texts in groups.items()
-    ]
+    return [pytest.param(f, texts, id=f"{f}-{g}") for f in FILTERS for g, texts in groups.items()]
 
 
 def column(texts: list[str | None]) -> pa.ChunkedArray:
@@ -160,7 +138,6 @@ def test_score_filter_keeps_exactly_the_passing_documents(name: str) -> None:
     assert out.data.column("text").to_pylist() == [texts[i] for i in ids]
 
 
-@_EDGE_BUG
 def test_min_words_one_drops_empty_and_blank_documents() -> None:
     """WordCountFilter(min_words=1), the usual way to drop empty documents, drops empty, blank and null
     texts and keeps one-word ones, whitespace around them or not."""
@@ -209,11 +186,6 @@ def test_score_filter_on_an_empty_batch_returns_an_empty_batch() -> None:
     assert out.data.column_names == ["text", "n"]
 
 
-@pytest.mark.xfail(
-    reason="BUG: _texts (filters.py) calls pc.fill_null(texts, '') on a column of pyarrow type null (what "
-    "pyarrow's JSON reader infers when a file's text is always null): ArrowInvalid 'Invalid null value'",
-    strict=True,
-)
 @pytest.mark.parametrize("f", [WordCountFilter(min_words=0), MeanWordLengthFilter(0, None), SymbolRatioFilter()])
 def test_all_null_text_column_is_scored_as_empty(f: DocumentFilter) -> None:
     """A text column that is entirely null (type null) is scored like empty texts, not an error."""

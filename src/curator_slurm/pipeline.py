@@ -26,10 +26,14 @@ class Pipeline:
             self.add_stage(stage)
 
     def add_stage(self, stage: ProcessingStage) -> Pipeline:
+        if isinstance(stage, type):
+            raise PipelineBuildError(
+                f"pipeline {self.name!r}: add_stage got the class {stage.__name__}; pass an instance, "
+                f"e.g. {stage.__name__}(...)"
+            )
         if not isinstance(stage, ProcessingStage):
             raise PipelineBuildError(
-                f"pipeline {self.name!r}: add_stage got {type(stage).__name__}, not a ProcessingStage "
-                "(did you pass the class instead of an instance?)"
+                f"pipeline {self.name!r}: add_stage got {type(stage).__name__}, which is not a ProcessingStage"
             )
         self.stages.append(stage)
         return self

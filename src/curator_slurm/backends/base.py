@@ -404,13 +404,12 @@ class BaseExecutor:
         options = options or RunOptions()
         log = logger.bind(shard=shard.label, job=shard.job.label)
         start = time.perf_counter()
-        if run_dir is not None:
-            run_dir.claim(fingerprint or {})
-        source = self.run_source_stage(stages[0], shard, log)
+        source = self.run_source_stage(stages[0], shard, log)  # first: a bad input path must not claim a run dir
         mine = source.kept
         todo = mine
         ledger = None
         if run_dir is not None:
+            run_dir.claim(fingerprint or {})
             run_dir.check_sources(source.source_ids, options.accept_new_inputs)
             state = run_dir.state()
             todo = [t for t in mine if t.task_id not in state.done]

@@ -49,12 +49,21 @@ def _between(scores: pa.Array, low: float | None, high: float | None) -> pa.Arra
     return mask
 
 
+#: Whitespace as Python's str.split() sees it; pyarrow's regex \s alone is ASCII-only and misses \v.
+_SPACE = r"\s\x0b\x1c-\x1f\x85\p{Z}"
+
+
 def _texts(texts: pa.ChunkedArray) -> pa.ChunkedArray:
+    if pa.types.is_null(texts.type):  # a column that was null in every row of a JSON file
+        texts = texts.cast(pa.string())
     return pc.fill_null(texts, "")
 
 
 def _word_counts(texts: pa.ChunkedArray) -> pa.Array:
-    return pc.list_value_length(pc.utf8_split_whitespace(_texts(texts)))
+    """Words as str.split() counts them (no empty pieces from leading or trailing space)."""
+    trimmed = pc.utf8_trim_whitespace(_texts(texts))
+    counts = pc.list_value_length(pc.utf8_split_whitespace(trimmed))
+    return pc.if_else(pc.equal(pc.utf8_length(trimmed), 0), 0, counts)
 
 
 class WordCountFilter(DocumentFilter):
@@ -100,7 +109,7 @@ class MeanWordLengthFilter(DocumentFilter):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.Array:
         texts = _texts(texts)
-        letters = pc.utf8_length(pc.replace_substring_regex(texts, r"\s+", ""))
+        letters = pc.utf8_length(pc.replace_substring_regex(texts, f"[{_SPACE}]+", ""))
         words = _word_counts(texts)
         mean = pc.divide(pc.cast(letters, pa.float64()), pc.cast(pc.max_element_wise(words, 1), pa.float64()))
         return pc.if_else(pc.equal(words, 0), 0.0, mean)
@@ -127,8 +136,8 @@ class SymbolRatioFilter(DocumentFilter):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.Array:
         texts = _texts(texts)
-        visible = pc.utf8_length(pc.replace_substring_regex(texts, r"\s+", ""))
-        symbols = pc.utf8_length(pc.replace_substring_regex(texts, r"[\p{L}\p{N}\s]+", ""))
+        visible = pc.utf8_length(pc.replace_substring_regex(texts, f"[{_SPACE}]+", ""))
+        symbols = pc.utf8_length(pc.replace_substring_regex(texts, f"[\\p{{L}}\\p{{N}}{_SPACE}]+", ""))
         ratio = pc.divide(pc.cast(symbols, pa.float64()), pc.cast(pc.max_element_wise(visible, 1), pa.float64()))
         return ratio
 

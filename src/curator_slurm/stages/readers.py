@@ -18,8 +18,18 @@ from curator_slurm.tasks import DocumentBatch, FileGroupTask
 _JSON_BLOCK_SIZE = 16 << 20
 
 
+def _json_kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(value), "null")
+
+
 def _locate_jsonl_error(path: str) -> str | None:
-    """Find the first line pyarrow refused, for a message that names it (only called on failure)."""
+    """Find the first line pyarrow refused, for a message that names it (only called on failure):
+    invalid UTF-8, malformed JSON, a line that is not an object, or a field that changes type."""
+    first_kind: dict[str, tuple[str, int]] = {}
     with pa.input_stream(path, compression="detect") as stream:
         for lineno, raw in enumerate(stream.read().split(b"\n"), start=1):
             if not raw.strip():
@@ -29,9 +39,21 @@ def _locate_jsonl_error(path: str) -> str | None:
             except UnicodeDecodeError as e:
                 return f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start}); re-encode the file as UTF-8"
             try:
-                json.loads(line)
+                record = json.loads(line)
             except json.JSONDecodeError as e:
                 return f"{path}:{lineno}: malformed JSON ({e.msg} at column {e.colno}); fix or remove that line"
+            if not isinstance(record, dict):
+                return f"{path}:{lineno}: not a JSON object (a {_json_kind(record)}); each line must be one object"
+            for key, value in record.items():
+                kind = _json_kind(value)
+                if kind == "null":
+                    continue
+                seen = first_kind.setdefault(key, (kind, lineno))
+                if seen[0] != kind and {seen[0], kind} != {"number"}:
+                    return (
+                        f"{path}:{lineno}: field {key!r} is a {kind} here but a {seen[0]} on line {seen[1]}; "
+                        "make the field's type consistent"
+                    )
     return None
 
 
@@ -40,33 +62,43 @@ def read_jsonl(path: str, fields: list[str] | None = None) -> pa.Table:
     if os.path.getsize(path) == 0:
         raise InputError(f"{path}: file is empty (0 bytes); remove it or regenerate it")
     try:
-        with pa.input_stream(path, compression="detect") as stream:
-            table = pj.read_json(stream, read_options=pj.ReadOptions(block_size=_JSON_BLOCK_SIZE))
-    except pa.ArrowInvalid as e:
+        table = _parse_json(path)
+        # pyarrow turns ISO-8601-looking strings into timestamps; keep the text as it was written.
+        dates = [f.name for f in table.schema if pa.types.is_timestamp(f.type)]
+        if dates:
+            table = _parse_json(path, pa.schema([(name, pa.string()) for name in dates])).select(table.column_names)
+        table.validate(full=True)  # pyarrow does not check UTF-8 while parsing JSON
+    except (pa.ArrowInvalid, UnicodeDecodeError) as e:
         located = _locate_jsonl_error(path)
         if located:
             raise InputError(located) from e
         if "Empty JSON file" in str(e):
             raise InputError(f"{path}: no JSON records (only blank lines); remove it or regenerate it") from e
-        raise InputError(f"{path}: cannot read as JSONL ({e}); if a field changes type, pass fields=[...]") from e
-    try:
-        table.validate(full=True)  # pyarrow does not check UTF-8 while parsing JSON
-    except pa.ArrowInvalid as e:
-        raise InputError(_locate_jsonl_error(path) or f"{path}: invalid text ({e})") from e
+        raise InputError(f"{path}: cannot read as JSONL ({e})") from e
+    if table.num_columns == 0:
+        raise InputError(f"{path}: no JSON records (only blank lines); remove it or regenerate it")
     return _select(table, fields, path)
+
+
+def _parse_json(path: str, strings: pa.Schema | None = None) -> pa.Table:
+    parse = pj.ParseOptions(explicit_schema=strings, unexpected_field_behavior="infer") if strings else None
+    with pa.input_stream(path, compression="detect") as stream:
+        return pj.read_json(stream, read_options=pj.ReadOptions(block_size=_JSON_BLOCK_SIZE), parse_options=parse)
 
 
 def read_parquet(path: str, fields: list[str] | None = None) -> pa.Table:
     """Read one Parquet file, turning pyarrow's low-level errors into one that names the file."""
     try:
-        table = pq.read_table(path, columns=fields)
+        if fields is not None:
+            names = pq.read_schema(path).names
+            missing = [f for f in fields if f not in names]
+            if missing:
+                raise InputError(f"{path}: missing field(s) {missing}; the file has {names}")
+        return pq.read_table(path, columns=fields)
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
         if isinstance(e, FileNotFoundError):
             raise InputError(f"{path}: no such file; was it removed after the run started?") from e
         raise InputError(f"{path}: not a readable Parquet file ({e}); it may be truncated or not Parquet") from e
-    except KeyError as e:
-        raise InputError(f"{path}: has no field {e}; available: {pq.read_schema(path).names}") from e
-    return table
 
 
 def _select(table: pa.Table, fields: list[str] | None, path: str) -> pa.Table:

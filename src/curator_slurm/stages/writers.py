@@ -69,15 +69,22 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
     def write_table(self, table: pa.Table, f: BinaryIO) -> None:
         raise NotImplementedError
 
+    #: Whether a batch with no rows still gets a file (Parquet keeps the schema; JSONL would be 0 bytes).
+    write_empty = True
+
     def process(self, task: DocumentBatch) -> FileGroupTask:
         table = task.data.select(self.fields) if self.fields else task.data
         final = self.output_path(task)
-        os.makedirs(self.path, exist_ok=True)
-        atomic_write(final, lambda f: self.write_table(table, f))
+        written = [final]
+        if table.num_rows or self.write_empty:
+            os.makedirs(self.path, exist_ok=True)
+            atomic_write(final, lambda f: self.write_table(table, f))
+        else:
+            written = []
         return FileGroupTask(
             task_id=task.task_id,
             dataset_name=task.dataset_name,
-            data=[final],
+            data=written,
             metadata={"rows": table.num_rows},
             stage_perf=task.stage_perf,
             source_id=task.source_id,
@@ -89,6 +96,7 @@ class JsonlWriter(BaseWriter):
 
     name = "jsonl_writer"
     extension = ".jsonl"
+    write_empty = False  # an empty .jsonl carries nothing, and readers refuse 0-byte files
 
     def write_table(self, table: pa.Table, f: BinaryIO) -> None:
         dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default).encode

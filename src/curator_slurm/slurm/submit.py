@@ -1,0 +1,270 @@
+"""Rendering and submitting sbatch arrays: small pure functions plus the few calls to Slurm.
+
+A submission of N logical shards becomes one or more arrays whose indices stay below the cluster's
+``MaxArraySize`` (and within ``max_array_tasks``); every task of every array gets
+``CURATOR_NUM_SHARDS=N`` and its array's ``CURATOR_SHARD_OFFSET``, so shard = offset + array index.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+
+from curator_slurm.errors import CuratorError
+
+SUBMISSIONS_FILE = "submissions.jsonl"
+
+
+class SlurmCommandError(CuratorError, RuntimeError):
+    """A Slurm command (sbatch, scontrol, squeue) failed or is missing."""
+
+
+@dataclass(frozen=True)
+class ArrayChunk:
+    """One sbatch array: indices ``0..size-1`` run shards ``offset..offset+size-1``."""
+
+    offset: int
+    size: int
+
+    @property
+    def shards(self) -> range:
+        return range(self.offset, self.offset + self.size)
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    """Everything that goes into the sbatch script(s) of one submission."""
+
+    script: str
+    script_args: tuple[str, ...] = ()
+    shards: int = 1
+    run_dir: str = ""
+    throttle: int | None = None
+    time: str | None = None
+    partition: str | None = None
+    cpus_per_task: int | None = None
+    mem: str | None = None
+    gpus_per_task: int | None = None
+    nodes_per_task: int = 1
+    job_name: str = "curator"
+    output_logs: str = ""
+    signal: str | None = None
+    requeue: bool = False
+    sbatch_args: tuple[str, ...] = ()
+    env_setup: tuple[str, ...] = ()
+    python: str = field(default_factory=lambda: sys.executable)
+    #: Extra environment for every task (e.g. the frozen source list of a retry).
+    env: tuple[tuple[str, str], ...] = ()
+    workdir: str = field(default_factory=os.getcwd)
+
+    def __post_init__(self) -> None:
+        if self.shards < 1:
+            raise ValueError(f"--shards {self.shards}: must be >= 1")
+        if self.throttle is not None and self.throttle < 1:
+            raise ValueError(f"--throttle {self.throttle}: must be >= 1")
+        if self.nodes_per_task < 1:
+            raise ValueError(f"--nodes-per-task {self.nodes_per_task}: must be >= 1")
+
+    @property
+    def logs_dir(self) -> str:
+        return self.output_logs or os.path.join(self.run_dir, "logs")
+
+
+def format_indices(indices: Iterable[int]) -> str:
+    """``[0, 1, 2, 3, 7, 9, 10]`` → ``"0-3,7,9-10"`` (sbatch ``--array`` syntax)."""
+    values = sorted(set(indices))
+    parts: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def split_shards(total: int, max_array_size: int, max_array_tasks: int | None = None) -> list[ArrayChunk]:
+    """Cut ``total`` shards into arrays whose indices stay below ``max_array_size`` (Slurm's limit is
+    on the index, so an array holds at most that many tasks) and within ``max_array_tasks``."""
+    if total < 1:
+        raise ValueError(f"cannot split {total} shards")
+    if max_array_size < 1:
+        raise ValueError(f"MaxArraySize={max_array_size} leaves no valid array index")
+    per_array = min(max_array_size, max_array_tasks or max_array_size)
+    return [ArrayChunk(offset, min(per_array, total - offset)) for offset in range(0, total, per_array)]
+
+
+def parse_array_limits(config_text: str) -> tuple[int, int | None]:
+    """(MaxArraySize, max_array_tasks or None) from ``scontrol show config`` output."""
+    size_match = re.search(r"^MaxArraySize\s*=\s*(\d+)", config_text, re.MULTILINE)
+    tasks_match = re.search(r"max_array_tasks=(\d+)", config_text)
+    max_size = int(size_match.group(1)) if size_match else 1001
+    return max_size, int(tasks_match.group(1)) if tasks_match else None
+
+
+def _run_slurm(cmd: Sequence[str], timeout: float = 60) -> str:
+    if shutil.which(cmd[0]) is None:
+        raise SlurmCommandError(f"{cmd[0]} not found on PATH; run this on a Slurm login node")
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise SlurmCommandError(f"{shlex.join(cmd)} failed: {(proc.stderr or proc.stdout).strip()}")
+    return proc.stdout
+
+
+def cluster_array_limits() -> tuple[int, int | None]:
+    return parse_array_limits(_run_slurm(["scontrol", "show", "config"]))
+
+
+def _directive(name: str, value: object) -> str:
+    return f"#SBATCH --{name}={value}"
+
+
+def render_script(opts: SubmitOptions, chunk: ArrayChunk) -> str:
+    """The sbatch script of one array of the submission."""
+    lines = ["#!/bin/bash", _directive("job-name", opts.job_name)]
+    array = f"0-{chunk.size - 1}" + (f"%{opts.throttle}" if opts.throttle else "")
+    lines.append(_directive("array", array))
+    lines.append(_directive("output", os.path.join(opts.logs_dir, "%A_%a.log")))
+    for name, value in (
+        ("time", opts.time),
+        ("partition", opts.partition),
+        ("cpus-per-task", opts.cpus_per_task),
+        ("mem", opts.mem),
+        ("gpus-per-task", opts.gpus_per_task),
+        ("signal", opts.signal),
+    ):
+        if value is not None:
+            lines.append(_directive(name, value))
+    if opts.nodes_per_task > 1:
+        lines.append(_directive("nodes", opts.nodes_per_task))
+        lines.append(_directive("ntasks-per-node", 1))
+    if opts.requeue:
+        lines.append("#SBATCH --requeue")
+    lines.extend(f"#SBATCH {arg}" for arg in opts.sbatch_args)
+    lines += ["", "set -euo pipefail", f"cd {shlex.quote(opts.workdir)}"]
+    lines.extend(opts.env_setup)
+    env = {
+        "CURATOR_NUM_SHARDS": str(opts.shards),
+        "CURATOR_SHARD_OFFSET": str(chunk.offset),
+        "CURATOR_RUN_DIR": opts.run_dir,
+        **dict(opts.env),
+    }
+    if opts.requeue:
+        env["CURATOR_REQUEUE"] = "1"
+    lines.extend(f"export {k}={shlex.quote(v)}" for k, v in env.items())
+    command = shlex.join([opts.python, opts.script, *opts.script_args])
+    if opts.nodes_per_task == 1:
+        # exec: the pipeline becomes the batch step, so signals (--signal=B:..., scancel -b) reach it.
+        lines.append(f"exec {command}")
+    else:
+        lines += _ray_cluster_block(opts, command)
+    return "\n".join(lines) + "\n"
+
+
+def _ray_cluster_block(opts: SubmitOptions, command: str) -> list[str]:
+    """Start Ray over this task's nodes (head on the first), run the pipeline against it, stop Ray."""
+    ray = shlex.quote(os.path.join(os.path.dirname(opts.python), "ray"))
+    cpus = opts.cpus_per_task or "${SLURM_CPUS_ON_NODE}"
+    return [
+        'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
+        'head="${nodes[0]}"',
+        "port=$((6379 + SLURM_ARRAY_TASK_ID % 1000))",
+        'export RAY_ADDRESS="$head:$port"',
+        'ray_tmp="/tmp/curator-ray-${SLURM_JOB_ID}"',
+        f'srun --nodes=1 --ntasks=1 -w "$head" {ray} start --head --block --port="$port" '
+        f'--num-cpus={cpus} --temp-dir="$ray_tmp" --include-dashboard=false &',
+        "sleep 10",
+        'for node in "${nodes[@]:1}"; do',
+        f'  srun --nodes=1 --ntasks=1 -w "$node" {ray} start --block --address="$RAY_ADDRESS" --num-cpus={cpus} &',
+        "done",
+        "sleep 5",
+        f"{command} &",
+        "child=$!",
+        "for sig in TERM USR1 USR2; do trap \"kill -s $sig $child 2>/dev/null || true\" $sig; done",
+        "status=0",
+        'wait "$child" || status=$?',
+        'while kill -0 "$child" 2>/dev/null; do wait "$child" || status=$?; done',
+        f"{ray} stop --force >/dev/null 2>&1 || true",
+        "kill $(jobs -p) 2>/dev/null || true",
+        'exit "$status"',
+    ]
+
+
+def sbatch_command(script_path: str) -> list[str]:
+    return ["sbatch", "--parsable", script_path]
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What one `submit` or `retry` sent to Slurm, recorded in the run directory."""
+
+    kind: str
+    shards: int
+    arrays: list[dict[str, object]]
+    script: str
+    script_args: list[str]
+    options: dict[str, object]
+    source_list: str | None
+    time: float
+
+
+def submit(opts: SubmitOptions, chunks: list[ArrayChunk], kind: str, source_list: str | None = None) -> Submission:
+    """Write each array's script into the run directory, sbatch it, and record the job ids."""
+    scripts_dir = os.path.join(opts.run_dir, "sbatch")
+    os.makedirs(scripts_dir, exist_ok=True)
+    os.makedirs(opts.logs_dir, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    arrays: list[dict[str, object]] = []
+    for i, chunk in enumerate(chunks):
+        path = os.path.join(scripts_dir, f"{kind}-{stamp}-{i}.sh")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(render_script(opts, chunk))
+        job_id = _run_slurm(sbatch_command(path)).strip().splitlines()[-1].split(";")[0]
+        arrays.append({"job_id": job_id, "offset": chunk.offset, "size": chunk.size, "script": path})
+    record = Submission(
+        kind=kind,
+        shards=opts.shards,
+        arrays=arrays,
+        script=opts.script,
+        script_args=list(opts.script_args),
+        options={k: v for k, v in asdict(opts).items() if k not in ("script", "script_args")},
+        source_list=source_list,
+        time=time.time(),
+    )
+    with open(os.path.join(opts.run_dir, SUBMISSIONS_FILE), "a", encoding="utf-8") as f:
+        f.write(json.dumps(asdict(record)) + "\n")
+    return record
+
+
+def load_submissions(run_dir: str) -> list[dict[str, object]]:
+    path = os.path.join(run_dir, SUBMISSIONS_FILE)
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def job_states(job_ids: Sequence[str]) -> dict[str, str] | None:
+    """State of every task of ``job_ids`` still known to Slurm (``123_4`` → RUNNING); None without Slurm."""
+    if not job_ids or shutil.which("squeue") is None:
+        return None
+    proc = subprocess.run(
+        ["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", "%i %T"], capture_output=True, text=True, timeout=60
+    )
+    if proc.returncode != 0:
+        return None
+    states: dict[str, str] = {}
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            states[parts[0]] = parts[1]
+    return states
