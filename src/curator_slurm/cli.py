@@ -1,59 +1,711 @@
-"""The ``curator-slurm`` command."""
+"""The ``curator-slurm`` command: submit, status, failures, retry, plan, local, shard.
+
+Every command exits non-zero with a one-line reason on bad input; ``--json`` prints data as JSON.
+A pipeline script's own arguments go after ``--``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import os
+import shlex
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+from typing import Any
 
 from curator_slurm import __version__
+from curator_slurm.errors import CuratorError
+
+EXAMPLES = {
+    "submit": """examples:
+  curator-slurm submit curate.py --shards 100 --time 2:00:00 --cpus-per-task 8 -- --input data/ --output out/
+  curator-slurm submit curate.py --shards 5000 --throttle 200 --dry-run -- --input data/ --output out/
+  curator-slurm submit curate.py --shards 16 --nodes-per-task 4 -- --input data/ --output out/ --executor ray""",
+    "status": """examples:
+  curator-slurm status out/.curator-run
+  curator-slurm status out/.curator-run --all --json
+  curator-slurm status out/.curator-run --watch 30""",
+    "failures": """examples:
+  curator-slurm failures out/.curator-run
+  curator-slurm failures out/.curator-run --traceback""",
+    "retry": """examples:
+  curator-slurm retry out/.curator-run
+  curator-slurm retry out/.curator-run --shards 4 --time 1:00:00 --dry-run""",
+    "plan": """examples:
+  curator-slurm plan curate.py --shards 1000 -- --input data/ --output out/""",
+    "local": """examples:
+  curator-slurm local curate.py --shards 4 -- --input data/ --output out/
+  curator-slurm local curate.py --shards 16 --parallel 2 --logs logs/ -- --input data/ --output out/""",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="curator-slurm",
-        description="Run data-curation pipelines sharded across Slurm job arrays.",
+class UsageError(CuratorError):
+    """Bad command-line input."""
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+
+def _split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Options for us before ``--``, the pipeline script's own arguments after it."""
+    argv = list(argv)
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1 :]
+    return argv, []
+
+
+def _clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment without the variables that would make a child process think it is a shard."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_ARRAY_", "SLURM_STEP_", "CURATOR_"))}
+    env.pop("SLURM_PROCID", None)
+    env.update(extra or {})
+    return env
+
+
+def run_plan(script: str, script_args: Sequence[str]) -> dict[str, Any]:
+    """Run ``script`` in plan mode: it lists its source tasks and exits without reading data."""
+    if not os.path.isfile(script):
+        raise UsageError(f"{script}: no such pipeline script")
+    with tempfile.TemporaryDirectory(prefix="curator-plan-") as tmp:
+        out = os.path.join(tmp, "plan.json")
+        proc = subprocess.run(
+            [sys.executable, script, *script_args],
+            env=_clean_env({"CURATOR_PLAN_OUT": out}),
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0 or not os.path.exists(out):
+            detail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            if proc.returncode == 0:
+                detail = "it finished without running a Pipeline"
+            raise UsageError(f"listing the work of {script} failed (exit {proc.returncode}): {detail}")
+        with open(out, encoding="utf-8") as f:
+            return json.load(f)
+
+
+def shard_loads(tasks: list[list[Any]], shards: int, strategy: str) -> list[tuple[int, float]]:
+    """(task count, weight) per shard under ``strategy``."""
+    from curator_slurm.slurm.sharding import balanced_assignment, hash_assignment
+
+    ids = [t[0] for t in tasks]
+    weights = [float(t[1]) for t in tasks]
+    owner = balanced_assignment(ids, weights, shards) if strategy == "balanced" else hash_assignment(ids, shards)
+    loads = [[0, 0.0] for _ in range(shards)]
+    for s, w in zip(owner, weights, strict=True):
+        loads[s][0] += 1
+        loads[s][1] += w
+    return [(int(c), w) for c, w in loads]
+
+
+def _fmt_weight(value: float, has_bytes: bool) -> str:
+    from curator_slurm.slurm.sharding import format_bytes
+
+    return format_bytes(value) if has_bytes else f"{value:.0f}"
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+# --- plan -------------------------------------------------------------------------------------------
+
+
+def plan_summary(plan: dict[str, Any], shards: int) -> dict[str, Any]:
+    summary: dict[str, Any] = {"source_tasks": len(plan["tasks"]), "shards": shards, "strategies": {}}
+    for strategy in ("hash", "balanced"):
+        loads = shard_loads(plan["tasks"], shards, strategy)
+        weights = [w for _, w in loads]
+        counts = [c for c, _ in loads]
+        mean = statistics.mean(weights) if weights else 0.0
+        summary["strategies"][strategy] = {
+            "tasks_min": min(counts),
+            "tasks_max": max(counts),
+            "weight_min": min(weights),
+            "weight_mean": mean,
+            "weight_max": max(weights),
+            "imbalance": max(weights) / mean if mean else 1.0,
+            "empty_shards": sum(1 for c in counts if c == 0),
+        }
+    return summary
+
+
+def cmd_plan(args: argparse.Namespace, script_args: list[str]) -> int:
+    plan = run_plan(args.script, script_args)
+    summary = plan_summary(plan, args.shards)
+    summary["run_dir"] = plan["run_dir"]
+    if args.json:
+        _print_json(summary)
+        return 0
+    unit = "bytes" if plan["has_bytes"] else "weight"
+    print(f"{summary['source_tasks']} source tasks over {args.shards} shards (run directory: {plan['run_dir']})")
+    print(
+        f"{'strategy':<9} {'tasks min-max':>14} {unit + ' min':>12} {'mean':>12} {'max':>12} "
+        f"{'max/mean':>9} {'empty':>6}"
     )
-    parser.add_argument("--version", action="version", version=f"curator-slurm {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    shard = sub.add_parser("shard", help="print which shard this process would take (from the environment)")
-    shard.add_argument("--json", action="store_true", help="print as JSON")
-    return parser
+    for strategy, s in summary["strategies"].items():
+        print(
+            f"{strategy:<9} {s['tasks_min']:>6}-{s['tasks_max']:<7} "
+            f"{_fmt_weight(s['weight_min'], plan['has_bytes']):>12} "
+            f"{_fmt_weight(s['weight_mean'], plan['has_bytes']):>12} "
+            f"{_fmt_weight(s['weight_max'], plan['has_bytes']):>12} {s['imbalance']:>9.3f} {s['empty_shards']:>6}"
+        )
+    print("balanced needs every shard to list the same inputs; use it with CURATOR_SHARD_STRATEGY=balanced")
+    return 0
 
 
-def cmd_shard(args: argparse.Namespace) -> int:
-    import json
+# --- submit / retry ---------------------------------------------------------------------------------
 
+
+def _add_sbatch_options(p: argparse.ArgumentParser, defaults_from_run: bool = False) -> None:
+    d = argparse.SUPPRESS if defaults_from_run else None
+    p.add_argument("--throttle", type=int, default=d, metavar="K", help="run at most K tasks of an array at once (%%K)")
+    p.add_argument("--time", default=d, help="time limit per task, e.g. 2:00:00")
+    p.add_argument("--partition", default=d)
+    p.add_argument("--cpus-per-task", type=int, default=d)
+    p.add_argument("--mem", default=d, help="memory per node, e.g. 16G")
+    p.add_argument("--gpus-per-task", type=int, default=d)
+    p.add_argument(
+        "--nodes-per-task",
+        type=int,
+        default=argparse.SUPPRESS if defaults_from_run else 1,
+        help="nodes per array task; > 1 starts a Ray cluster over them",
+    )
+    p.add_argument("--job-name", default=d)
+    p.add_argument("--output-logs", default=d, metavar="DIR", help="task logs go to DIR/<job>_<task>.log")
+    p.add_argument("--signal", default=d, help="sbatch --signal, e.g. B:USR1@300 to stop cleanly before the time limit")
+    p.add_argument(
+        "--requeue",
+        action="store_true",
+        default=argparse.SUPPRESS if defaults_from_run else False,
+        help="make tasks requeueable and requeue them after a stop signal",
+    )
+    p.add_argument("--sbatch-arg", action="append", default=d, metavar="ARG", help="extra sbatch option (repeatable)")
+    p.add_argument(
+        "--env-setup",
+        action="append",
+        default=d,
+        metavar="LINE",
+        help="shell line run before the pipeline, e.g. 'source ~/venv/bin/activate' (repeatable)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the script(s) and sbatch command lines; submit nothing"
+    )
+
+
+def _array_limits(dry_run: bool) -> tuple[int, int | None, str]:
+    from curator_slurm.slurm.submit import SlurmCommandError, cluster_array_limits
+
+    try:
+        size, tasks = cluster_array_limits()
+        return size, tasks, "from scontrol show config"
+    except SlurmCommandError:
+        if not dry_run:
+            raise
+        return 1001, None, "Slurm's default; scontrol not reachable"
+
+
+def _submit(opts: Any, kind: str, dry_run: bool, as_json: bool, source_list: str | None = None) -> int:
+    from curator_slurm.slurm.submit import render_script, sbatch_command, split_shards, submit
+
+    max_size, max_tasks, origin = _array_limits(dry_run)
+    chunks = split_shards(opts.shards, max_size, max_tasks)
+    if dry_run:
+        if as_json:
+            _print_json(
+                {
+                    "max_array_size": max_size,
+                    "arrays": [
+                        {
+                            "offset": c.offset,
+                            "size": c.size,
+                            "script": render_script(opts, c),
+                            "command": sbatch_command(f"<{kind}-{i}.sh>"),
+                        }
+                        for i, c in enumerate(chunks)
+                    ],
+                }
+            )
+            return 0
+        print(f"# {opts.shards} shards in {len(chunks)} array(s) (MaxArraySize={max_size}, {origin})")
+        for i, chunk in enumerate(chunks):
+            print(f"# --- array {i}: shards {chunk.offset}-{chunk.offset + chunk.size - 1}")
+            print(render_script(opts, chunk), end="")
+            print(f"# command: {shlex.join(sbatch_command(f'<{kind}-{i}.sh>'))}")
+        return 0
+    record = submit(opts, chunks, kind, source_list)
+    if as_json:
+        _print_json(asdict(record))
+        return 0
+    jobs = ", ".join(
+        f"{a['job_id']} (shards {a['offset']}-{int(a['offset']) + int(a['size']) - 1})" for a in record.arrays
+    )
+    print(f"submitted {opts.shards} shards as {len(record.arrays)} array(s): {jobs}")
+    print(f"run directory: {opts.run_dir}\nfollow with: curator-slurm status {opts.run_dir}")
+    return 0
+
+
+def _options_from_args(args: argparse.Namespace, base: dict[str, Any]) -> dict[str, Any]:
+    mapping = {
+        "throttle": "throttle",
+        "time": "time",
+        "partition": "partition",
+        "cpus_per_task": "cpus_per_task",
+        "mem": "mem",
+        "gpus_per_task": "gpus_per_task",
+        "nodes_per_task": "nodes_per_task",
+        "job_name": "job_name",
+        "output_logs": "output_logs",
+        "signal": "signal",
+        "requeue": "requeue",
+    }
+    out = dict(base)
+    for arg, key in mapping.items():
+        if hasattr(args, arg) and getattr(args, arg) is not None:
+            out[key] = getattr(args, arg)
+    if getattr(args, "sbatch_arg", None):
+        out["sbatch_args"] = tuple(args.sbatch_arg)
+    if getattr(args, "env_setup", None):
+        out["env_setup"] = tuple(args.env_setup)
+    return out
+
+
+def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
+    from curator_slurm.slurm.ledger import RunDir, fingerprint_digest  # noqa: F401 - validates import early
+    from curator_slurm.slurm.submit import SubmitOptions
+
+    plan = run_plan(args.script, script_args)
+    run_dir = os.path.abspath(args.run_dir or plan["run_dir"] or "")
+    if not run_dir or run_dir == os.path.abspath(""):
+        raise UsageError(
+            "the pipeline does not end in a file writer, so there is no default run directory; pass --run-dir"
+        )
+    n_tasks = len(plan["tasks"])
+    if args.shards > n_tasks:
+        print(
+            f"note: {args.shards} shards for {n_tasks} source tasks; {args.shards - n_tasks} or more will have "
+            "nothing to do",
+            file=sys.stderr,
+        )
+    fields = _options_from_args(args, {"job_name": os.path.splitext(os.path.basename(args.script))[0]})
+    opts = SubmitOptions(
+        script=os.path.abspath(args.script),
+        script_args=tuple(script_args),
+        shards=args.shards,
+        run_dir=run_dir,
+        **{k: v for k, v in fields.items() if k in SubmitOptions.__dataclass_fields__},
+    )
+    if not args.dry_run:
+        os.makedirs(run_dir, exist_ok=True)
+        with open(os.path.join(run_dir, "plan.json"), "w", encoding="utf-8") as f:
+            json.dump(plan, f)
+    return _submit(opts, "submit", args.dry_run, args.json)
+
+
+# --- status -----------------------------------------------------------------------------------------
+
+
+def collect_status(run_dir: str) -> dict[str, Any]:
+    """Everything `status` shows, as data."""
+    from curator_slurm.slurm.ledger import SOURCES_FILE, iter_records
+    from curator_slurm.slurm.submit import job_states, load_submissions
+
+    if not os.path.isdir(run_dir):
+        raise UsageError(f"{run_dir}: no such run directory")
+    plan_path = os.path.join(run_dir, "plan.json")
+    total = None
+    if os.path.exists(plan_path):
+        with open(plan_path, encoding="utf-8") as f:
+            total = len(json.load(f)["tasks"])
+    elif os.path.exists(os.path.join(run_dir, SOURCES_FILE)):
+        with open(os.path.join(run_dir, SOURCES_FILE), encoding="utf-8") as f:
+            total = json.load(f)["count"]
+    done: dict[str, dict[str, Any]] = {}
+    failed: dict[str, dict[str, Any]] = {}
+    first_time = last_time = None
+    for r in iter_records(run_dir):
+        first_time = r["time"] if first_time is None else min(first_time, r["time"])
+        last_time = r["time"] if last_time is None else max(last_time, r["time"])
+        if r["status"] == "done":
+            done[r["source"]] = r
+        elif r["status"] == "failed":
+            failed[r["source"]] = r
+    failed = {k: v for k, v in failed.items() if k not in done}
+    total = total if total is not None else len(done) + len(failed)
+    pending = max(total - len(done) - len(failed), 0)
+    rows_in = sum(r.get("rows_in", 0) for r in done.values())
+    rows_out = sum(r.get("rows_out", 0) for r in done.values())
+    elapsed = (last_time - first_time) if first_time is not None and last_time is not None else 0.0
+    rate = len(done) / elapsed if elapsed > 0 else None
+    shards: dict[str, dict[str, Any]] = {}
+    for r in [*done.values(), *failed.values()]:
+        s = shards.setdefault(
+            r.get("shard", "?"),
+            {"shard": r.get("shard", "?"), "done": 0, "failed": 0, "seconds": 0.0, "rows_in": 0, "job": None},
+        )
+        s["done" if r["status"] == "done" else "failed"] += 1
+        s["seconds"] += r.get("seconds", 0.0)
+        s["rows_in"] += r.get("rows_in", 0)
+        if r.get("array_job_id"):
+            s["job"] = f"{r['array_job_id']}_{r['array_task_id']}"
+    submissions = load_submissions(run_dir)
+    job_ids = [str(a["job_id"]) for sub in submissions for a in sub["arrays"]]
+    states = job_states(job_ids)
+    active = None
+    if states is not None:
+        active = {}
+        for state in states.values():
+            active[state] = active.get(state, 0) + 1
+    return {
+        "run_dir": os.path.abspath(run_dir),
+        "total": total,
+        "done": len(done),
+        "failed": len(failed),
+        "pending": pending,
+        "percent": 100.0 * len(done) / total if total else 100.0,
+        "rows_in": rows_in,
+        "rows_out": rows_out,
+        "tasks_per_second": rate,
+        "docs_per_second": rows_in / elapsed if elapsed > 0 else None,
+        "eta_seconds": pending / rate if rate and pending else (0.0 if not pending else None),
+        "shards": sorted(shards.values(), key=lambda s: s["shard"]),
+        "jobs": job_ids,
+        "job_states": active,
+    }
+
+
+def _print_status(status: dict[str, Any], show_all: bool) -> None:
+    def num(value: float | None, fmt: str = "{:.1f}") -> str:
+        return "-" if value is None else fmt.format(value)
+
+    print(f"run directory {status['run_dir']}")
+    print(
+        f"source tasks: {status['total']} total, {status['done']} done, {status['failed']} failed, "
+        f"{status['pending']} pending ({status['percent']:.1f}% done)"
+    )
+    print(
+        f"documents: {status['rows_in']} in, {status['rows_out']} out; "
+        f"throughput {num(status['docs_per_second'], '{:.0f}')}"
+        f" docs/s, {num(status['tasks_per_second'], '{:.2f}')} tasks/s; ETA {num(status['eta_seconds'], '{:.0f}')} s"
+    )
+    if status["job_states"] is not None:
+        states = ", ".join(f"{n} {s}" for s, n in sorted(status["job_states"].items())) or "none in the queue"
+        print(f"jobs {', '.join(status['jobs']) or '-'}: {states}")
+    shards = status["shards"]
+    if not shards:
+        return
+    shown = shards
+    if not show_all and len(shards) > 20:
+        incomplete = [s for s in shards if s["failed"]]
+        slowest = sorted(shards, key=lambda s: -s["seconds"])[:5]
+        shown = sorted({s["shard"]: s for s in incomplete + slowest}.values(), key=lambda s: s["shard"])
+        print(f"shards with failures and the 5 slowest of {len(shards)} (--all for every shard):")
+    print(f"{'shard':>10} {'done':>6} {'failed':>6} {'seconds':>9} {'docs in':>10}  job")
+    for s in shown:
+        print(
+            f"{s['shard']:>10} {s['done']:>6} {s['failed']:>6} {s['seconds']:>9.1f} {s['rows_in']:>10}  "
+            f"{s['job'] or '-'}"
+        )
+
+
+def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
+    while True:
+        status = collect_status(args.run_dir)
+        if args.json:
+            _print_json(status)
+        else:
+            _print_status(status, args.all)
+        if not args.watch or status["pending"] == 0:
+            return 0 if status["failed"] == 0 else 1
+        time.sleep(args.watch)
+        print()
+
+
+# --- failures ---------------------------------------------------------------------------------------
+
+
+def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
+    from curator_slurm.slurm.ledger import load_status
+    from curator_slurm.slurm.submit import load_submissions
+
+    if not os.path.isdir(args.run_dir):
+        raise UsageError(f"{args.run_dir}: no such run directory")
+    failed = load_status(args.run_dir).failed
+    logs_dirs = {
+        str(a["job_id"]): sub["options"].get("output_logs") or os.path.join(args.run_dir, "logs")
+        for sub in load_submissions(args.run_dir)
+        for a in sub["arrays"]
+    }
+    rows = []
+    for source, r in sorted(failed.items()):
+        log = None
+        if r.get("array_job_id") and str(r["array_job_id"]) in logs_dirs:
+            log = os.path.join(logs_dirs[str(r["array_job_id"])], f"{r['array_job_id']}_{r['array_task_id']}.log")
+        rows.append(
+            {
+                "source": source,
+                "stage": r.get("stage"),
+                "error": r.get("error"),
+                "files": r.get("files"),
+                "attempts": r.get("attempts"),
+                "shard": r.get("shard"),
+                "host": r.get("host"),
+                "job": f"{r['array_job_id']}_{r['array_task_id']}" if r.get("array_job_id") else r.get("job_id"),
+                "log": log,
+                "traceback": r.get("traceback"),
+            }
+        )
+    if args.json:
+        _print_json(rows if args.traceback else [{k: v for k, v in r.items() if k != "traceback"} for r in rows])
+        return 0
+    if not rows:
+        print("no failed source tasks")
+        return 0
+    print(f"{len(rows)} failed source task(s):")
+    for r in rows:
+        print(f"- {r['source']} [{r['stage']}] after {r['attempts']} attempt(s), shard {r['shard']} on {r['host']}")
+        print(f"  error: {(r['error'] or '').splitlines()[0] if r['error'] else ''}")
+        if r["files"]:
+            print(f"  files: {', '.join(map(str, r['files']))}")
+        if r["log"]:
+            print(f"  log:   {r['log']}")
+        if args.traceback and r["traceback"]:
+            print("  " + r["traceback"].rstrip().replace("\n", "\n  "))
+    return 0
+
+
+# --- retry ------------------------------------------------------------------------------------------
+
+
+def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
+    from curator_slurm.slurm.ledger import load_status
+    from curator_slurm.slurm.sharding import write_source_list
+    from curator_slurm.slurm.submit import SubmitOptions, job_states, load_submissions
+
+    run_dir = os.path.abspath(args.run_dir)
+    submissions = load_submissions(run_dir)
+    plan_path = os.path.join(run_dir, "plan.json")
+    if not submissions or not os.path.exists(plan_path):
+        raise UsageError(f"{run_dir} has no submission to retry; submit it first with curator-slurm submit")
+    with open(plan_path, encoding="utf-8") as f:
+        all_ids = [t[0] for t in json.load(f)["tasks"]]
+    state = load_status(run_dir)
+    remaining = [t for t in all_ids if t not in state.done]
+    if not remaining:
+        print(f"nothing to retry: all {len(all_ids)} source tasks are done")
+        return 0
+    states = job_states([str(a["job_id"]) for sub in submissions for a in sub["arrays"]]) or {}
+    busy = sorted(j for j, s in states.items() if s in ("RUNNING", "PENDING", "CONFIGURING", "COMPLETING", "REQUEUED"))
+    if busy and not args.force:
+        raise UsageError(
+            f"{len(busy)} task(s) of this run are still queued or running ({', '.join(busy[:5])}); "
+            "wait, scancel them, or pass --force"
+        )
+    first = submissions[0]
+    per_shard = max(len(all_ids) / int(first["shards"]), 1.0)
+    shards = args.shards or max(1, math.ceil(len(remaining) / per_shard))
+    retry_dir = os.path.join(run_dir, "retries")
+    os.makedirs(retry_dir, exist_ok=True)
+    source_list = os.path.join(retry_dir, f"retry-{len(submissions)}-{int(time.time())}.ids")
+    previous = dict(submissions[-1]["options"])
+    previous.pop("env", None)
+    fields = _options_from_args(args, previous)
+    base = SubmitOptions(
+        script=submissions[-1]["script"],
+        script_args=tuple(submissions[-1]["script_args"]),
+        shards=shards,
+        run_dir=run_dir,
+    )
+    opts = replace(
+        base,
+        **{
+            k: (tuple(v) if isinstance(v, list) else v)
+            for k, v in fields.items()
+            if k in SubmitOptions.__dataclass_fields__ and k not in ("shards", "run_dir")
+        },
+        env=(("CURATOR_SOURCE_LIST", source_list),),
+    )
+    if not args.dry_run:
+        write_source_list(source_list, remaining)
+    print(
+        f"retrying {len(remaining)} of {len(all_ids)} source tasks ({len(state.failed)} failed, "
+        f"{len(remaining) - len(state.failed)} never finished) with {shards} shard(s)"
+    )
+    return _submit(opts, "retry", args.dry_run, args.json, source_list)
+
+
+# --- local ------------------------------------------------------------------------------------------
+
+
+def cmd_local(args: argparse.Namespace, script_args: list[str]) -> int:
+    if not os.path.isfile(args.script):
+        raise UsageError(f"{args.script}: no such pipeline script")
+    n = args.shards
+    parallel = args.parallel or min(n, os.cpu_count() or 1)
+    logs = args.logs or tempfile.mkdtemp(prefix="curator-local-")
+    os.makedirs(logs, exist_ok=True)
+    job = f"local{os.getpid()}"
+    running: dict[int, tuple[subprocess.Popen[bytes], Any]] = {}
+    codes: dict[int, int] = {}
+    todo = list(range(n))[::-1]
+    print(f"running {n} shards of {args.script}, {parallel} at a time; logs in {logs}")
+    while todo or running:
+        while todo and len(running) < parallel:
+            i = todo.pop()
+            env = _clean_env(
+                {
+                    "SLURM_ARRAY_JOB_ID": job,
+                    "SLURM_ARRAY_TASK_ID": str(i),
+                    "SLURM_ARRAY_TASK_COUNT": str(n),
+                    "SLURM_ARRAY_TASK_MIN": "0",
+                    "SLURM_ARRAY_TASK_MAX": str(n - 1),
+                    "SLURM_ARRAY_TASK_STEP": "1",
+                }
+            )
+            if args.strategy:
+                env["CURATOR_SHARD_STRATEGY"] = args.strategy
+            log = open(os.path.join(logs, f"shard-{i}.log"), "wb")  # noqa: SIM115 - closed when the shard ends
+            proc = subprocess.Popen(
+                [sys.executable, args.script, *script_args], env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+            running[i] = (proc, log)
+        for i, (proc, log) in list(running.items()):
+            if proc.poll() is not None:
+                log.close()
+                codes[i] = proc.returncode
+                del running[i]
+                print(f"shard {i}/{n}: {'ok' if proc.returncode == 0 else f'FAILED (exit {proc.returncode})'}")
+        time.sleep(0.05)
+    failed = sorted(i for i, c in codes.items() if c != 0)
+    if failed:
+        print(
+            f"{len(failed)} of {n} shards failed: {', '.join(map(str, failed))}; see {logs}/shard-<i>.log",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"all {n} shards finished")
+    return 0
+
+
+# --- shard ------------------------------------------------------------------------------------------
+
+
+def cmd_shard(args: argparse.Namespace, _: list[str]) -> int:
     from curator_slurm.slurm.env import ShardSpec
 
     spec = ShardSpec.from_env()
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "index": spec.index,
-                    "count": spec.count,
-                    "enabled": spec.enabled,
-                    "strategy": spec.strategy,
-                    "origin": spec.origin,
-                }
-            )
+        _print_json(
+            {
+                "index": spec.index,
+                "count": spec.count,
+                "enabled": spec.enabled,
+                "strategy": spec.strategy,
+                "origin": spec.origin,
+            }
         )
     else:
         print(f"{spec.label} ({spec.origin}), strategy {spec.strategy}")
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    from curator_slurm.errors import CuratorError
+# --- parser -----------------------------------------------------------------------------------------
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="curator-slurm",
+        description="Run data-curation pipelines sharded across Slurm job arrays. "
+        "A pipeline script's own arguments go after `--`.",
+    )
+    parser.add_argument("--version", action="version", version=f"curator-slurm {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=EXAMPLES.get(name),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        return p
+
+    p = command("submit", "submit a pipeline script as one or more Slurm arrays of N shards")
+    p.add_argument("script", help="the pipeline script (run unchanged in every array task)")
+    p.add_argument("--shards", type=int, required=True, help="number of shards (array tasks in all)")
+    p.add_argument("--run-dir", help="run directory (default: the pipeline's, inside the writer's output)")
+    _add_sbatch_options(p)
+    p.add_argument("--json", action="store_true")
+
+    p = command("status", "progress of a run: source tasks done/failed/pending, throughput, ETA, jobs")
+    p.add_argument("run_dir")
+    p.add_argument("--all", action="store_true", help="show every shard")
+    p.add_argument("--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until nothing is pending")
+    p.add_argument("--json", action="store_true")
+
+    p = command("failures", "the failed source tasks of a run, with stage, error, files and log")
+    p.add_argument("run_dir")
+    p.add_argument("--traceback", action="store_true", help="show full tracebacks")
+    p.add_argument("--json", action="store_true")
+
+    p = command("retry", "resubmit only the source tasks of a run that are not done")
+    p.add_argument("run_dir")
+    p.add_argument("--shards", type=int, help="shards for the retry (default: about as large as the first run's)")
+    p.add_argument("--force", action="store_true", help="retry even while jobs of this run are queued or running")
+    _add_sbatch_options(p, defaults_from_run=True)
+    p.add_argument("--json", action="store_true")
+
+    p = command("plan", "list a script's source tasks and show how they split over N shards (reads no data)")
+    p.add_argument("script")
+    p.add_argument("--shards", type=int, required=True)
+    p.add_argument("--json", action="store_true")
+
+    p = command("local", "run a script as N shard processes on this machine, as an array would")
+    p.add_argument("script")
+    p.add_argument("--shards", type=int, required=True)
+    p.add_argument("--parallel", type=int, help="processes at once (default: min(shards, CPUs))")
+    p.add_argument("--logs", help="directory for shard-<i>.log (default: a new temporary directory)")
+    p.add_argument("--strategy", choices=["hash", "balanced"], help="shard strategy (default: hash)")
+
+    p = command("shard", "print which shard this process would take, from the environment")
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+COMMANDS = {
+    "submit": cmd_submit,
+    "status": cmd_status,
+    "failures": cmd_failures,
+    "retry": cmd_retry,
+    "plan": cmd_plan,
+    "local": cmd_local,
+    "shard": cmd_shard,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ours, script_args = _split_argv(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(ours)
     if args.command is None:
         parser.print_help()
         return 2
+    for name in ("shards", "parallel", "throttle"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            print(f"curator-slurm {args.command}: --{name} {value}: must be >= 1", file=sys.stderr)
+            return 2
     try:
-        return {"shard": cmd_shard}[args.command](args)
-    except CuratorError as e:
+        return COMMANDS[args.command](args, script_args)
+    except (CuratorError, ValueError, OSError) as e:
         print(f"curator-slurm {args.command}: {e}", file=sys.stderr)
         return 2
 

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 from loguru import logger
 
-from curator_slurm.backends.base import BaseExecutor, PipelineResult
+from curator_slurm.backends.base import BaseExecutor, BaseStageAdapter, PipelineResult
 from curator_slurm.errors import PipelineBuildError
 from curator_slurm.slurm.env import RunOptions, ShardSpec
 from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, RunDir
+from curator_slurm.slurm.sharding import check_source_ids
 from curator_slurm.stages.base import PASSTHROUGH, CompositeStage, ProcessingStage
 from curator_slurm.stages.writers import BaseWriter
+from curator_slurm.tasks import EmptyTask
 
 
 class Pipeline:
@@ -92,6 +95,9 @@ class Pipeline:
         options = options if options is not None else RunOptions.from_env()
         executor = executor or LocalExecutor()
         directory = run_dir or options.run_dir or default_run_dir(stages[-1])
+        if options.plan_out:
+            self._write_plan(options.plan_out, stages, directory)
+            raise SystemExit(0)
         logger.bind(shard=spec.label, job=spec.job.label).info(
             f"pipeline {self.name!r}: {' -> '.join(s.name for s in stages)} on {type(executor).__name__} "
             f"({spec.label}, {spec.origin})" + (f"; run directory {directory}" if directory else "")
@@ -113,6 +119,24 @@ class Pipeline:
                 for s in (stages if stages is not None else self.build())
             ],
         }
+
+    def _write_plan(self, path: str, stages: list[ProcessingStage], run_dir: str | os.PathLike | None) -> None:
+        """List the source tasks (no data is read) into ``path`` for `curator-slurm plan/submit`."""
+        adapter = BaseStageAdapter(stages[0], shard=ShardSpec.single())
+        adapter.setup({"driver": True})
+        try:
+            tasks = adapter.process([EmptyTask()])
+        finally:
+            adapter.teardown()
+        check_source_ids(tasks, stages[0].name)
+        plan = {
+            "pipeline": self.name,
+            "run_dir": os.path.abspath(run_dir) if run_dir else None,
+            "has_bytes": all("bytes" in t.metadata for t in tasks),
+            "tasks": [[t.task_id, t.weight] for t in tasks],
+        }
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(plan, f)
 
     def __repr__(self) -> str:
         return f"Pipeline({self.name!r}, stages={[s.name for s in self.stages]})"

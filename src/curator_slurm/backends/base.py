@@ -23,7 +23,7 @@ from curator_slurm.errors import InputError, Interrupted, PipelineFailedError
 from curator_slurm.slurm.control import requeue
 from curator_slurm.slurm.env import RunOptions, ShardSpec
 from curator_slurm.slurm.ledger import RunDir
-from curator_slurm.slurm.sharding import Selection, check_source_ids, format_bytes, select
+from curator_slurm.slurm.sharding import Selection, check_source_ids, format_bytes, read_source_list, select
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, FileGroupTask, NoneTask, Task
 
@@ -147,6 +147,9 @@ class BaseStageAdapter:
         if self.shard.enabled:
             check_source_ids(good, self.stage.name)
         self.source_ids = [t.task_id for t in good]
+        if self.shard.source_list:
+            wanted = read_source_list(self.shard.source_list)
+            good = [t for t in good if t.task_id in wanted]
         kept, self.selection = select(good, self.shard)
         return kept + [t for t in tasks if isinstance(t, FailedTask)]
 

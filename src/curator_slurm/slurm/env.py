@@ -88,6 +88,9 @@ class ShardSpec:
     enabled: bool = False
     origin: str = "not sharded"
     job: JobInfo = field(default_factory=JobInfo)
+    #: ``CURATOR_SOURCE_LIST``: a file of source task ids (one a line) to shard instead of all of them;
+    #: `curator-slurm retry` freezes the unfinished ones there so every retry shard splits the same list.
+    source_list: str | None = None
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -128,6 +131,9 @@ class ShardSpec:
         if sharding not in ("", "on", "1", "true", "yes"):
             raise ShardConfigError(f"CURATOR_SHARDING={env['CURATOR_SHARDING']!r}: use 'off' to disable sharding")
 
+        source_list = env.get("CURATOR_SOURCE_LIST") or None
+        if source_list is not None and not os.path.isfile(source_list):
+            raise ShardConfigError(f"CURATOR_SOURCE_LIST={source_list!r} is not a file; point it at a list of task ids")
         index, count, origin = _base_shard(env)
         enabled = count is not None
         if count is None:
@@ -148,7 +154,15 @@ class ShardSpec:
                 f"{origin}; srun rank {procid} of {step_tasks}" if enabled else f"srun rank {procid} of {step_tasks}"
             )
             enabled = True
-        return cls(index=index, count=count, strategy=strategy, enabled=enabled, origin=origin, job=job)
+        return cls(
+            index=index,
+            count=count,
+            strategy=strategy,
+            enabled=enabled,
+            origin=origin,
+            job=job,
+            source_list=source_list,
+        )
 
 
 def _base_shard(env: Mapping[str, str]) -> tuple[int | None, int | None, str]:
@@ -253,6 +267,9 @@ class RunOptions:
     accept_new_inputs: bool = False
     requeue: bool = False
     grace_seconds: float = 25.0
+    #: ``CURATOR_PLAN_OUT``: set by ``curator-slurm plan/submit``; the run lists its source tasks into
+    #: this JSON file and exits without processing anything.
+    plan_out: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RunOptions:
@@ -271,4 +288,5 @@ class RunOptions:
             accept_new_inputs=_flag(env, "CURATOR_ACCEPT_NEW_INPUTS"),
             requeue=_flag(env, "CURATOR_REQUEUE"),
             grace_seconds=grace,
+            plan_out=env.get("CURATOR_PLAN_OUT") or None,
         )

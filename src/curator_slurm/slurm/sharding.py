@@ -13,6 +13,7 @@ same list of source tasks, which is why it is opt-in.
 from __future__ import annotations
 
 import heapq
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -109,3 +110,19 @@ def select(tasks: Sequence[Task], spec: ShardSpec) -> tuple[list[Task], Selectio
         kept_bytes=sum(t.weight for t in kept) if has_bytes else None,
         total_bytes=sum(t.weight for t in tasks) if has_bytes else None,
     )
+
+
+def read_source_list(path: str) -> set[str]:
+    """Task ids from a file with one id per line (as `curator-slurm retry` writes them)."""
+    with open(path, encoding="utf-8") as f:
+        return {line.strip() for line in f if line.strip()}
+
+
+def write_source_list(path: str, task_ids: Sequence[str]) -> None:
+    """Write ids one per line, atomically, so shards never read half a list."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(t + "\n" for t in sorted(task_ids))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

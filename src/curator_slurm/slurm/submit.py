@@ -189,7 +189,7 @@ def _ray_cluster_block(opts: SubmitOptions, command: str) -> list[str]:
         "sleep 5",
         f"{command} &",
         "child=$!",
-        "for sig in TERM USR1 USR2; do trap \"kill -s $sig $child 2>/dev/null || true\" $sig; done",
+        'for sig in TERM USR1 USR2; do trap "kill -s $sig $child 2>/dev/null || true" $sig; done',
         "status=0",
         'wait "$child" || status=$?',
         'while kill -0 "$child" 2>/dev/null; do wait "$child" || status=$?; done',

@@ -1,0 +1,316 @@
+"""The `curator-slurm` command line, as a user runs it: real processes, real files, the real cluster."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from curator_slurm.cli import EXAMPLES
+from curator_slurm.sample import make_corpus
+from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, load_status
+from curator_slurm.slurm.submit import (
+    ArrayChunk,
+    SubmitOptions,
+    format_indices,
+    parse_array_limits,
+    render_script,
+    split_shards,
+)
+from helpers import EXAMPLE, REPO, clean_env, read_tree, run_example
+from slurmtools import max_array_size, show_job, wait_for_job
+
+CLI = [sys.executable, "-m", "curator_slurm.cli"]
+
+
+def cli(*args: str, cwd: Path | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([*CLI, *args], capture_output=True, text=True, env=clean_env(), cwd=cwd, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"curator-slurm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
+    return proc
+
+
+# --- pure functions -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("indices", "text"),
+    [([], ""), ([5], "5"), ([0, 1, 2, 3, 7], "0-3,7"), ([9, 10, 0, 1, 1, 4], "0-1,4,9-10"), (range(1000), "0-999")],
+)
+def test_format_indices(indices: list[int], text: str) -> None:
+    assert format_indices(indices) == text
+
+
+@pytest.mark.parametrize(
+    ("total", "size", "tasks", "chunks"),
+    [
+        (25, 11, None, [(0, 11), (11, 11), (22, 3)]),
+        (10, 1001, None, [(0, 10)]),
+        (1001, 1001, None, [(0, 1001)]),
+        (1002, 1001, None, [(0, 1001), (1001, 1)]),
+        (5000, 1001, 300, [(o, 300) for o in range(0, 4800, 300)] + [(4800, 200)]),
+    ],
+)
+def test_split_shards_keeps_indices_below_the_limit(
+    total: int, size: int, tasks: int | None, chunks: list[tuple[int, int]]
+) -> None:
+    result = split_shards(total, size, tasks)
+    assert [(c.offset, c.size) for c in result] == chunks
+    assert sorted(s for c in result for s in c.shards) == list(range(total)), "every shard exactly once"
+    assert all(c.size - 1 < size for c in result)
+
+
+def test_parse_array_limits() -> None:
+    text = "MaxArraySize            = 11\nSchedulerParameters     = batch_sched_delay=0,max_array_tasks=5\n"
+    assert parse_array_limits(text) == (11, 5)
+    assert parse_array_limits("MaxArraySize = 1001\n") == (1001, None)
+
+
+def test_rendered_directives_for_a_representative_set_of_options() -> None:
+    opts = SubmitOptions(
+        script="/w/curate.py",
+        script_args=("--input", "in dir", "--output", "out"),
+        shards=25,
+        run_dir="/w/out/.curator-run",
+        throttle=4,
+        time="2:00:00",
+        partition="cpu",
+        cpus_per_task=8,
+        mem="16G",
+        gpus_per_task=1,
+        job_name="curate",
+        output_logs="/w/logs",
+        signal="B:USR1@300",
+        requeue=True,
+        sbatch_args=("--account=proj", "--qos=low"),
+        env_setup=("source /w/venv/bin/activate",),
+        python="/w/venv/bin/python",
+        workdir="/w",
+    )
+    script = render_script(opts, ArrayChunk(offset=11, size=11))
+    directives = [line for line in script.splitlines() if line.startswith("#SBATCH")]
+    assert directives == [
+        "#SBATCH --job-name=curate",
+        "#SBATCH --array=0-10%4",
+        "#SBATCH --output=/w/logs/%A_%a.log",
+        "#SBATCH --time=2:00:00",
+        "#SBATCH --partition=cpu",
+        "#SBATCH --cpus-per-task=8",
+        "#SBATCH --mem=16G",
+        "#SBATCH --gpus-per-task=1",
+        "#SBATCH --signal=B:USR1@300",
+        "#SBATCH --requeue",
+        "#SBATCH --account=proj",
+        "#SBATCH --qos=low",
+    ]
+    body = script.split("\n\n", 1)[1]
+    assert "source /w/venv/bin/activate\n" in body
+    for export in (
+        "export CURATOR_NUM_SHARDS=25",
+        "export CURATOR_SHARD_OFFSET=11",
+        "export CURATOR_RUN_DIR=/w/out/.curator-run",
+        "export CURATOR_REQUEUE=1",
+    ):
+        assert export + "\n" in body
+    assert body.rstrip().endswith("exec /w/venv/bin/python /w/curate.py --input 'in dir' --output out")
+    assert body.index("source /w/venv") < body.index("export CURATOR_NUM_SHARDS") < body.index("exec ")
+
+
+def test_multi_node_tasks_start_and_stop_a_ray_cluster() -> None:
+    opts = SubmitOptions(script="/w/c.py", shards=4, run_dir="/w/run", nodes_per_task=3, python="/v/bin/python")
+    script = render_script(opts, ArrayChunk(0, 4))
+    assert "#SBATCH --nodes=3" in script and "#SBATCH --ntasks-per-node=1" in script
+    assert "/v/bin/ray start --head" in script and "--address=" in script
+    assert 'export RAY_ADDRESS="$head:$port"' in script
+    assert "/v/bin/ray stop" in script
+    assert script.index("ray start --head") < script.index("/v/bin/python /w/c.py") < script.index("ray stop")
+    bash = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
+    assert bash.returncode == 0, bash.stderr
+
+
+# --- commands without Slurm -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["submit", "status", "failures", "retry", "plan", "local", "shard"])
+def test_every_command_has_help(command: str) -> None:
+    proc = cli(command, "--help", check=True)
+    assert f"usage: curator-slurm {command}" in proc.stdout
+    if command in EXAMPLES:
+        assert "examples:" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["submit", "nope.py", "--shards", "2"], "nope.py: no such pipeline script"),
+        (["submit", str(EXAMPLE), "--shards", "0"], "--shards 0: must be >= 1"),
+        (["status", "/nonexistent/run"], "/nonexistent/run: no such run directory"),
+        (["failures", "/nonexistent/run"], "/nonexistent/run: no such run directory"),
+        (["local", "nope.py", "--shards", "2"], "nope.py: no such pipeline script"),
+        (["plan", str(EXAMPLE), "--shards", "3", "--", "--input", "/nonexistent", "--output", "/tmp/x"], "failed"),
+    ],
+)
+def test_bad_input_exits_non_zero_with_one_line(args: list[str], message: str) -> None:
+    proc = cli(*args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_local_shards_give_the_unsharded_outputs(corpus: Path, tmp_path: Path) -> None:
+    reference = tmp_path / "reference"
+    run_example(corpus, reference, "--workers", "1")
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    proc = cli(
+        "local", str(EXAMPLE), "--shards", "4", "--logs", str(logs), "--",
+        "--input", str(corpus), "--output", str(out), "--workers", "1",
+        check=True,
+    )  # fmt: skip
+    assert "all 4 shards finished" in proc.stdout
+    assert read_tree(out) == read_tree(reference)
+    for i in range(4):
+        assert f"shard {i}/4: kept " in (logs / f"shard-{i}.log").read_text()
+
+
+def test_local_reports_failed_shards(tmp_path: Path) -> None:
+    broken = tmp_path / "in"
+    broken.mkdir()
+    (broken / "a.jsonl").write_text('{"text": "x"}\n{"text": \n')
+    proc = cli("local", str(EXAMPLE), "--shards", "2", "--logs", str(tmp_path / "logs"), "--",
+               "--input", str(broken), "--output", str(tmp_path / "out"))  # fmt: skip
+    assert proc.returncode == 1
+    assert "1 of 2 shards failed" in proc.stderr
+
+
+def test_plan_shows_balanced_is_more_even_on_skewed_inputs(tmp_path: Path) -> None:
+    corpus = tmp_path / "skewed"
+    make_corpus(str(corpus), files=160, docs_per_file=20, seed=3, skew=1.5)
+    proc = cli("plan", str(EXAMPLE), "--shards", "8", "--json", "--", "--input", str(corpus), "--output",
+               str(tmp_path / "out"), check=True)  # fmt: skip
+    plan = json.loads(proc.stdout)
+    assert plan["source_tasks"] == 160
+    hashed, balanced = plan["strategies"]["hash"], plan["strategies"]["balanced"]
+    assert balanced["imbalance"] < hashed["imbalance"]
+    assert balanced["imbalance"] <= 1.05
+    assert not (tmp_path / "out").exists(), "plan reads and writes no data"
+    text = cli("plan", str(EXAMPLE), "--shards", "8", "--", "--input", str(corpus), "--output", str(tmp_path / "o"))
+    assert re.search(r"^balanced\s+\d+-\d+", text.stdout, re.MULTILINE)
+
+
+def test_dry_run_prints_scripts_and_commands_without_submitting(corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = cli("submit", str(EXAMPLE), "--shards", "3", "--time", "5:00", "--requeue", "--dry-run", "--",
+               "--input", str(corpus), "--output", str(out), check=True)  # fmt: skip
+    assert "#SBATCH --array=0-2" in proc.stdout and "#SBATCH --time=5:00" in proc.stdout
+    assert "# command: sbatch --parsable" in proc.stdout
+    assert f"export CURATOR_RUN_DIR={out / DEFAULT_RUN_DIR_NAME}" in proc.stdout
+    assert not out.exists(), "a dry run submits and writes nothing"
+
+
+# --- on the real cluster --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_array_limit(slurm_cluster: str) -> Iterator[int]:
+    """The cluster with MaxArraySize=11 for one test (slurmctld restarted), then back to the default."""
+    up = REPO / "scripts" / "slurm-up.sh"
+    subprocess.run(["bash", str(up), "--max-array-size", "11"], check=True, capture_output=True)
+    try:
+        assert max_array_size() == 11
+        yield 11
+    finally:
+        subprocess.run(["bash", str(up)], check=True, capture_output=True)
+
+
+def _job_ids(stdout: str) -> list[str]:
+    return re.findall(r"(\d+) \(shards", stdout)
+
+
+@pytest.mark.slurm
+def test_submit_25_shards_under_max_array_size_11(small_array_limit: int, corpus: Path, tmp_path: Path) -> None:
+    reference = tmp_path / "reference"
+    run_example(corpus, reference, "--workers", "1")
+    out = tmp_path / "out"
+    proc = cli("submit", str(EXAMPLE), "--shards", "25", "--", "--input", str(corpus), "--output", str(out),
+               "--workers", "1", cwd=tmp_path, check=True)  # fmt: skip
+    jobs = _job_ids(proc.stdout)
+    assert len(jobs) == 3, proc.stdout
+    for job in jobs:
+        states = wait_for_job(job, timeout=600)
+        assert set(states.values()) == {"COMPLETED"}, states
+        assert max(int(k) for k in states) < small_array_limit
+        assert all(r.get("ArrayTaskId") is None or "-" not in r["ArrayTaskId"] for r in show_job(job))
+    assert sum(len(wait_for_job(j)) for j in jobs) == 25
+    assert read_tree(out) == read_tree(reference)
+    run_dir = out / DEFAULT_RUN_DIR_NAME
+    assert len(list((run_dir / "logs").iterdir())) == 25, "one log per shard"
+    status = json.loads(cli("status", str(run_dir), "--json", check=True).stdout)
+    assert (status["done"], status["failed"], status["pending"], status["percent"]) == (12, 0, 0, 100.0)
+
+
+@pytest.mark.slurm
+def test_failures_then_retry_completes_only_the_missing_tasks(slurm_cluster: str, corpus: Path, tmp_path: Path) -> None:
+    inp, out, reference = tmp_path / "in", tmp_path / "out", tmp_path / "reference"
+    shutil.copytree(corpus, inp)
+    run_example(inp, reference, "--workers", "1")  # output names derive from the input paths
+    victims = sorted(inp.iterdir())[:2]
+    saved = {v: v.read_bytes() for v in victims}
+    lines = victims[0].read_text().splitlines()
+    victims[0].write_text("\n".join([*lines[:3], "{broken", *lines[3:]]) + "\n")
+    victims[1].write_bytes(b"")
+
+    proc = cli("submit", str(EXAMPLE), "--shards", "4", "--", "--input", str(inp), "--output", str(out),
+               "--workers", "1", cwd=tmp_path, check=True)  # fmt: skip
+    (job,) = _job_ids(proc.stdout)
+    states = wait_for_job(job, timeout=600)
+    assert "FAILED" in states.values()
+    run_dir = out / DEFAULT_RUN_DIR_NAME
+
+    status = cli("status", str(run_dir))
+    assert status.returncode == 1, "status exits non-zero while tasks have failed"
+    assert "12 total, 10 done, 2 failed, 0 pending" in status.stdout
+    failures = cli("failures", str(run_dir), check=True).stdout
+    assert "2 failed source task(s)" in failures
+    assert f"{victims[0]}:4: malformed JSON" in failures and f"{victims[1]}: file is empty" in failures
+    logs = re.findall(r"log: +(\S+)", failures)
+    assert len(logs) == 2 and all(Path(p).is_file() for p in logs)
+    assert "Traceback" in cli("failures", str(run_dir), "--traceback", check=True).stdout
+
+    for victim, content in saved.items():
+        victim.write_bytes(content)
+    done_before = load_status(str(run_dir)).done
+    retry = cli("retry", str(run_dir), cwd=tmp_path, check=True)
+    assert "retrying 2 of 12 source tasks" in retry.stdout and "with 1 shard(s)" in retry.stdout
+    (retry_job,) = _job_ids(retry.stdout)
+    assert wait_for_job(retry_job, timeout=600) == {"0": "COMPLETED"}
+    after = load_status(str(run_dir))
+    assert len(after.done) == 12 and not after.failed
+    retry_log = next((run_dir / "logs").glob(f"{retry_job}_0.log")).read_text()
+    assert "kept 2 of 2 source tasks" in retry_log, "the retry array works only on the frozen list"
+    assert done_before < after.done
+    assert read_tree(out) == read_tree(reference)
+    status = json.loads(cli("status", str(run_dir), "--json", check=True).stdout)
+    assert status["percent"] == 100.0 and status["failed"] == 0
+    assert "nothing to retry" in cli("retry", str(run_dir), check=True).stdout
+
+
+@pytest.mark.slurm
+def test_retry_refuses_while_jobs_run(slurm_cluster: str, corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    hold = cli("submit", str(EXAMPLE), "--shards", "2", "--sbatch-arg=--hold", "--", "--input", str(corpus),
+               "--output", str(out), cwd=tmp_path, check=True)  # fmt: skip
+    (job,) = _job_ids(hold.stdout)
+    try:
+        proc = cli("retry", str(out / DEFAULT_RUN_DIR_NAME))
+        assert proc.returncode == 2
+        assert "still queued or running" in proc.stderr and "--force" in proc.stderr
+    finally:
+        subprocess.run(["scancel", job], check=False)
