@@ -1,7 +1,7 @@
 """Pipeline stages: readers, filters, writers and the base classes to write your own."""
 
-from curator_slurm.stages.base import PASSTHROUGH, CompositeStage, ProcessingStage, Resources
-from curator_slurm.stages.filters import (
+from .base import PASSTHROUGH, CompositeStage, ProcessingStage, Resources
+from .filters import (
     DocumentFilter,
     MeanWordLengthFilter,
     RepeatedLinesFilter,
@@ -9,9 +9,9 @@ from curator_slurm.stages.filters import (
     SymbolRatioFilter,
     WordCountFilter,
 )
-from curator_slurm.stages.partitioning import FilePartitioningStage
-from curator_slurm.stages.readers import JsonlReader, JsonlReaderStage, ParquetReader, ParquetReaderStage
-from curator_slurm.stages.writers import JsonlWriter, ParquetWriter
+from .partitioning import FilePartitioningStage
+from .readers import JsonlReader, JsonlReaderStage, ParquetReader, ParquetReaderStage
+from .writers import JsonlWriter, ParquetWriter
 
 __all__ = [
     "PASSTHROUGH",

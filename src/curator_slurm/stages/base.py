@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from curator_slurm.tasks import Task
+from ..tasks import Task
 
 In = TypeVar("In", bound=Task)
 Out = TypeVar("Out", bound=Task)

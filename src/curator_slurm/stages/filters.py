@@ -12,9 +12,9 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator_slurm.errors import InputError
-from curator_slurm.stages.base import PASSTHROUGH, ProcessingStage
-from curator_slurm.tasks import DocumentBatch
+from ..errors import InputError
+from ..tasks import DocumentBatch
+from .base import PASSTHROUGH, ProcessingStage
 
 
 class DocumentFilter:

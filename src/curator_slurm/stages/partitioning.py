@@ -6,9 +6,9 @@ import os
 import re
 from collections.abc import Iterable
 
-from curator_slurm.errors import InputError
-from curator_slurm.stages.base import ProcessingStage
-from curator_slurm.tasks import EmptyTask, FileGroupTask
+from ..errors import InputError
+from ..tasks import EmptyTask, FileGroupTask
+from .base import ProcessingStage
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3}
 _UNITS.update({"kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4, "tb": 1000**4})

@@ -9,10 +9,10 @@ import pyarrow as pa
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from curator_slurm.errors import InputError
-from curator_slurm.stages.base import CompositeStage, ProcessingStage
-from curator_slurm.stages.partitioning import FilePartitioningStage
-from curator_slurm.tasks import DocumentBatch, FileGroupTask
+from ..errors import InputError
+from ..tasks import DocumentBatch, FileGroupTask
+from .base import CompositeStage, ProcessingStage
+from .partitioning import FilePartitioningStage
 
 #: pyarrow's JSON reader infers types per block; big blocks make that both faster and steadier.
 _JSON_BLOCK_SIZE = 16 << 20

@@ -16,8 +16,8 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curator_slurm.stages.base import ProcessingStage
-from curator_slurm.tasks import DocumentBatch, FileGroupTask
+from ..tasks import DocumentBatch, FileGroupTask
+from .base import ProcessingStage
 
 TMP_MARK = ".tmp-"
 

@@ -1,0 +1,68 @@
+"""Packaging promises: light import, no heavy dependencies, Slurm confined to slurm/ and backends/."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from helpers import REPO
+
+
+def test_import_is_light() -> None:
+    """`import curator_slurm` pulls in neither Ray nor torch nor pandas."""
+    code = (
+        "import sys, curator_slurm, curator_slurm.stages; "
+        "print(sorted(m for m in ('ray', 'torch', 'pandas') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def _requirement_names(dist: str) -> set[str]:
+    names = set()
+    for req in metadata.requires(dist) or []:
+        if "extra ==" in req:
+            continue
+        names.add(re.split(r"[ ;<>=!~\[(]", req, maxsplit=1)[0].lower().replace("_", "-"))
+    return names
+
+
+def test_no_dependency_pulls_in_torch_or_pandas() -> None:
+    seen: set[str] = set()
+    todo = ["curator-slurm"]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            todo.extend(_requirement_names(name))
+        except metadata.PackageNotFoundError:
+            continue
+    assert {"pyarrow", "xxhash", "loguru", "ray"} <= seen
+    assert not seen & {"torch", "pandas", "transformers", "tensorflow"}, sorted(seen)
+
+
+def test_stages_never_mention_slurm() -> None:
+    """`grep -ri slurm src/curator_slurm/stages` prints nothing: stages import each other relatively."""
+    stages = REPO / "src" / "curator_slurm" / "stages"
+    offenders = [str(p) for p in stages.rglob("*.py") if "slurm" in p.read_text().lower()]
+    assert offenders == []
+
+
+def test_only_env_module_reads_the_environment() -> None:
+    """The environment is read in one place (slurm/env.py), so workers need no inherited variables."""
+    src = REPO / "src" / "curator_slurm"
+    readers = {
+        str(p.relative_to(src)) for p in src.rglob("*.py") if re.search(r"os\.environ|os\.getenv", p.read_text())
+    }
+    assert readers <= {"slurm/env.py", "cli.py", "backends/ray.py"}, readers
+
+
+def test_console_script_reports_version() -> None:
+    exe = Path(sys.executable).parent / "curator-slurm"
+    out = subprocess.run([str(exe), "--version"], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == f"curator-slurm {metadata.version('curator-slurm')}"
