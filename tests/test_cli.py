@@ -108,6 +108,7 @@ def test_rendered_directives_for_a_representative_set_of_options() -> None:
         "#SBATCH --gpus-per-task=1",
         "#SBATCH --signal=B:USR1@300",
         "#SBATCH --requeue",
+        "#SBATCH --open-mode=append",
         "#SBATCH --account=proj",
         "#SBATCH --qos=low",
     ]

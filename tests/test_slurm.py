@@ -112,3 +112,41 @@ def test_scancel_signal_term_flushes_the_ledger_and_rerun_completes(
     assert sorted(tally.read_text().split()) == sorted(load_status(str(out / DEFAULT_RUN_DIR_NAME)).done)
     assert len(tally.read_text().split()) == 12, "no source task ran twice"
     assert read_tree(out) == read_tree(reference)
+
+
+def test_requeue_after_a_stop_signal_resumes_with_restart_count(
+    slurm_cluster: str, corpus: Path, tmp_path: Path
+) -> None:
+    """`submit --requeue`: a stop signal finishes in-flight work, requeues the task, and the next
+    attempt (SLURM_RESTART_COUNT=1) does only the rest."""
+    out, tally = tmp_path / "out", tmp_path / "tally"
+    submit = subprocess.run(
+        [sys.executable, "-m", "curator_slurm.cli", "submit", str(TALLY), "--shards", "1", "--requeue", "--",
+         "--input", str(corpus), "--output", str(out), "--tally", str(tally), "--sleep", "0.5"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    job = re.search(r"(\d+) \(shards", submit.stdout).group(1)  # type: ignore[union-attr]
+    deadline = time.monotonic() + 120
+    while not (tally.exists() and len(tally.read_text().split()) >= 2):
+        assert time.monotonic() < deadline, "the job never started working"
+        time.sleep(0.2)
+    subprocess.run(["scancel", "--full", "--signal=TERM", f"{job}_0"], check=True)
+    # Slurm holds a requeued job back for a while before it may start again; let it start now.
+    deadline = time.monotonic() + 120
+    while not {"Restarts=1", "JobState=PENDING"} <= set(_scontrol_job(f"{job}_0")):
+        assert time.monotonic() < deadline, "the job was never requeued"
+        time.sleep(0.5)
+    subprocess.run(["scontrol", "update", f"JobId={job}_0", "StartTime=now"], check=False, capture_output=True)
+    assert wait_for_job(job, timeout=300) == {"0": "COMPLETED"}
+    records = list(iter_records(str(out / DEFAULT_RUN_DIR_NAME)))
+    restarts = {r["restart_count"] for r in records}
+    assert restarts == {0, 1}, restarts
+    assert len(records) == len({r["source"] for r in records}) == 12, "nothing done twice across the requeue"
+    assert len(tally.read_text().split()) == 12
+    log = next((out / DEFAULT_RUN_DIR_NAME / "logs").glob(f"{job}_0.log")).read_text()
+    assert "stopped by SIGTERM" in log and "requeued job" in log
+
+
+def _scontrol_job(job: str) -> list[str]:
+    proc = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True)
+    return proc.stdout.split()

@@ -149,6 +149,7 @@ def render_script(opts: SubmitOptions, chunk: ArrayChunk) -> str:
         lines.append(_directive("ntasks-per-node", 1))
     if opts.requeue:
         lines.append("#SBATCH --requeue")
+        lines.append("#SBATCH --open-mode=append")  # keep the log of every attempt, not just the last
     lines.extend(f"#SBATCH {arg}" for arg in opts.sbatch_args)
     lines += ["", "set -euo pipefail", f"cd {shlex.quote(opts.workdir)}"]
     lines.extend(opts.env_setup)
