@@ -29,8 +29,10 @@ from slurmtools import max_array_size, show_job, wait_for_job
 CLI = [sys.executable, "-m", "curator_slurm.cli"]
 
 
-def cli(*args: str, cwd: Path | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([*CLI, *args], capture_output=True, text=True, env=clean_env(), cwd=cwd, timeout=600)
+def cli(
+    *args: str, cwd: Path | None = None, check: bool = False, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([*CLI, *args], capture_output=True, text=True, env=clean_env(env), cwd=cwd, timeout=600)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"curator-slurm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
@@ -315,3 +317,31 @@ def test_retry_refuses_while_jobs_run(slurm_cluster: str, corpus: Path, tmp_path
         assert "still queued or running" in proc.stderr and "--force" in proc.stderr
     finally:
         subprocess.run(["scancel", job], check=False)
+
+
+@pytest.mark.slurm
+def test_submit_from_inside_an_srun_step_still_splits_n_ways(slurm_cluster: str, corpus: Path, tmp_path: Path) -> None:
+    """Variables of the shell that submits (an srun rank, a stray shard index) never reach the tasks."""
+    out = tmp_path / "out"
+    leaked = {"SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "0", "CURATOR_SHARD_INDEX": "1"}
+    proc = cli("submit", str(EXAMPLE), "--shards", "2", "--strategy", "balanced", "--", "--input", str(corpus),
+               "--output", str(out), "--workers", "1", cwd=tmp_path, check=True, env=leaked)  # fmt: skip
+    (job,) = _job_ids(proc.stdout)
+    assert wait_for_job(job, timeout=300) == {"0": "COMPLETED", "1": "COMPLETED"}
+    logs = "".join(p.read_text() for p in (out / DEFAULT_RUN_DIR_NAME / "logs").iterdir())
+    kept = [int(n) for n in re.findall(r"shard \d/2: kept (\d+) of 12", logs)]
+    assert kept == [6, 6], logs  # balanced over 12 equal-sized files
+    assert len(load_status(str(out / DEFAULT_RUN_DIR_NAME)).done) == 12
+
+
+@pytest.mark.slurm
+def test_status_watch_ends_when_no_job_is_left(slurm_cluster: str, corpus: Path, tmp_path: Path) -> None:
+    """Tasks that die before recording anything leave work pending; --watch stops once no job runs."""
+    out = tmp_path / "out"
+    proc = cli("submit", str(EXAMPLE), "--shards", "2", "--env-setup", "exit 3", "--", "--input", str(corpus),
+               "--output", str(out), cwd=tmp_path, check=True)  # fmt: skip
+    (job,) = _job_ids(proc.stdout)
+    assert set(wait_for_job(job, timeout=300).values()) == {"FAILED"}
+    watch = cli("status", str(out / DEFAULT_RUN_DIR_NAME), "--watch", "0.5")
+    assert watch.returncode == 1
+    assert "12 pending" in watch.stdout and "no job of this run is queued or running" in watch.stdout

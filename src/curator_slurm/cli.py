@@ -63,11 +63,9 @@ def _split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def _clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """This environment without the variables that would make a child process think it is a shard."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_ARRAY_", "SLURM_STEP_", "CURATOR_"))}
-    env.pop("SLURM_PROCID", None)
-    env.update(extra or {})
-    return env
+    from curator_slurm.slurm.env import job_environment
+
+    return job_environment(extra=extra)
 
 
 def run_plan(script: str, script_args: Sequence[str]) -> dict[str, Any]:
@@ -265,6 +263,7 @@ def _options_from_args(args: argparse.Namespace, base: dict[str, Any]) -> dict[s
         "output_logs": "output_logs",
         "signal": "signal",
         "requeue": "requeue",
+        "strategy": "strategy",
     }
     out = dict(base)
     for arg, key in mapping.items():
@@ -415,6 +414,9 @@ def _print_status(status: dict[str, Any], show_all: bool) -> None:
         )
 
 
+_ACTIVE_STATES = frozenset({"RUNNING", "PENDING", "CONFIGURING", "COMPLETING", "REQUEUED", "SUSPENDED"})
+
+
 def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
     while True:
         status = collect_status(args.run_dir)
@@ -422,8 +424,14 @@ def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
             _print_json(status)
         else:
             _print_status(status, args.all)
-        if not args.watch or status["pending"] == 0:
-            return 0 if status["failed"] == 0 else 1
+        queued = sum(n for state, n in (status["job_states"] or {}).items() if state in _ACTIVE_STATES)
+        if not args.watch or status["pending"] == 0 or (status["job_states"] is not None and not queued):
+            if args.watch and status["pending"] and not args.json:
+                print(
+                    f"no job of this run is queued or running, {status['pending']} source tasks never finished: "
+                    f"see `curator-slurm failures`, then `curator-slurm retry {args.run_dir}`"
+                )
+            return 0 if status["failed"] == 0 and status["pending"] == 0 else 1
         time.sleep(args.watch)
         print()
 
@@ -502,7 +510,7 @@ def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
         print(f"nothing to retry: all {len(all_ids)} source tasks are done")
         return 0
     states = job_states([str(a["job_id"]) for sub in submissions for a in sub["arrays"]]) or {}
-    busy = sorted(j for j, s in states.items() if s in ("RUNNING", "PENDING", "CONFIGURING", "COMPLETING", "REQUEUED"))
+    busy = sorted(j for j, s in states.items() if s in _ACTIVE_STATES)
     if busy and not args.force:
         raise UsageError(
             f"{len(busy)} task(s) of this run are still queued or running ({', '.join(busy[:5])}); "
@@ -512,7 +520,6 @@ def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
     per_shard = max(len(all_ids) / int(first["shards"]), 1.0)
     shards = args.shards or max(1, math.ceil(len(remaining) / per_shard))
     retry_dir = os.path.join(run_dir, "retries")
-    os.makedirs(retry_dir, exist_ok=True)
     source_list = os.path.join(retry_dir, f"retry-{len(submissions)}-{int(time.time())}.ids")
     previous = dict(submissions[-1]["options"])
     previous.pop("env", None)
@@ -533,6 +540,7 @@ def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
         env=(("CURATOR_SOURCE_LIST", source_list),),
     )
     if not args.dry_run:
+        os.makedirs(retry_dir, exist_ok=True)
         write_source_list(source_list, remaining)
     print(
         f"retrying {len(remaining)} of {len(all_ids)} source tasks ({len(state.failed)} failed, "
@@ -642,6 +650,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("script", help="the pipeline script (run unchanged in every array task)")
     p.add_argument("--shards", type=int, required=True, help="number of shards (array tasks in all)")
     p.add_argument("--run-dir", help="run directory (default: the pipeline's, inside the writer's output)")
+    p.add_argument("--strategy", choices=["hash", "balanced"], help="shard strategy (default: hash)")
     _add_sbatch_options(p)
     p.add_argument("--json", action="store_true")
 

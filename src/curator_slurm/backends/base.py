@@ -92,6 +92,7 @@ class BaseStageAdapter:
         self.selection: Selection | None = None
         self.source_ids: list[str] = []
         self.kept: list[Task] = []
+        self.deterministic = True
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         self.stage.setup(worker_metadata)
@@ -147,6 +148,7 @@ class BaseStageAdapter:
         if self.shard.enabled:
             check_source_ids(good, self.stage.name)
         self.source_ids = [t.task_id for t in good]
+        self.deterministic = all(t.has_deterministic_id for t in good)
         if self.shard.source_list:
             wanted = read_source_list(self.shard.source_list)
             good = [t for t in good if t.task_id in wanted]
@@ -411,6 +413,12 @@ class BaseExecutor:
         mine = source.kept
         todo = mine
         ledger = None
+        if run_dir is not None and not source.deterministic:
+            log.warning(
+                f"source stage {stages[0].name!r} gives its tasks no deterministic ids, so progress cannot be "
+                f"recorded in {run_dir.path}; a re-run will do all the work again"
+            )
+            run_dir = None
         if run_dir is not None:
             run_dir.claim(fingerprint or {})
             run_dir.check_sources(source.source_ids, options.accept_new_inputs)
@@ -430,8 +438,8 @@ class BaseExecutor:
                 results: Iterable[SourceResult]
                 results = self.process_sources(stages[1:], todo, shard, stop) if len(stages) > 1 else _passthrough(todo)
                 for result in results:
-                    for total_stats, part in zip(stats[1:], result.stats, strict=True):
-                        total_stats.add(part)
+                    for total_stats, part in zip(stats[1:], result.stats or [], strict=False):
+                        total_stats.add(part)  # a task whose worker died has no per-stage stats
                     outputs.extend(result.outputs)
                     output_tasks.extend(result.output_tasks)
                     if result.failure is not None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import xxhash
 
+from curator_slurm.errors import PipelineBuildError
 from curator_slurm.slurm.env import ShardSpec
 from curator_slurm.tasks import Task
 
@@ -80,13 +81,13 @@ def check_source_ids(tasks: Sequence[Task], stage_name: str) -> None:
     seen: set[str] = set()
     for t in tasks:
         if not t.has_deterministic_id:
-            raise ValueError(
+            raise PipelineBuildError(
                 f"source stage {stage_name!r} produced a task without a deterministic task_id ({type(t).__name__}); "
                 "sharding needs ids derived from the work itself (e.g. curator_slurm.tasks.content_id of the "
                 "input paths) so every shard agrees. Give each task a task_id, or set CURATOR_SHARDING=off."
             )
         if t.task_id in seen:
-            raise ValueError(
+            raise PipelineBuildError(
                 f"source stage {stage_name!r} produced task_id {t.task_id!r} twice; source task ids must be "
                 "unique, or the same work would be done twice"
             )

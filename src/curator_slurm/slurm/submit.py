@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from curator_slurm.errors import CuratorError
+from curator_slurm.slurm.env import job_environment
 
 SUBMISSIONS_FILE = "submissions.jsonl"
 
@@ -61,6 +62,8 @@ class SubmitOptions:
     sbatch_args: tuple[str, ...] = ()
     env_setup: tuple[str, ...] = ()
     python: str = field(default_factory=lambda: sys.executable)
+    #: ``hash`` or ``balanced`` (CURATOR_SHARD_STRATEGY in every task); None: the default, hash.
+    strategy: str | None = None
     #: Extra environment for every task (e.g. the frozen source list of a retry).
     env: tuple[tuple[str, str], ...] = ()
     workdir: str = field(default_factory=os.getcwd)
@@ -111,10 +114,10 @@ def parse_array_limits(config_text: str) -> tuple[int, int | None]:
     return max_size, int(tasks_match.group(1)) if tasks_match else None
 
 
-def _run_slurm(cmd: Sequence[str], timeout: float = 60) -> str:
+def _run_slurm(cmd: Sequence[str], timeout: float = 60, env: dict[str, str] | None = None) -> str:
     if shutil.which(cmd[0]) is None:
         raise SlurmCommandError(f"{cmd[0]} not found on PATH; run this on a Slurm login node")
-    proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:
         raise SlurmCommandError(f"{shlex.join(cmd)} failed: {(proc.stderr or proc.stdout).strip()}")
     return proc.stdout
@@ -159,6 +162,8 @@ def render_script(opts: SubmitOptions, chunk: ArrayChunk) -> str:
         "CURATOR_RUN_DIR": opts.run_dir,
         **dict(opts.env),
     }
+    if opts.strategy:
+        env["CURATOR_SHARD_STRATEGY"] = opts.strategy
     if opts.requeue:
         env["CURATOR_REQUEUE"] = "1"
     lines.extend(f"export {k}={shlex.quote(v)}" for k, v in env.items())
@@ -178,7 +183,7 @@ def _ray_cluster_block(opts: SubmitOptions, command: str) -> list[str]:
     return [
         'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
         'head="${nodes[0]}"',
-        "port=$((6379 + SLURM_ARRAY_TASK_ID % 1000))",
+        "port=$((20000 + SLURM_JOB_ID % 40000))  # every array task has its own job id, so its own port",
         'export RAY_ADDRESS="$head:$port"',
         'ray_tmp="/tmp/curator-ray-${SLURM_JOB_ID}"',
         f'srun --nodes=1 --ntasks=1 -w "$head" {ray} start --head --block --port="$port" '
@@ -229,7 +234,8 @@ def submit(opts: SubmitOptions, chunks: list[ArrayChunk], kind: str, source_list
         path = os.path.join(scripts_dir, f"{kind}-{stamp}-{i}.sh")
         with open(path, "w", encoding="utf-8") as f:
             f.write(render_script(opts, chunk))
-        job_id = _run_slurm(sbatch_command(path)).strip().splitlines()[-1].split(";")[0]
+        # sbatch exports the submitting environment: leave out what would tell a task the wrong shard.
+        job_id = _run_slurm(sbatch_command(path), env=job_environment()).strip().splitlines()[-1].split(";")[0]
         arrays.append({"job_id": job_id, "offset": chunk.offset, "size": chunk.size, "script": path})
     record = Submission(
         kind=kind,
