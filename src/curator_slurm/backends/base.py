@@ -468,8 +468,8 @@ class BaseExecutor:
             stopped_by=stop.name,
         )
         log.info(result.summary())
-        if stop.name is not None:
-            left = len(todo) - progress.done - progress.failed
+        left = len(todo) - progress.done - progress.failed
+        if stop.name is not None and left > 0:  # a signal after the last task changes nothing
             requeued = options.requeue and requeue(shard.job)
             raise Interrupted(
                 f"stopped by {stop.name} ({shard.label}): {progress.done} source tasks done, {left} left for a "
