@@ -22,6 +22,7 @@ from curator_slurm.slurm.env import RunOptions
 from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage, ScoreFilter, WordCountFilter
 from curator_slurm.tasks import DocumentBatch, EmptyTask
+from executors import ExecutorFactory
 from helpers import REPO, clean_env, read_tree, run_example
 
 TALLY = REPO / "tests" / "pipelines" / "tally.py"
@@ -208,23 +209,25 @@ def _first_source(corpus: Path) -> str:
     return JsonlReader(str(corpus)).decompose()[0].process(EmptyTask())[0].task_id
 
 
-def test_retried_task_ends_done_with_attempts(corpus: Path, tmp_path: Path) -> None:
+def test_retried_task_ends_done_with_attempts(corpus: Path, tmp_path: Path, executor_factory: ExecutorFactory) -> None:
     """A stage that fails twice then succeeds: done, attempts = 3."""
     out = tmp_path / "out"
     result = _flaky_pipeline(corpus, out, tmp_path / "m", failures=2).run(
-        LocalExecutor(workers=1, retry_backoff=0.001), shard=ShardSpec.single(), options=RunOptions()
+        executor_factory(retry_backoff=0.001), shard=ShardSpec.single(), options=RunOptions()
     )
     assert result.done == 12 and not result.failed
     done = [r for r in records(out) if r["status"] == "done"]
     assert len(done) == 12 and {r["attempts"] for r in done} == {3}
 
 
-def test_one_bad_task_in_a_batch_does_not_fail_its_neighbours(corpus: Path, tmp_path: Path) -> None:
+def test_one_bad_task_in_a_batch_does_not_fail_its_neighbours(
+    corpus: Path, tmp_path: Path, executor_factory: ExecutorFactory
+) -> None:
     out = tmp_path / "out"
     bad = _first_source(corpus)
     with pytest.raises(PipelineFailedError, match="1 of 12 source tasks failed") as info:
         _flaky_pipeline(corpus, out, tmp_path / "m", failures=99, only=bad).run(
-            LocalExecutor(workers=1, retry_backoff=0.001), shard=ShardSpec.single(), options=RunOptions()
+            executor_factory(retry_backoff=0.001), shard=ShardSpec.single(), options=RunOptions()
         )
     result = info.value.result
     assert result.done == 11

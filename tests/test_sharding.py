@@ -14,6 +14,7 @@ from curator_slurm import LocalExecutor, Pipeline, ShardSpec, Task
 from curator_slurm.slurm.sharding import balanced_assignment, hash_assignment, select, shard_of
 from curator_slurm.stages import ProcessingStage
 from curator_slurm.tasks import EmptyTask, content_id
+from executors import ExecutorFactory
 
 # Pinned forever: changing these moves every source task to another shard and renames outputs.
 GOLDEN = [
@@ -102,14 +103,17 @@ class Square(ProcessingStage[Task, Task]):
         return task.derive(task.data * task.data)
 
 
-def _run(source: ProcessingStage, shard: ShardSpec) -> list[Task]:
-    result = Pipeline("squares").add_stage(source).add_stage(Square()).run(LocalExecutor(workers=1), shard=shard)
+def _run(source: ProcessingStage, shard: ShardSpec, executor_factory: ExecutorFactory | None = None) -> list[Task]:
+    executor = executor_factory() if executor_factory else LocalExecutor(workers=1)
+    result = Pipeline("squares").add_stage(source).add_stage(Square()).run(executor, shard=shard)
     return result.output_tasks
 
 
-def test_user_source_stage_is_sharded_exactly_once() -> None:
-    whole = sorted(t.data for t in _run(CountingSource(40), ShardSpec.single()))
-    parts = [sorted(t.data for t in _run(CountingSource(40), ShardSpec.explicit(i, 3))) for i in range(3)]
+def test_user_source_stage_is_sharded_exactly_once(executor_factory: ExecutorFactory) -> None:
+    whole = sorted(t.data for t in _run(CountingSource(40), ShardSpec.single(), executor_factory))
+    parts = [
+        sorted(t.data for t in _run(CountingSource(40), ShardSpec.explicit(i, 3), executor_factory)) for i in range(3)
+    ]
     assert sorted(x for p in parts for x in p) == whole == [i * i for i in range(40)]
     assert all(parts), "with 40 tasks over 3 shards every shard has work"
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from executors import requires_ray
 from helpers import read_tree, run_example
 
 
@@ -32,14 +33,34 @@ def array_env(task_id: int, lo: int, hi: int, step: int) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize(("lo", "hi", "step"), [(0, 3, 1), (1, 7, 2), (0, 4, 1)], ids=["0-3", "1-7:2", "0-4"])
+@pytest.mark.parametrize(
+    ("lo", "hi", "step", "executor"),
+    [
+        pytest.param(0, 3, 1, "local", id="0-3"),
+        pytest.param(1, 7, 2, "local", id="1-7:2"),
+        pytest.param(0, 4, 1, "local", id="0-4"),
+        # Ray costs its actors' start-up in every array task: one layout is enough.
+        pytest.param(0, 3, 1, "ray", id="0-3-ray", marks=requires_ray),
+    ],
+)
 def test_array_union_equals_unsharded(
-    corpus: Path, tmp_path: Path, unsharded: dict[str, bytes], lo: int, hi: int, step: int
+    corpus: Path,
+    tmp_path: Path,
+    unsharded: dict[str, bytes],
+    lo: int,
+    hi: int,
+    step: int,
+    executor: str,
+    request: pytest.FixtureRequest,
 ) -> None:
     out = tmp_path / "out"
     per_task: dict[int, set[str]] = {}
+    args: tuple[str, ...] = ("--workers", "1")
+    extra: dict[str, str] = {}
+    if executor == "ray":  # every array task joins one running cluster, as on a Slurm allocation with Ray
+        args, extra = ("--executor", "ray"), {"RAY_ADDRESS": request.getfixturevalue("ray_cluster")}
     for task_id in range(lo, hi + 1, step):
-        proc = run_example(corpus, out, "--workers", "1", env=array_env(task_id, lo, hi, step))
+        proc = run_example(corpus, out, *args, env={**array_env(task_id, lo, hi, step), **extra})
         shard = (task_id - lo) // step
         count = len(range(lo, hi + 1, step))
         assert f"shard {shard}/{count}: kept " in proc.stderr

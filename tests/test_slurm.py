@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
+from executors import requires_ray
 from helpers import EXAMPLE, REPO, read_tree, run_example
 from slurmtools import sbatch, wait_for_job
 
@@ -150,3 +151,18 @@ def test_requeue_after_a_stop_signal_resumes_with_restart_count(
 def _scontrol_job(job: str) -> list[str]:
     proc = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True)
     return proc.stdout.split()
+
+
+@requires_ray
+def test_array_tasks_on_ray_match_the_unsharded_run(
+    slurm_cluster: str, corpus: Path, tmp_path: Path, unsharded: dict[str, bytes]
+) -> None:
+    """Each array task starts its own Ray (sized by SLURM_CPUS_PER_TASK) and runs the unchanged example."""
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    logs.mkdir()
+    command = f"{sys.executable} {EXAMPLE} --input {corpus} --output {out} --executor ray"
+    job = sbatch(job_script(command), "--array=0-1", "--cpus-per-task=2", "-o", f"{logs}/task-%a.log")
+    assert wait_for_job(job, timeout=600) == {"0": "COMPLETED", "1": "COMPLETED"}
+    assert read_tree(out) == unsharded
+    text = "".join(p.read_text() for p in logs.iterdir())
+    assert "on RayExecutor" in text and len(re.findall(r"shard \d/2: kept", text)) == 2

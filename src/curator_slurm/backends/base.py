@@ -230,7 +230,12 @@ def run_source_task(adapters: list[BaseStageAdapter], task: Task) -> SourceResul
             push(i + 1, [t for t in out if not isinstance(t, FailedTask)])
 
     push(0, [task])
-    result = SourceResult(source_id=task.source_id or task.task_id, stats=[a.stats for a in adapters])
+    return summarise(task.source_id or task.task_id, finals, [a.stats for a in adapters], start)
+
+
+def summarise(source_id: str, finals: list[Task], stats: list[StageStats], started: float) -> SourceResult:
+    """The result of one source task from everything that left its last stage (every executor's)."""
+    result = SourceResult(source_id=source_id, stats=stats)
     for t in finals:
         if isinstance(t, FailedTask):
             if result.failure is None:
@@ -243,11 +248,11 @@ def run_source_task(adapters: list[BaseStageAdapter], task: Task) -> SourceResul
             result.output_tasks.append(t)
     if result.failure is not None:
         result.attempts = max(result.attempts, result.failure.attempts)
-    if adapters:
-        first, last = adapters[0].stats, adapters[-1].stats
+    if stats:
+        first, last = stats[0], stats[-1]
         result.rows_in = first.rows_in or first.rows_out
         result.rows_out = last.rows_out
-    result.seconds = time.perf_counter() - start
+    result.seconds = time.perf_counter() - started
     return result
 
 
@@ -433,9 +438,9 @@ class BaseExecutor:
         failed: list[FailedTask] = []
         progress = ProgressLog(len(todo), log, self.progress_interval)
         stop = StopSignal(options.grace_seconds, log)
+        results: Iterable[SourceResult] = ()
         try:
             with stop:
-                results: Iterable[SourceResult]
                 results = self.process_sources(stages[1:], todo, shard, stop) if len(stages) > 1 else _passthrough(todo)
                 for result in results:
                     for total_stats, part in zip(stats[1:], result.stats or [], strict=False):
@@ -450,6 +455,9 @@ class BaseExecutor:
         except GraceExpired:
             log.warning(f"grace period of {options.grace_seconds:.0f} s over; abandoning in-flight source tasks")
         finally:
+            close = getattr(results, "close", None)
+            if close is not None:  # end the executor's workers now, not whenever the generator is collected
+                close()
             if ledger is not None:
                 ledger.close()
         stats[0].tasks_out = len(mine)
@@ -529,4 +537,5 @@ __all__ = [
     "StageStats",
     "format_bytes",
     "run_source_task",
+    "summarise",
 ]

@@ -304,3 +304,10 @@ def job_environment(environ: Mapping[str, str] | None = None, extra: Mapping[str
     }
     clean.update(extra or {})
     return clean
+
+
+def ray_address(environ: Mapping[str, str] | None = None) -> str | None:
+    """The Ray cluster a RayExecutor joins: ``RAY_ADDRESS`` when set (``ray start --head`` prints it), else
+    None (the executor starts a local Ray). Read in the driver only; Ray workers never look at it."""
+    env = os.environ if environ is None else environ
+    return (env.get("RAY_ADDRESS") or "").strip() or None
