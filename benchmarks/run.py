@@ -1,0 +1,834 @@
+"""The performance record of curator-slurm: ``make bench`` (``python benchmarks/run.py [options]``).
+
+Every row compares two things measured side by side in the same run (interleaved, ``--repeat`` times,
+medians), divides them, and checks the ratio against a target. One table is printed at the end, with
+the machine it ran on; ``--json PATH`` writes the same numbers (and every sample) for tooling.
+
+Corpora are generated outside the repository, under ``$CURATOR_BENCH_DIR`` (default
+``/tmp/curator-bench``), with :func:`curator_slurm.sample.make_corpus` (seeded, so the same options give
+the same bytes on any machine), and reused when already there.
+
+Rows:
+
+1.  LocalExecutor(workers=1) on the demo job (examples/curate.py) vs a plain pyarrow loop doing the
+    same per-file work, docs/s.
+2.  LocalExecutor(workers=2) vs workers=1, docs/s.
+3.  A simulated N-shard array (N processes of examples/curate.py, run one after another) vs one
+    unsharded process: total CPU seconds, N = 4 and 16.
+4.  An array task that is assigned no work vs ``python -c "import pyarrow.parquet"``: wall seconds.
+5.  ``slurm.sharding.select`` per source task vs one ``xxhash.xxh64_intdigest`` call: ns.
+6.  Balanced vs hash assignment: max/mean shard weight on lognormal task sizes, N = 16, 100, 1000.
+7.  Peak RSS of the demo job on a 10x larger corpus (same file size, more files) vs the base corpus.
+
+Adding a row: write a function ``(Bench) -> list[Row]`` and add it to :data:`GROUPS` with the keys it
+produces. The demo job is run through :func:`run_demo_job` with any executor, so a RayExecutor row
+is a second executor in :func:`bench_executor`; a ledger row is a group that runs the demo job twice
+on one run directory and compares the re-run with a fresh run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import gc
+import importlib.util
+import inspect
+import json
+import math
+import os
+import platform
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+import pyarrow.parquet as pq
+import xxhash
+from loguru import logger
+
+import curator_slurm
+import curator_slurm.sample
+from curator_slurm import LocalExecutor, Pipeline, ShardSpec
+from curator_slurm.backends.base import BaseExecutor
+from curator_slurm.sample import make_corpus
+from curator_slurm.slurm.sharding import balanced_assignment, hash_assignment, select, shard_of
+from curator_slurm.tasks import FileGroupTask, Task, content_id
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "curate.py"
+DEFAULT_BENCH_DIR = "/tmp/curator-bench"
+
+#: The demo job's settings (examples/curate.py): the plain loop below must do exactly this work.
+MIN_WORDS = 50
+MAX_WORDS = 100_000  # WordCountFilter's default upper bound
+MAX_SYMBOL_RATIO = 0.25
+#: The JSON block size the framework's reader uses (curator_slurm.stages.readers._JSON_BLOCK_SIZE);
+#: the plain loop uses the same so that the comparison measures the framework, not a read option.
+JSON_BLOCK_SIZE = 16 << 20
+#: About what one make_corpus document weighs, to size a corpus in MB.
+BYTES_PER_DOC = 1190
+#: A measure whose samples spread more than this (relative to the median) gets a warning note.
+NOISY = 0.25
+#: Other processes keeping more than this fraction of the CPUs busy during a row get a warning note.
+BUSY = 0.05
+#: What every process of the demo job imports whatever the framework does: the floor of row 3.
+BARE_IMPORTS = "import pyarrow.parquet, pyarrow.compute, pyarrow.json"
+
+
+# ----------------------------------------------------------------------------------------------------
+# results
+# ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Measure:
+    """One side of a comparison: its samples and their median."""
+
+    label: str
+    unit: str
+    samples: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median of the samples: how much to trust the median."""
+        return (max(self.samples) - min(self.samples)) / self.median if self.median else 0.0
+
+
+@dataclass
+class Row:
+    """One line of the table: ``value`` (by default a.median / b.median) against ``target``."""
+
+    key: str
+    title: str
+    a: Measure
+    b: Measure
+    op: str  # ">=" or "<="
+    target: float
+    value: float | None = None
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.value is None:
+            self.value = self.a.median / self.b.median if self.b.median else math.inf
+
+    @property
+    def passed(self) -> bool:
+        assert self.value is not None
+        return self.value >= self.target if self.op == ">=" else self.value <= self.target
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "title": self.title,
+            "value": self.value,
+            "target": self.target,
+            "op": self.op,
+            "passed": self.passed,
+            "a": {**asdict(self.a), "median": self.a.median, "spread": self.a.spread},
+            "b": {**asdict(self.b), "median": self.b.median, "spread": self.b.spread},
+            "note": self.note,
+        }
+
+
+def fmt(value: float, unit: str) -> str:
+    if unit == "docs/s":
+        return f"{value:,.0f} docs/s"
+    if unit == "B":
+        return f"{value / 2**20:.1f} MiB"
+    if unit == "ns":
+        return f"{value:.0f} ns"
+    if unit in ("s", "s CPU"):
+        return f"{value:.3f} {unit}" if value < 1 else f"{value:.2f} {unit}"
+    return f"{value:.3f}{(' ' + unit) if unit else ''}"
+
+
+def render_table(rows: Sequence[Row]) -> str:
+    header = ("#", "measurement", "A (median)", "B (median)", "value", "target", "result")
+    lines = [
+        (
+            r.key,
+            r.title,
+            f"{r.a.label}: {fmt(r.a.median, r.a.unit)}",
+            f"{r.b.label}: {fmt(r.b.median, r.b.unit)}",
+            f"{r.value:.3f}",
+            f"{r.op} {r.target:g}",
+            "PASS" if r.passed else "MISS",
+        )
+        for r in rows
+    ]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *lines, strict=True)]
+    out = ["  ".join(str(x).ljust(w) for x, w in zip(header, widths, strict=True)).rstrip()]
+    out.append("  ".join("-" * w for w in widths))
+    for line in lines:
+        out.append("  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip())
+    notes = []
+    for r in rows:
+        notes += [f"  {r.key}: {r.note}"] if r.note else []
+        notes += [
+            f"  {r.key}: {m.label} samples spread over {100 * m.spread:.0f}% of their median (re-run when quieter)"
+            for m in (r.a, r.b)
+            if len(m.samples) > 1 and m.spread > NOISY
+        ]
+    if notes:
+        out += ["", "notes:", *notes]
+    return "\n".join(out)
+
+
+class BenchError(RuntimeError):
+    """A measurement could not be taken (a child failed, a sanity check did not hold)."""
+
+
+# ----------------------------------------------------------------------------------------------------
+# corpora
+# ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    """A make_corpus corpus; the directory name encodes every argument, so reuse is safe."""
+
+    files: int
+    docs_per_file: int
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"jsonl-f{self.files}-d{self.docs_per_file}-s{self.seed}-g{GENERATOR}"
+
+
+@dataclass(frozen=True)
+class Corpus:
+    path: Path
+    spec: CorpusSpec
+    files: list[Path]
+    bytes: int
+
+    @property
+    def mb(self) -> float:
+        return self.bytes / 1e6
+
+    @property
+    def size(self) -> str:
+        return f"{self.mb:.0f} MB" if self.mb >= 10 else f"{self.mb:.1f} MB"
+
+
+MARKER = ".complete"  # hidden: the framework's file listing skips it
+#: Which version of the generator made a corpus: a change to curator_slurm.sample makes new corpora
+#: instead of silently reusing ones it would no longer produce.
+GENERATOR = content_id(inspect.getsource(curator_slurm.sample))[:8]
+
+
+def ensure_corpus(root: Path, spec: CorpusSpec) -> Corpus:
+    """The corpus for ``spec`` under ``root``, generated (into a temporary directory renamed into place,
+    so an interrupted run never leaves a half corpus that looks complete) unless already there."""
+    path = root / spec.name
+    if not (path / MARKER).exists():
+        progress(f"generating corpus {spec.name} (~{spec.files * spec.docs_per_file * BYTES_PER_DOC / 1e6:.0f} MB)")
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}.tmp-", dir=root))
+        try:
+            make_corpus(str(tmp), files=spec.files, docs_per_file=spec.docs_per_file, seed=spec.seed)
+            (tmp / MARKER).write_text(json.dumps(asdict(spec)) + "\n")
+            if path.exists():  # an incomplete leftover
+                shutil.rmtree(path)
+            try:
+                tmp.rename(path)
+            except OSError:
+                if not (path / MARKER).exists():  # not a concurrent run that finished first
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    files = sorted(path.glob("*.jsonl"))
+    if len(files) != spec.files:
+        raise BenchError(f"{path}: expected {spec.files} files, found {len(files)}; delete it to regenerate")
+    return Corpus(path=path, spec=spec, files=files, bytes=sum(f.stat().st_size for f in files))
+
+
+def corpus_for_mb(size_mb: float, docs_per_file: int, min_files: int = 1) -> CorpusSpec:
+    files = max(min_files, round(size_mb * 1e6 / (docs_per_file * BYTES_PER_DOC)))
+    return CorpusSpec(files=files, docs_per_file=docs_per_file)
+
+
+# ----------------------------------------------------------------------------------------------------
+# running things
+# ----------------------------------------------------------------------------------------------------
+
+
+def progress(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment without Slurm or curator variables (a bench run inside a Slurm job must not
+    shard its children by accident), plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CURATOR_"))}
+    env.update(extra or {})
+    return env
+
+
+def cache_bytecode(root: Path) -> None:
+    """Let child processes (array tasks, pool workers) start as an installed package does, from cached
+    bytecode: without this, an environment with PYTHONDONTWRITEBYTECODE (or an editable install in a
+    read-only tree) recompiles every curator_slurm module in every process, which is not what a
+    deployment measures. The cache lives under the bench directory, never in the repository."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    wall: float
+    cpu: float  # user + sys of the child (all its threads)
+    maxrss: int  # bytes
+    stdout: str
+
+
+#: Runs its arguments as a grandchild and reports that grandchild's own rusage. Measuring through this
+#: small launcher, not directly from the bench process, matters for memory: Linux carries a process's
+#: peak RSS across fork and exec, so a child forked straight from this (large) process would report
+#: at least this process's RSS. The launcher (``python -S``, a few MB) is the only floor left.
+LAUNCHER = """
+import json, os, sys, time
+report, cmd = sys.argv[1], sys.argv[2:]
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execv(cmd[0], cmd)
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+wall = time.perf_counter() - start
+with open(report, "w") as f:
+    json.dump({"rc": os.waitstatus_to_exitcode(status), "wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
+               "maxrss": usage.ru_maxrss * 1024}, f)
+"""
+
+
+def run_child(cmd: Sequence[str], env: dict[str, str]) -> ChildRun:
+    """Run ``cmd`` to completion and return its own wall time (fork to exit), CPU time (user + sys, all
+    threads) and peak RSS, as wait4 reports them for that one process."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "rusage.json"
+        launcher = [sys.executable, "-S", "-c", LAUNCHER, str(report), *cmd]
+        proc = subprocess.run(launcher, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL, check=False)
+        out.seek(0)
+        stdout = out.read().decode("utf-8", "replace")
+        usage = json.loads(report.read_text()) if report.exists() else {"rc": proc.returncode}
+        if proc.returncode != 0 or usage["rc"] != 0:
+            err.seek(0)
+            tail = err.read().decode("utf-8", "replace")[-3000:]
+            raise BenchError(f"{' '.join(cmd)} exited {usage['rc']}:\n{stdout[-1000:]}\n{tail}")
+    return ChildRun(wall=usage["wall"], cpu=usage["cpu"], maxrss=usage["maxrss"], stdout=stdout)
+
+
+def curate_cmd(input_dir: Path, output_dir: Path) -> list[str]:
+    return [sys.executable, str(EXAMPLE), "--input", str(input_dir), "--output", str(output_dir), "--workers", "1"]
+
+
+@contextlib.contextmanager
+def fresh_dir(path: Path) -> Iterator[Path]:
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@functools.cache
+def _load_example() -> Any:
+    """examples/curate.py as a module, so the in-process rows run exactly the demo job's pipeline."""
+    spec = importlib.util.spec_from_file_location("curator_bench_demo", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def demo_pipeline(input_dir: Path, output_dir: Path) -> Pipeline:
+    """The demo job of examples/curate.py with its default settings (one file per source task)."""
+    return _load_example().build_pipeline(str(input_dir), str(output_dir), MIN_WORDS, 1)
+
+
+@dataclass(frozen=True)
+class JobRun:
+    seconds: float
+    docs_in: int
+    docs_out: int
+    files_out: int
+
+    @property
+    def docs_per_s(self) -> float:
+        return self.docs_in / self.seconds
+
+
+def run_demo_job(executor: BaseExecutor, corpus: Corpus, output_dir: Path) -> JobRun:
+    """The demo job, unsharded, on ``executor``, timed from build to the last file written."""
+    start = time.perf_counter()
+    result = demo_pipeline(corpus.path, output_dir).run(executor, shard=ShardSpec.single())
+    seconds = time.perf_counter() - start
+    return JobRun(seconds, result.rows_in, result.rows_out, len(result.output_files))
+
+
+def plain_loop(corpus: Corpus, output_dir: Path) -> JobRun:
+    """What a user would write by hand for the demo job: per input file, read the JSONL, apply the same
+    pyarrow.compute kernels the two filters use (word count kept as a column, as score_field does),
+    write one snappy Parquet file. No framework, no temporary names, no fsync, no validation."""
+    start = time.perf_counter()
+    read_options = pj.ReadOptions(block_size=JSON_BLOCK_SIZE)
+    docs_in = docs_out = 0
+    for path in corpus.files:
+        table = pj.read_json(str(path), read_options=read_options)
+        docs_in += table.num_rows
+        # WordCountFilter(min_words=50), score_field="word_count"
+        words = pc.list_value_length(pc.utf8_split_whitespace(pc.fill_null(table.column("text"), "")))
+        keep = pc.and_(pc.and_(pc.is_valid(words), pc.greater_equal(words, MIN_WORDS)), pc.less_equal(words, MAX_WORDS))
+        table = table.append_column("word_count", words).filter(keep)
+        # SymbolRatioFilter(max_symbol_ratio=0.25)
+        texts = pc.fill_null(table.column("text"), "")
+        visible = pc.utf8_length(pc.replace_substring_regex(texts, r"\s+", ""))
+        symbols = pc.utf8_length(pc.replace_substring_regex(texts, r"[\p{L}\p{N}\s]+", ""))
+        ratio = pc.divide(pc.cast(symbols, pa.float64()), pc.cast(pc.max_element_wise(visible, 1), pa.float64()))
+        table = table.filter(pc.and_(pc.is_valid(ratio), pc.less_equal(ratio, MAX_SYMBOL_RATIO)))
+        pq.write_table(table, str(output_dir / (path.stem + ".parquet")), compression="snappy")
+        docs_out += table.num_rows
+    return JobRun(time.perf_counter() - start, docs_in, docs_out, len(corpus.files))
+
+
+def rotated(items: Sequence[Any], k: int) -> list[Any]:
+    """``items`` starting at position ``k``: alternates which side runs first from one repeat to the next."""
+    k %= len(items)
+    return [*items[k:], *items[:k]]
+
+
+# ----------------------------------------------------------------------------------------------------
+# the benchmark
+# ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Bench:
+    root: Path
+    repeat: int
+    quick: bool
+    size_mb: float
+    notes: list[str] = field(default_factory=list)
+    corpora: dict[str, Corpus] = field(default_factory=dict)
+
+    @property
+    def docs_per_file(self) -> int:
+        return 20 if self.quick else 1000
+
+    @property
+    def micro_repeat(self) -> int:
+        """Repeats for rows that take a second or less: more samples tame process-start jitter."""
+        return self.repeat if self.quick else max(self.repeat, 5)
+
+    def corpus(self, role: str) -> Corpus:
+        """The corpus for a role; each is generated once and shared by every row that names it."""
+        if role not in self.corpora:
+            specs = {
+                "base": corpus_for_mb(self.size_mb, self.docs_per_file, min_files=64 if self.quick else 1),
+                # Row 3 needs enough source tasks that every one of 16 shards gets some.
+                "sharded": corpus_for_mb(self.size_mb, self.docs_per_file, min_files=64),
+                "one-file": CorpusSpec(files=1, docs_per_file=self.docs_per_file),
+                "rss-small": corpus_for_mb(0.2 if self.quick else 20, self.docs_per_file, min_files=2),
+            }
+            specs["rss-large"] = CorpusSpec(files=10 * specs["rss-small"].files, docs_per_file=self.docs_per_file)
+            self.corpora[role] = ensure_corpus(self.root / "corpora", specs[role])
+        return self.corpora[role]
+
+    def out(self, name: str) -> Path:
+        return self.root / "out" / f"{os.getpid()}-{name}"
+
+    _warm: bool = False
+
+    def warm_children(self) -> None:
+        """Run the demo job's child commands once, untimed, so bytecode and file caches are warm."""
+        if self._warm:
+            return
+        progress("warming the bytecode cache for child processes (untimed)")
+        corpus = self.corpus("one-file")
+        with fresh_dir(self.out("warm")) as out:
+            run_child(curate_cmd(corpus.path, out), clean_env())
+        run_child([sys.executable, "-c", BARE_IMPORTS], clean_env())
+        self._warm = True
+
+
+def bench_executor(b: Bench) -> list[Row]:
+    """Rows 1 and 2: the demo job in this process, LocalExecutor(1) and (2) against the plain loop."""
+    corpus = b.corpus("base")
+    progress("rows 1-2: warm-up pass (untimed: page cache, worker bytecode)")
+    with fresh_dir(b.out("warmup")) as out:
+        run_demo_job(LocalExecutor(workers=2), corpus, out)
+    runs: dict[str, list[JobRun]] = {"plain": [], "w1": [], "w2": []}
+    contenders: list[tuple[str, Callable[[Path], JobRun]]] = [
+        ("plain", lambda out: plain_loop(corpus, out)),
+        ("w1", lambda out: run_demo_job(LocalExecutor(workers=1), corpus, out)),
+        ("w2", lambda out: run_demo_job(LocalExecutor(workers=2), corpus, out)),
+    ]
+    for rep in range(b.repeat):
+        for name, fn in rotated(contenders, rep):
+            progress(f"rows 1-2: {name}, repeat {rep + 1}/{b.repeat} ({corpus.size}, {len(corpus.files)} files)")
+            with fresh_dir(b.out(name)) as out:
+                runs[name].append(fn(out))
+    for name, name_runs in runs.items():
+        outs = {(r.docs_in, r.docs_out, r.files_out) for r in name_runs} | {
+            (r.docs_in, r.docs_out, r.files_out) for r in runs["plain"]
+        }
+        if len(outs) != 1:
+            raise BenchError(f"{name} and the plain loop disagree on (docs in, docs out, files): {sorted(outs)}")
+    dps = {k: Measure(k, "docs/s", [r.docs_per_s for r in v]) for k, v in runs.items()}
+    dps["plain"].label = "plain pyarrow"
+    dps["w1"].label = "workers=1"
+    dps["w2"].label = "workers=2"
+    size = f"{corpus.size}, {len(corpus.files)} files"
+    small = "" if b.quick or corpus.mb >= 100 else "the demo job ran on less than 100 MB: not a record"
+    return [
+        Row("1", f"demo job docs/s: LocalExecutor(workers=1) / plain pyarrow loop ({size})", dps["w1"], dps["plain"],
+            ">=", 0.8, note=small),
+        Row("2", f"demo job docs/s: LocalExecutor(workers=2) / workers=1 ({size}, {available_cores()} cores)",
+            dps["w2"], dps["w1"], ">=", 1.7),
+    ]  # fmt: skip
+
+
+def bench_sharded_cpu(b: Bench) -> list[Row]:
+    """Row 3: N array tasks (CURATOR_SHARD_INDEX/CURATOR_NUM_SHARDS), run one after another, vs one
+    unsharded process; CPU seconds summed over the children."""
+    corpus = b.corpus("sharded")
+    b.warm_children()
+    counts = (4, 16)
+    cpu: dict[int, list[float]] = {1: [], **{n: [] for n in counts}}
+    bare: list[float] = []  # CPU of a process that only imports what the demo job needs
+    for rep in range(b.repeat):
+        bare += [run_child([sys.executable, "-c", BARE_IMPORTS], clean_env()).cpu for _ in range(3)]
+        reference: dict[str, int] | None = None
+        for n in rotated([1, *counts], rep):
+            progress(f"row 3: {n} shard(s), repeat {rep + 1}/{b.repeat} ({corpus.size}, {len(corpus.files)} files)")
+            with fresh_dir(b.out(f"shards-{n}")) as out:
+                total = 0.0
+                for i in range(n):
+                    env = clean_env({"CURATOR_NUM_SHARDS": str(n), "CURATOR_SHARD_INDEX": str(i)} if n > 1 else {})
+                    total += run_child(curate_cmd(corpus.path, out), env).cpu
+                cpu[n].append(total)
+                files = {p.name: p.stat().st_size for p in out.glob("*.parquet")}  # not the hidden run dir
+            if len(files) != len(corpus.files):
+                raise BenchError(f"{n} shards wrote {len(files)} files for {len(corpus.files)} source tasks")
+            if reference is not None and files != reference:
+                raise BenchError(f"{n} shards did not write the same files as the other runs")
+            reference = files
+    base = Measure("1 process", "s CPU", cpu[1])
+    start_cpu = statistics.median(bare)
+
+    def note(n: int) -> str:
+        extra = (statistics.median(cpu[n]) - base.median) / (n - 1)
+        floor = (base.median + (n - 1) * start_cpu) / base.median
+        return (
+            f'{extra:.3f} s CPU per extra process, of which {start_cpu:.3f} s is `python -c "{BARE_IMPORTS}"`; '
+            f"with nothing but that start-up added per process the ratio would be {floor:.3f}"
+        )
+
+    return [
+        Row(f"3{'ab'[k]}", f"simulated {n}-shard array: sum of CPU s / one unsharded process ({corpus.size}, "
+            f"{len(corpus.files)} files)", Measure(f"{n} processes", "s CPU", cpu[n]), base, "<=", 1.1, note=note(n))
+        for k, n in enumerate(counts)
+    ]  # fmt: skip
+
+
+def bench_empty_shard(b: Bench) -> list[Row]:
+    """Row 4: the wall time of an array task that owns no source task, vs importing pyarrow.parquet."""
+    corpus = b.corpus("one-file")
+    count = 64
+    task_id = FileGroupTask.from_paths([str(corpus.files[0])]).task_id
+    owner = shard_of(task_id, count)
+    index = next(i for i in range(count) if i != owner)
+    env = clean_env({"CURATOR_NUM_SHARDS": str(count), "CURATOR_SHARD_INDEX": str(index)})
+    empty: list[float] = []
+    baseline: list[float] = []
+    imports: list[float] = []  # context for the note: the framework's import alone
+    sides: list[tuple[list[float], Callable[[Path], ChildRun]]] = [
+        (empty, lambda out: run_child(curate_cmd(corpus.path, out), env)),
+        (baseline, lambda out: run_child([sys.executable, "-c", "import pyarrow.parquet"], clean_env())),
+        (imports, lambda out: run_child([sys.executable, "-c", "import curator_slurm.stages"], clean_env())),
+    ]
+    b.warm_children()
+    for rep in range(b.micro_repeat):
+        progress(f"row 4: repeat {rep + 1}/{b.micro_repeat}")
+        for samples, fn in rotated(sides, rep):
+            with fresh_dir(b.out("empty-shard")) as out:
+                samples.append(fn(out).wall)
+                wrote = list(out.glob("*.parquet"))
+                if samples is empty and wrote:
+                    raise BenchError(f"shard {index}/{count} was meant to get no work but wrote {wrote}")
+    return [
+        Row("4", f"array task with no work (shard {index}/{count} of a 1-file corpus) / import pyarrow.parquet, "
+            "wall s", Measure("empty shard", "s", empty), Measure("import", "s", baseline), "<=", 2.0,
+            note=f"`python -c 'import curator_slurm.stages'` alone takes {statistics.median(imports):.3f} s wall")
+    ]  # fmt: skip
+
+
+def bench_select(b: Bench) -> list[Row]:
+    """Row 5: ns per source task of the shard filter vs ns of the hash call it cannot avoid."""
+    n = 100_000 if b.quick else 1_000_000
+    progress(f"row 5: building {n:,} source tasks")
+    # Like the partitioner's FileGroupTasks (a content id, a size in metadata) without touching files.
+    tasks: list[Task] = [
+        Task(task_id=content_id(f"/data/corpus/part-{i:07d}.jsonl"), metadata={"bytes": 1_000_000 + i % 9973})
+        for i in range(n)
+    ]
+    ids = [t.task_id.encode("utf-8") for t in tasks]
+    spec = ShardSpec.explicit(index=7, count=1000)
+    h = xxhash.xxh64_intdigest
+    per_select, per_hash = [], []
+    gc.collect()
+    for rep in range(b.repeat):
+        progress(f"row 5: repeat {rep + 1}/{b.repeat}")
+        start = time.perf_counter_ns()
+        kept, _ = select(tasks, spec)
+        per_select.append((time.perf_counter_ns() - start) / n)
+        start = time.perf_counter_ns()
+        for tid in ids:
+            h(tid)
+        per_hash.append((time.perf_counter_ns() - start) / n)
+        if not 0 < len(kept) < n:
+            raise BenchError(f"select kept {len(kept)} of {n}")
+    return [
+        Row("5", f"shard filter: select() ns per source task / one xxh64_intdigest call ({n:,} tasks)",
+            Measure("select", "ns", per_select), Measure("xxh64", "ns", per_hash), "<=", 3.0)
+    ]  # fmt: skip
+
+
+def bench_balance(b: Bench) -> list[Row]:
+    """Row 6: max/mean shard weight, balanced and hash, on lognormal task weights (sigma 1.5)."""
+    per_shard = 20
+    rows = []
+    for k, count in enumerate((16, 100, 1000)):
+        rng = random.Random(0)
+        weights = [rng.lognormvariate(0.0, 1.5) for _ in range(per_shard * count)]
+        ids = [content_id(f"task-{i}") for i in range(len(weights))]
+        mean = sum(weights) / count
+        figures = {}
+        for name, assignment in (
+            ("balanced", balanced_assignment(ids, weights, count)),
+            ("hash", hash_assignment(ids, count)),
+        ):
+            loads = [0.0] * count
+            for shard, w in zip(assignment, weights, strict=True):
+                loads[shard] += w
+            figures[name] = max(loads) / mean
+        bound = max(1.0, max(weights) / mean)
+        balanced = Measure("balanced", "", [figures["balanced"]])
+        rows.append(
+            Row(
+                f"6{'abc'[k]}",
+                f"max/mean shard weight, N={count}, {per_shard} lognormal(sigma=1.5) tasks per shard",
+                balanced,
+                Measure("hash", "", [figures["hash"]]),
+                "<=",
+                1.05,
+                value=figures["balanced"],
+                note=f"value is balanced's max/mean; no assignment of whole tasks can go below "
+                f"{bound:.3f} here (largest task / mean shard weight)"
+                if bound > 1.0
+                else "",
+            )
+        )
+    return rows
+
+
+def bench_rss(b: Bench) -> list[Row]:
+    """Row 7: peak RSS of the demo job (fresh process, workers=1) on a 10x larger corpus of same-size files."""
+    small, large = b.corpus("rss-small"), b.corpus("rss-large")
+    b.warm_children()
+    rss: dict[str, list[float]] = {"small": [], "large": []}
+    for rep in range(b.repeat):
+        for name, corpus in rotated([("small", small), ("large", large)], rep):
+            progress(f"row 7: {name} ({corpus.size}), repeat {rep + 1}/{b.repeat}")
+            with fresh_dir(b.out(f"rss-{name}")) as out:
+                rss[name].append(run_child(curate_cmd(corpus.path, out), clean_env()).maxrss)
+    return [
+        Row("7", f"peak RSS, LocalExecutor(workers=1): {large.size} corpus / {small.size} corpus "
+            f"({len(large.files)} vs {len(small.files)} files)",
+            Measure(f"{large.size}", "B", rss["large"]), Measure(f"{small.size}", "B", rss["small"]),
+            "<=", 1.3)
+    ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Group:
+    keys: tuple[str, ...]
+    run: Callable[[Bench], list[Row]]
+
+
+#: Every row, in table order. A new row is a new Group (or a new Row from an existing one).
+GROUPS: list[Group] = [
+    Group(("1", "2"), bench_executor),
+    Group(("3a", "3b"), bench_sharded_cpu),
+    Group(("4",), bench_empty_shard),
+    Group(("5",), bench_select),
+    Group(("6a", "6b", "6c"), bench_balance),
+    Group(("7",), bench_rss),
+]
+ROW_KEYS: tuple[str, ...] = tuple(k for g in GROUPS for k in g.keys)
+
+
+@dataclass(frozen=True)
+class CpuSnapshot:
+    """Machine-wide busy CPU time (/proc/stat) and this process tree's own, to tell whether anything
+    else ran during a measurement (the machine may be shared)."""
+
+    wall: float
+    machine: float | None
+    own: float
+
+    @classmethod
+    def take(cls) -> CpuSnapshot:
+        machine = None
+        with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+            idle = fields[3] + fields[4]  # idle + iowait
+            machine = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+        own = sum(
+            u.ru_utime + u.ru_stime
+            for u in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
+        )
+        return cls(time.perf_counter(), machine, own)
+
+    def others_busy_since(self, before: CpuSnapshot) -> float | None:
+        """Fraction of all CPUs that other processes kept busy between ``before`` and this snapshot."""
+        if self.machine is None or before.machine is None or self.wall <= before.wall:
+            return None
+        others = (self.machine - before.machine) - (self.own - before.own)
+        return max(0.0, others) / ((self.wall - before.wall) * (os.cpu_count() or 1))
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def machine() -> dict[str, Any]:
+    cpu = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    return {
+        "nproc": available_cores(),
+        "cpu_count": os.cpu_count(),
+        "cpu": cpu or platform.processor(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "pyarrow": pa.__version__,
+        "xxhash": xxhash.VERSION,
+        "curator_slurm": curator_slurm.__version__,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mb", type=float, default=120.0, help="base corpus size (default 120)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is reported")
+    parser.add_argument("--quick", action="store_true", help="tiny corpora, 1 repeat: a smoke test, not a record")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--rows", metavar="KEYS", help=f"comma-separated subset of rows ({','.join(ROW_KEYS)})")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be >= 1")
+    if args.quick:
+        args.repeat, args.size_mb = 1, 1.0
+    wanted = set(ROW_KEYS if not args.rows else args.rows.split(","))
+    unknown = wanted - set(ROW_KEYS)
+    if unknown:
+        parser.error(f"unknown rows {sorted(unknown)}; choose from {','.join(ROW_KEYS)}")
+
+    logger.disable("curator_slurm")  # in-process pipeline runs: the table is the output
+    root = Path(os.environ.get("CURATOR_BENCH_DIR") or DEFAULT_BENCH_DIR)
+    cache_bytecode(root)
+    load_before = os.getloadavg()[0]
+    bench = Bench(
+        root=root,
+        repeat=args.repeat,
+        quick=args.quick,
+        size_mb=args.size_mb,
+    )
+    started = time.perf_counter()
+    rows: list[Row] = []
+    others: dict[str, float] = {}
+    for group in GROUPS:
+        if wanted & set(group.keys):
+            before = CpuSnapshot.take()
+            group_rows = [r for r in group.run(bench) if r.key in wanted]
+            busy = CpuSnapshot.take().others_busy_since(before)
+            for r in group_rows:
+                others[r.key] = busy
+                if busy is not None and busy > BUSY:
+                    r.note = "; ".join(
+                        filter(None, [r.note, f"other processes kept {100 * busy:.0f}% of the CPUs busy meanwhile"])
+                    )
+            rows += group_rows
+    with contextlib.suppress(OSError):
+        (bench.root / "out").rmdir()  # only if empty: another bench run may be using it
+    total = time.perf_counter() - started
+
+    info = machine()
+    base = bench.corpora.get("base")
+    print()
+    print(
+        f"curator-slurm benchmark: medians of {args.repeat} run(s) ({bench.micro_repeat} for row 4)"
+        + (f", base corpus {base.size} in {len(base.files)} files" if base else "")
+        + (" [QUICK: smoke test, not a record]" if args.quick else "")
+    )
+    print(render_table(rows))
+    print()
+    info["loadavg_1min_before"] = load_before
+    print(
+        f"machine: nproc {info['nproc']} ({info['cpu']}), Python {info['python']}, pyarrow {info['pyarrow']}, "
+        f"xxhash {info['xxhash']}, {info['platform']}; load average {load_before:.2f} before the run; "
+        f"{total:.0f} s in total"
+    )
+    if load_before > 0.5:
+        print("warning: the machine was busy before the run started; timings may be inflated")
+    missed = [r.key for r in rows if not r.passed]
+    print(
+        f"{len(rows) - len(missed)} of {len(rows)} targets met" + (f"; missed: {', '.join(missed)}" if missed else "")
+    )
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "machine": info,
+            "config": {
+                "repeat": args.repeat,
+                "micro_repeat": bench.micro_repeat,
+                "quick": args.quick,
+                "size_mb": args.size_mb,
+                "bench_dir": str(bench.root),
+                "corpora": {k: {"path": str(c.path), "files": len(c.files), "bytes": c.bytes} for k, c in
+                            bench.corpora.items()},
+            },
+            "seconds": total,
+            "rows": [{**r.to_json(), "others_busy": others.get(r.key)} for r in rows],
+        }  # fmt: skip
+        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
