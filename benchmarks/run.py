@@ -601,7 +601,7 @@ def bench_select(b: Bench) -> list[Row]:
     for rep in range(b.repeat):
         progress(f"row 5: repeat {rep + 1}/{b.repeat}")
         start = time.perf_counter_ns()
-        kept, _ = select(tasks, spec)
+        kept = select(tasks, spec)
         per_select.append((time.perf_counter_ns() - start) / n)
         start = time.perf_counter_ns()
         for tid in ids:

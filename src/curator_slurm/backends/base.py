@@ -152,7 +152,8 @@ class BaseStageAdapter:
         if self.shard.source_list:
             wanted = read_source_list(self.shard.source_list)
             good = [t for t in good if t.task_id in wanted]
-        kept, self.selection = select(good, self.shard)
+        kept = select(good, self.shard)
+        self.selection = Selection.of(good, kept)
         return kept + [t for t in tasks if isinstance(t, FailedTask)]
 
     def _call(self, tasks: list[Task]) -> list[Any]:

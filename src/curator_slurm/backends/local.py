@@ -10,12 +10,9 @@ that kills its worker is identified and recorded failed after ``max_crashes`` de
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.util
 import signal
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING
 
 from loguru import logger
 
@@ -23,6 +20,9 @@ from curator_slurm.backends.base import BaseExecutor, BaseStageAdapter, SourceRe
 from curator_slurm.slurm.env import ShardSpec, available_cpus
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import FailedTask, Task
+
+if TYPE_CHECKING:  # the pool's modules are imported only when a pool is used
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 _worker_adapters: list[BaseStageAdapter] = []
 
@@ -43,6 +43,9 @@ def _teardown(adapters: list[BaseStageAdapter]) -> None:
 
 def _init_worker(stages: list[ProcessingStage], shard: ShardSpec, retry_backoff: float) -> None:
     global _worker_adapters
+    import multiprocessing
+    import multiprocessing.util
+
     # Stop signals are the driver's business: it finishes in-flight work, then ends the workers.
     for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)
@@ -99,6 +102,9 @@ class LocalExecutor(BaseExecutor):
             _teardown(adapters)
 
     def _pool(self, stages: list[ProcessingStage], shard: ShardSpec, workers: int) -> ProcessPoolExecutor:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         return ProcessPoolExecutor(
             max_workers=workers,
             mp_context=multiprocessing.get_context("spawn"),
@@ -114,6 +120,9 @@ class LocalExecutor(BaseExecutor):
         workers: int,
         should_stop: Callable[[], bool],
     ) -> Iterator[SourceResult]:
+        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
+
         pending = list(reversed(sources))
         crashes: dict[str, int] = {}
         suspects: list[Task] = []  # tasks that were running when a worker died: re-run one at a time

@@ -28,12 +28,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.json as pj
 import xxhash
 from loguru import logger
 
+from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import RunDirError
 from curator_slurm.slurm.env import ShardSpec
+
+pj = LazyModule("pyarrow.json")
 
 LEDGER_DIR = "ledger"
 RUN_FILE = "run.json"

@@ -61,6 +61,16 @@ class Selection:
     kept_bytes: int | None
     total_bytes: int | None
 
+    @classmethod
+    def of(cls, tasks: Sequence[Task], kept: Sequence[Task]) -> Selection:
+        """Counts, and bytes when every task knows its size (file groups do)."""
+        try:
+            total_bytes = sum(t.metadata["bytes"] for t in tasks) if tasks else None
+            kept_bytes = sum(t.metadata["bytes"] for t in kept) if tasks else None
+        except KeyError:
+            total_bytes = kept_bytes = None
+        return cls(kept=len(kept), total=len(tasks), kept_bytes=kept_bytes, total_bytes=total_bytes)
+
     def describe(self, spec: ShardSpec) -> str:
         line = f"{spec.label}: kept {self.kept} of {self.total} source tasks"
         if self.total_bytes is not None:
@@ -94,23 +104,16 @@ def check_source_ids(tasks: Sequence[Task], stage_name: str) -> None:
         seen.add(t.task_id)
 
 
-def select(tasks: Sequence[Task], spec: ShardSpec) -> tuple[list[Task], Selection]:
-    """The tasks this shard owns, in their original order."""
-    has_bytes = bool(tasks) and all("bytes" in t.metadata for t in tasks)
+def select(tasks: Sequence[Task], spec: ShardSpec) -> list[Task]:
+    """The tasks this shard owns, in their original order: the shard filter itself, kept to one
+    hash per task (its cost per task is a benchmark row)."""
     if spec.count == 1:
-        kept = list(tasks)
-    elif spec.strategy == "balanced":
+        return list(tasks)
+    if spec.strategy == "balanced":
         shards = balanced_assignment([t.task_id for t in tasks], [t.weight for t in tasks], spec.count)
-        kept = [t for t, s in zip(tasks, shards, strict=True) if s == spec.index]
-    else:
-        h, seed, n, me = xxhash.xxh64_intdigest, SHARD_HASH_SEED, spec.count, spec.index
-        kept = [t for t in tasks if h(t.task_id.encode("utf-8"), seed) % n == me]
-    return kept, Selection(
-        kept=len(kept),
-        total=len(tasks),
-        kept_bytes=sum(t.weight for t in kept) if has_bytes else None,
-        total_bytes=sum(t.weight for t in tasks) if has_bytes else None,
-    )
+        return [t for t, s in zip(tasks, shards, strict=True) if s == spec.index]
+    h, seed, n, me = xxhash.xxh64_intdigest, SHARD_HASH_SEED, spec.count, spec.index
+    return [t for t in tasks if h(t.task_id.encode(), seed) % n == me]
 
 
 def read_source_list(path: str) -> set[str]:

@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections import Counter
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from .._lazy import LazyModule
 from ..errors import InputError
 from ..tasks import DocumentBatch
 from .base import PASSTHROUGH, ProcessingStage
+
+pc = LazyModule("pyarrow.compute")
 
 
 class DocumentFilter:

@@ -6,13 +6,15 @@ import json
 import os
 
 import pyarrow as pa
-import pyarrow.json as pj
-import pyarrow.parquet as pq
 
+from .._lazy import LazyModule
 from ..errors import InputError
 from ..tasks import DocumentBatch, FileGroupTask
 from .base import CompositeStage, ProcessingStage
 from .partitioning import FilePartitioningStage
+
+pj = LazyModule("pyarrow.json")
+pq = LazyModule("pyarrow.parquet")
 
 #: pyarrow's JSON reader infers types per block; big blocks make that both faster and steadier.
 _JSON_BLOCK_SIZE = 16 << 20

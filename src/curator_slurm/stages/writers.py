@@ -14,10 +14,12 @@ import uuid
 from typing import Any, BinaryIO
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from .._lazy import LazyModule
 from ..tasks import DocumentBatch, FileGroupTask
 from .base import ProcessingStage
+
+pq = LazyModule("pyarrow.parquet")
 
 TMP_MARK = ".tmp-"
 
