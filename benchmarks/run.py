@@ -529,11 +529,12 @@ def bench_sharded_cpu(b: Bench) -> list[Row]:
     counts = (4, 16)
     cpu: dict[int, list[float]] = {1: [], **{n: [] for n in counts}}
     bare: list[float] = []  # CPU of a process that only imports what the demo job needs
-    for rep in range(min(b.repeat, 2)):  # CPU seconds vary little, and each repeat is three 800 MB passes
+    repeats = min(b.repeat, 2)  # CPU seconds vary little, and each repeat is three 800 MB passes
+    for rep in range(repeats):
         bare += [run_child([sys.executable, "-c", BARE_IMPORTS], clean_env()).cpu for _ in range(3)]
         reference: dict[str, int] | None = None
         for n in rotated([1, *counts], rep):
-            progress(f"row 3: {n} shard(s), repeat {rep + 1}/{b.repeat} ({corpus.size}, {len(corpus.files)} files)")
+            progress(f"row 3: {n} shard(s), repeat {rep + 1}/{repeats} ({corpus.size}, {len(corpus.files)} files)")
             with fresh_dir(b.out(f"shards-{n}")) as out:
                 total = 0.0
                 for i in range(n):

@@ -48,6 +48,11 @@ def reference(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     return read_tree(out)
 
 
+def start_tally(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """The tally pipeline as a background process whose stderr (its log) the test reads at the end."""
+    return subprocess.Popen(cmd, env=clean_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def wait_for_lines(path: Path, n: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while len(tallied(path)) < n:
@@ -88,13 +93,7 @@ def test_kill_9_then_rerun(corpus: Path, tmp_path: Path, reference: dict[str, by
 
 def test_sigterm_stops_cleanly_and_resumes(corpus: Path, tmp_path: Path, reference: dict[str, bytes]) -> None:
     out, tally = tmp_path / "out", tmp_path / "tally"
-    proc = subprocess.Popen(
-        tally_cmd(corpus, out, tally, "--sleep", "0.4", "--workers", "2"),
-        env=clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_tally(tally_cmd(corpus, out, tally, "--sleep", "0.4", "--workers", "2"))
     wait_for_lines(tally, 3)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
@@ -113,13 +112,7 @@ def test_sigterm_stops_cleanly_and_resumes(corpus: Path, tmp_path: Path, referen
 
 def test_grace_period_abandons_stuck_work(corpus: Path, tmp_path: Path) -> None:
     out, tally = tmp_path / "out", tmp_path / "tally"
-    proc = subprocess.Popen(
-        tally_cmd(corpus, out, tally, "--sleep", "30"),
-        env=clean_env({"CURATOR_GRACE_SECONDS": "1"}),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_tally(tally_cmd(corpus, out, tally, "--sleep", "30"), {"CURATOR_GRACE_SECONDS": "1"})
     wait_for_lines(tally, 1)
     proc.send_signal(signal.SIGUSR1)
     _, err = proc.communicate(timeout=30)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from curator_slurm.slurm.env import RunOptions
 from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, load_status
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage, ScoreFilter, WordCountFilter
 from curator_slurm.tasks import DocumentBatch, EmptyTask
-from helpers import read_tree
+from helpers import clean_env, read_tree
 
 
 class DieOn(ProcessingStage[DocumentBatch, DocumentBatch]):
@@ -105,3 +107,18 @@ def test_random_ids_without_sharding_skip_the_run_dir(tmp_path: Path) -> None:
         )
         assert len(result.output_tasks) == 3 and result.run_dir is None
     assert not (tmp_path / "run").exists()
+
+
+def test_a_script_without_main_guard_gets_a_clear_error(corpus: Path, tmp_path: Path) -> None:
+    """Spawned workers re-import the script; without `if __name__ == "__main__":` they cannot start."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from curator_slurm import LocalExecutor, Pipeline\n"
+        "from curator_slurm.stages import JsonlReader, ParquetWriter\n"
+        f"Pipeline('p').add_stage(JsonlReader({str(corpus)!r})).add_stage(ParquetWriter({str(tmp_path / 'o')!r}))"
+        ".run(LocalExecutor(workers=2))\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=clean_env())
+    assert proc.returncode != 0
+    assert "WorkerStartError" in proc.stderr and 'if __name__ == "__main__":' in proc.stderr
+    assert "WorkerDied" not in proc.stderr, "no source task is blamed for it"

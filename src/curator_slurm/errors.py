@@ -33,3 +33,7 @@ class PipelineFailedError(CuratorError, RuntimeError):
 
 class Interrupted(PipelineFailedError):
     """A stop signal (preemption, time limit) ended the run early; a re-run resumes it."""
+
+
+class WorkerStartError(CuratorError, RuntimeError):
+    """No worker process of a pool got through its start-up (e.g. a script without a main guard)."""

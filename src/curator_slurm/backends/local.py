@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
 from curator_slurm.backends.base import BaseExecutor, BaseStageAdapter, SourceResult, run_source_task
+from curator_slurm.errors import WorkerStartError
 from curator_slurm.slurm.env import ShardSpec, available_cpus
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import FailedTask, Task
@@ -41,7 +42,7 @@ def _teardown(adapters: list[BaseStageAdapter]) -> None:
         a.teardown()
 
 
-def _init_worker(stages: list[ProcessingStage], shard: ShardSpec, retry_backoff: float) -> None:
+def _init_worker(stages: list[ProcessingStage], shard: ShardSpec, retry_backoff: float, started: Any) -> None:
     global _worker_adapters
     import multiprocessing
     import multiprocessing.util
@@ -52,6 +53,8 @@ def _init_worker(stages: list[ProcessingStage], shard: ShardSpec, retry_backoff:
     _worker_adapters = _make_adapters(stages, shard, retry_backoff, multiprocessing.current_process().pid or 0)
     # Pool workers leave through multiprocessing's exit path, which runs Finalize callbacks, not atexit.
     multiprocessing.util.Finalize(None, _teardown, args=(_worker_adapters,), exitpriority=10)
+    with started.get_lock():  # tells the driver that workers can start at all
+        started.value += 1
 
 
 def _run_in_worker(task: Task) -> SourceResult:
@@ -101,15 +104,14 @@ class LocalExecutor(BaseExecutor):
         finally:
             _teardown(adapters)
 
-    def _pool(self, stages: list[ProcessingStage], shard: ShardSpec, workers: int) -> ProcessPoolExecutor:
-        import multiprocessing
+    def _pool(self, stages: list[ProcessingStage], shard: ShardSpec, workers: int, started: Any) -> ProcessPoolExecutor:
         from concurrent.futures import ProcessPoolExecutor
 
         return ProcessPoolExecutor(
             max_workers=workers,
-            mp_context=multiprocessing.get_context("spawn"),
+            mp_context=_spawn_context(),
             initializer=_init_worker,
-            initargs=(stages, shard, self.retry_backoff),
+            initargs=(stages, shard, self.retry_backoff, started),
         )
 
     def _in_pool(
@@ -123,10 +125,11 @@ class LocalExecutor(BaseExecutor):
         from concurrent.futures import FIRST_COMPLETED, wait
         from concurrent.futures.process import BrokenProcessPool
 
+        started = _spawn_context().Value("i", 0)  # workers that finished their set-up
         pending = list(reversed(sources))
         crashes: dict[str, int] = {}
         suspects: list[Task] = []  # tasks that were running when a worker died: re-run one at a time
-        pool = self._pool(stages, shard, workers)
+        pool = self._pool(stages, shard, workers, started)
         in_flight: dict[Future[SourceResult], Task] = {}
         try:
             while pending or suspects or in_flight:
@@ -154,6 +157,12 @@ class LocalExecutor(BaseExecutor):
                             suspects.append(task)
                         continue
                     yield result
+                if broken and started.value == 0:
+                    raise WorkerStartError(
+                        "worker processes die before they can start (the traceback above is theirs). LocalExecutor "
+                        "starts workers by re-importing your script: run the pipeline under "
+                        '`if __name__ == "__main__":`, make stage set-up work in a fresh process, or use workers=1'
+                    )
                 if broken:
                     for fut, task in in_flight.items():
                         fut.cancel()
@@ -164,12 +173,19 @@ class LocalExecutor(BaseExecutor):
                         f"a worker process died; re-running {len(suspects)} source task(s) one at a time on a new pool"
                     )
                     pool.shutdown(wait=False, cancel_futures=True)
-                    pool = self._pool(stages, shard, workers)
+                    pool = self._pool(stages, shard, workers, started)
         except BaseException:  # grace period over, or the driver is going down: do not wait for workers
             _kill_workers(pool)
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _spawn_context() -> Any:
+    """Workers start with "spawn": fork is unsafe once pyarrow's thread pools exist in the driver."""
+    import multiprocessing
+
+    return multiprocessing.get_context("spawn")
 
 
 def _kill_workers(pool: ProcessPoolExecutor) -> None:
