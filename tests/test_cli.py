@@ -345,3 +345,52 @@ def test_status_watch_ends_when_no_job_is_left(slurm_cluster: str, corpus: Path,
     watch = cli("status", str(out / DEFAULT_RUN_DIR_NAME), "--watch", "0.5")
     assert watch.returncode == 1
     assert "12 pending" in watch.stdout and "no job of this run is queued or running" in watch.stdout
+
+
+def test_requeue_without_signal_asks_for_a_warning_signal() -> None:
+    opts = SubmitOptions(script="/w/c.py", shards=2, run_dir="/w/run", requeue=True)
+    script = render_script(opts, ArrayChunk(0, 2))
+    assert "#SBATCH --signal=B:USR1@120" in script and "#SBATCH --requeue" in script
+    given = render_script(SubmitOptions(script="/w/c.py", shards=2, run_dir="/w/run", requeue=True,
+                                        signal="B:USR2@600"), ArrayChunk(0, 2))  # fmt: skip
+    assert "#SBATCH --signal=B:USR2@600" in given and "B:USR1@120" not in given
+
+
+def test_status_refuses_a_directory_that_is_not_a_run_dir(corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_example(corpus, out, "--workers", "1")
+    for command in ("status", "failures"):
+        proc = cli(command, str(out))
+        assert proc.returncode == 2
+        assert (
+            f"{out} is not a run directory" in proc.stderr
+            and f"did you mean {out / DEFAULT_RUN_DIR_NAME}" in proc.stderr
+        )
+
+
+def test_status_watch_ends_when_slurm_has_forgotten_the_jobs(corpus: Path, tmp_path: Path) -> None:
+    """Jobs older than MinJobAge are unknown to squeue: nothing of the run is queued any more."""
+    out = tmp_path / "out"
+    run_example(corpus, out, "--workers", "1")
+    run_dir = out / DEFAULT_RUN_DIR_NAME
+    plan = {"tasks": [[f"t{i}", 1] for i in range(13)], "run_dir": str(run_dir), "has_bytes": False}
+    (run_dir / "plan.json").write_text(json.dumps(plan))
+    (run_dir / "submissions.jsonl").write_text(json.dumps({"arrays": [{"job_id": "987654321"}], "options": {}}) + "\n")
+    proc = cli("status", str(run_dir), "--watch", "0.2")
+    assert proc.returncode == 1
+    assert "no job of this run is queued or running" in proc.stdout
+
+
+def test_retry_json_is_json(corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_example(corpus, out, "--workers", "1")
+    run_dir = out / DEFAULT_RUN_DIR_NAME
+    plan = {"tasks": [[f"t{i}", 1] for i in range(3)], "run_dir": str(run_dir), "has_bytes": False}
+    (run_dir / "plan.json").write_text(json.dumps(plan))
+    submission = {"shards": 3, "arrays": [], "script": str(EXAMPLE), "script_args": [], "options": {}}
+    (run_dir / "submissions.jsonl").write_text(json.dumps(submission) + "\n")
+    proc = cli("retry", str(run_dir), "--dry-run", "--json", check=True)
+    data = json.loads(proc.stdout)
+    assert data["arrays"][0]["size"] == 3 and "CURATOR_SOURCE_LIST" in data["arrays"][0]["script"]
+    assert "retrying 3 of 3 source tasks" in proc.stderr
+    assert not (run_dir / "retries").exists(), "a dry run writes nothing"

@@ -321,3 +321,32 @@ def test_default_run_dir_is_inside_the_output_and_parquet_readers_ignore_it(corp
     assert (out / DEFAULT_RUN_DIR_NAME / "run.json").is_file()
     table = pq.read_table(out)  # a dataset reader skips the hidden run directory
     assert isinstance(table, pa.Table) and table.num_rows > 0
+
+
+def test_balanced_shards_refuse_inputs_whose_sizes_changed(corpus: Path, tmp_path: Path) -> None:
+    """The balanced strategy assigns by size: a file edited in place (same id) must not go unnoticed."""
+    inp, out, tally = tmp_path / "in", tmp_path / "out", tmp_path / "tally"
+    shutil.copytree(corpus, inp)
+    env = {"CURATOR_NUM_SHARDS": "3", "CURATOR_SHARD_INDEX": "0", "CURATOR_SHARD_STRATEGY": "balanced"}
+    subprocess.run(tally_cmd(inp, out, tally), env=clean_env(env), check=True, capture_output=True)
+    victim = sorted(inp.iterdir())[3]
+    victim.write_text(victim.read_text() + json.dumps({"text": "more " * 80}) + "\n")
+    proc = subprocess.run(
+        tally_cmd(inp, out, tally), env=clean_env({**env, "CURATOR_SHARD_INDEX": "1"}), capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert "the inputs changed since this run started" in proc.stderr and "other file sizes" in proc.stderr
+
+
+def test_files_of_one_group_with_clashing_types_fail_only_their_task(corpus: Path, tmp_path: Path) -> None:
+    inp, out = tmp_path / "in", tmp_path / "out"
+    shutil.copytree(corpus, inp)
+    (inp / sorted(p.name for p in inp.iterdir())[0].replace(".jsonl", "b.jsonl")).write_text(
+        json.dumps({"id": "n", "text": 12345}) + "\n"
+    )
+    pipeline = Pipeline("p").add_stage(JsonlReader(str(inp), files_per_partition=2)).add_stage(ParquetWriter(out))
+    with pytest.raises(PipelineFailedError, match="1 of 7 source tasks failed") as info:
+        pipeline.run(LocalExecutor(workers=1, retry_backoff=0), shard=ShardSpec.single(), options=RunOptions())
+    (failure,) = info.value.result.failed
+    assert "incompatible schemas" in failure.error and failure.attempts == 1
+    assert len(list(out.glob("*.parquet"))) == 6

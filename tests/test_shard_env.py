@@ -133,3 +133,11 @@ def test_available_cpus_prefers_slurm() -> None:
     assert available_cpus({"SLURM_CPUS_PER_TASK": "7"}) == 7
     assert available_cpus({}) >= 1
     assert available_cpus({"SLURM_CPUS_PER_TASK": "junk"}) == available_cpus({})
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "soon"])
+def test_grace_seconds_must_be_a_finite_number(value: str) -> None:
+    from curator_slurm.slurm.env import RunOptions
+
+    with pytest.raises(ShardConfigError, match="CURATOR_GRACE_SECONDS"):
+        RunOptions.from_env({"CURATOR_GRACE_SECONDS": value})

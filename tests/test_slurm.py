@@ -118,8 +118,8 @@ def test_scancel_signal_term_flushes_the_ledger_and_rerun_completes(
 def test_requeue_after_a_stop_signal_resumes_with_restart_count(
     slurm_cluster: str, corpus: Path, tmp_path: Path
 ) -> None:
-    """`submit --requeue`: a stop signal finishes in-flight work, requeues the task, and the next
-    attempt (SLURM_RESTART_COUNT=1) does only the rest."""
+    """`submit --requeue`: the warning signal (SIGUSR1) finishes in-flight work, requeues the task, and
+    the next attempt (SLURM_RESTART_COUNT=1) does only the rest."""
     out, tally = tmp_path / "out", tmp_path / "tally"
     submit = subprocess.run(
         [sys.executable, "-m", "curator_slurm.cli", "submit", str(TALLY), "--shards", "1", "--requeue", "--",
@@ -131,7 +131,7 @@ def test_requeue_after_a_stop_signal_resumes_with_restart_count(
     while not (tally.exists() and len(tally.read_text().split()) >= 2):
         assert time.monotonic() < deadline, "the job never started working"
         time.sleep(0.2)
-    subprocess.run(["scancel", "--full", "--signal=TERM", f"{job}_0"], check=True)
+    subprocess.run(["scancel", "--full", "--signal=USR1", f"{job}_0"], check=True)  # the time-limit warning
     # Slurm holds a requeued job back for a while before it may start again; let it start now.
     deadline = time.monotonic() + 120
     while not {"Restarts=1", "JobState=PENDING"} <= set(_scontrol_job(f"{job}_0")):
@@ -145,7 +145,7 @@ def test_requeue_after_a_stop_signal_resumes_with_restart_count(
     assert len(records) == len({r["source"] for r in records}) == 12, "nothing done twice across the requeue"
     assert len(tally.read_text().split()) == 12
     log = next((out / DEFAULT_RUN_DIR_NAME / "logs").glob(f"{job}_0.log")).read_text()
-    assert "stopped by SIGTERM" in log and "requeued job" in log
+    assert "stopped by SIGUSR1" in log and "requeued job" in log
 
 
 def _scontrol_job(job: str) -> list[str]:

@@ -311,13 +311,25 @@ def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
 # --- status -----------------------------------------------------------------------------------------
 
 
+def check_run_dir(path: str) -> None:
+    """Refuse a directory that is not a run directory (a common slip: the output directory itself)."""
+    from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, LEDGER_DIR, RUN_FILE, SOURCES_FILE
+
+    if not os.path.isdir(path):
+        raise UsageError(f"{path}: no such run directory")
+    markers = (RUN_FILE, SOURCES_FILE, LEDGER_DIR, "plan.json", "submissions.jsonl")
+    if not any(os.path.exists(os.path.join(path, m)) for m in markers):
+        inner = os.path.join(path, DEFAULT_RUN_DIR_NAME)
+        hint = f"; did you mean {inner}?" if os.path.isdir(inner) else ""
+        raise UsageError(f"{path} is not a run directory (no run.json, ledger/ or plan.json){hint}")
+
+
 def collect_status(run_dir: str) -> dict[str, Any]:
     """Everything `status` shows, as data."""
     from curator_slurm.slurm.ledger import SOURCES_FILE, iter_records
     from curator_slurm.slurm.submit import job_states, load_submissions
 
-    if not os.path.isdir(run_dir):
-        raise UsageError(f"{run_dir}: no such run directory")
+    check_run_dir(run_dir)
     plan_path = os.path.join(run_dir, "plan.json")
     total = None
     if os.path.exists(plan_path):
@@ -443,8 +455,7 @@ def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
     from curator_slurm.slurm.ledger import load_status
     from curator_slurm.slurm.submit import load_submissions
 
-    if not os.path.isdir(args.run_dir):
-        raise UsageError(f"{args.run_dir}: no such run directory")
+    check_run_dir(args.run_dir)
     failed = load_status(args.run_dir).failed
     logs_dirs = {
         str(a["job_id"]): sub["options"].get("output_logs") or os.path.join(args.run_dir, "logs")
@@ -544,7 +555,8 @@ def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
         write_source_list(source_list, remaining)
     print(
         f"retrying {len(remaining)} of {len(all_ids)} source tasks ({len(state.failed)} failed, "
-        f"{len(remaining) - len(state.failed)} never finished) with {shards} shard(s)"
+        f"{len(remaining) - len(state.failed)} never finished) with {shards} shard(s)",
+        file=sys.stderr if args.json else sys.stdout,
     )
     return _submit(opts, "retry", args.dry_run, args.json, source_list)
 

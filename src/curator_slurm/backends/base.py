@@ -91,6 +91,7 @@ class BaseStageAdapter:
         self.stats = StageStats(stage.name)
         self.selection: Selection | None = None
         self.source_ids: list[str] = []
+        self.source_weights: list[int] = []
         self.kept: list[Task] = []
         self.deterministic = True
 
@@ -148,6 +149,7 @@ class BaseStageAdapter:
         if self.shard.enabled:
             check_source_ids(good, self.stage.name)
         self.source_ids = [t.task_id for t in good]
+        self.source_weights = [t.weight for t in good]
         self.deterministic = all(t.has_deterministic_id for t in good)
         if self.shard.source_list:
             wanted = read_source_list(self.shard.source_list)
@@ -160,15 +162,6 @@ class BaseStageAdapter:
         """One entry per task; a task that keeps failing becomes a FailedTask."""
         try:
             entries = self.stage.process_batch(tasks)
-            if not isinstance(entries, list) or len(entries) != len(tasks):
-                raise TypeError(
-                    f"stage {self.stage.name!r}: process_batch returned {type(entries).__name__} of "
-                    f"{len(entries) if isinstance(entries, list) else '?'} entries for {len(tasks)} tasks; "
-                    "return one entry (a task, a list of tasks or None) per input task"
-                )
-            return entries
-        except TypeError:
-            raise
         except Exception as first_error:
             if self.stage.is_source_stage:
                 raise  # listing the work failed: nothing to retry per task, the run cannot start
@@ -176,6 +169,13 @@ class BaseStageAdapter:
                 return [self._retry_one(tasks[0], first_error)]
             # One bad task must not fail its neighbours: retry each on its own.
             return [self._retry_one(t, None) for t in tasks]
+        if not isinstance(entries, list) or len(entries) != len(tasks):  # a programming error: fail the run
+            raise TypeError(
+                f"stage {self.stage.name!r}: process_batch returned {type(entries).__name__} of "
+                f"{len(entries) if isinstance(entries, list) else '?'} entries for {len(tasks)} tasks; "
+                "return one entry (a task, a list of tasks or None) per input task"
+            )
+        return entries
 
     def _retry_one(self, task: Task, first_error: BaseException | None) -> Any:
         attempt = 0 if first_error is None else 1
@@ -427,7 +427,8 @@ class BaseExecutor:
             run_dir = None
         if run_dir is not None:
             run_dir.claim(fingerprint or {})
-            run_dir.check_sources(source.source_ids, options.accept_new_inputs)
+            weights = source.source_weights if shard.strategy == "balanced" else None
+            run_dir.check_sources(source.source_ids, options.accept_new_inputs, weights)
             state = run_dir.state()
             todo = [t for t in mine if t.task_id not in state.done]
             if len(todo) < len(mine):
@@ -479,7 +480,9 @@ class BaseExecutor:
         log.info(result.summary())
         left = len(todo) - progress.done - progress.failed
         if stop.name is not None and left > 0:  # a signal after the last task changes nothing
-            requeued = options.requeue and requeue(shard.job)
+            # Only a warning signal (--signal=B:USR1@...) requeues: SIGTERM is also what `scancel` sends,
+            # and a cancelled task must stay cancelled.
+            requeued = options.requeue and stop.name in ("SIGUSR1", "SIGUSR2") and requeue(shard.job)
             raise Interrupted(
                 f"stopped by {stop.name} ({shard.label}): {progress.done} source tasks done, {left} left for a "
                 + ("requeued run" if requeued else "re-run of the same command (done work is skipped)"),

@@ -136,6 +136,8 @@ class LocalExecutor(BaseExecutor):
                 if should_stop():
                     pending.clear()
                     suspects.clear()
+                    for fut in [f for f in in_flight if f.cancel()]:  # queued, not started: never start it
+                        del in_flight[fut]
                     if not in_flight:
                         break
                 limit = 1 if suspects else 2 * workers

@@ -22,6 +22,7 @@ does the work four times.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 from collections.abc import Mapping
@@ -281,8 +282,8 @@ class RunOptions:
                 grace = float(grace_raw)
             except ValueError:
                 raise ShardConfigError(f"CURATOR_GRACE_SECONDS={grace_raw!r} is not a number of seconds") from None
-            if grace < 0:
-                raise ShardConfigError(f"CURATOR_GRACE_SECONDS={grace_raw!r} must be >= 0")
+            if not math.isfinite(grace) or grace < 0:
+                raise ShardConfigError(f"CURATOR_GRACE_SECONDS={grace_raw!r} must be a finite number >= 0")
         return cls(
             run_dir=env.get("CURATOR_RUN_DIR") or None,
             accept_new_inputs=_flag(env, "CURATOR_ACCEPT_NEW_INPUTS"),

@@ -202,12 +202,20 @@ class RunDir:
                 "another run directory (run_dir= or CURATOR_RUN_DIR) or delete it to start over."
             )
 
-    def check_sources(self, task_ids: Sequence[str], accept_new_inputs: bool = False) -> None:
-        """Make sure this process sees the same source tasks as the first one did."""
+    def check_sources(
+        self, task_ids: Sequence[str], accept_new_inputs: bool = False, weights: Sequence[int] | None = None
+    ) -> None:
+        """Make sure this process sees the same source tasks as the first one did, and, when ``weights``
+        are given (the balanced strategy assigns by them), the same sizes."""
         want = {"count": len(task_ids), "digest": source_digest(task_ids)}
+        weighted = source_digest([f"{t}\t{w}" for t, w in zip(task_ids, weights or [], strict=False)])
+        if weights is not None:
+            want["weights_digest"] = weighted
         have = _write_once(os.path.join(self.path, SOURCES_FILE), want)
         if have.get("digest") == want["digest"]:
-            return
+            if weights is None or have.get("weights_digest", weighted) == weighted:
+                return
+            want["digest"] = f"{want['digest']}, with other file sizes"
         message = (
             f"{self.path}: the inputs changed since this run started: the first process saw {have.get('count')} "
             f"source tasks (digest {have.get('digest')}), this one sees {want['count']} (digest {want['digest']})"

@@ -22,6 +22,8 @@ from curator_slurm.errors import CuratorError
 from curator_slurm.slurm.env import job_environment
 
 SUBMISSIONS_FILE = "submissions.jsonl"
+#: With --requeue and no --signal: SIGUSR1 to the pipeline 120 s before the time limit.
+DEFAULT_REQUEUE_SIGNAL = "B:USR1@120"
 
 
 class SlurmCommandError(CuratorError, RuntimeError):
@@ -150,6 +152,9 @@ def render_script(opts: SubmitOptions, chunk: ArrayChunk) -> str:
     if opts.nodes_per_task > 1:
         lines.append(_directive("nodes", opts.nodes_per_task))
         lines.append(_directive("ntasks-per-node", 1))
+    if opts.requeue and opts.signal is None:
+        # requeueing is triggered by a warning signal (SIGTERM is also scancel's): ask for one
+        lines.append(_directive("signal", DEFAULT_REQUEUE_SIGNAL))
     if opts.requeue:
         lines.append("#SBATCH --requeue")
         lines.append("#SBATCH --open-mode=append")  # keep the log of every attempt, not just the last
@@ -268,7 +273,8 @@ def job_states(job_ids: Sequence[str]) -> dict[str, str] | None:
         ["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", "%i %T"], capture_output=True, text=True, timeout=60
     )
     if proc.returncode != 0:
-        return None
+        # Jobs older than MinJobAge are forgotten: none of them is queued or running any more.
+        return {} if "Invalid job id" in proc.stderr else None
     states: dict[str, str] = {}
     for line in proc.stdout.splitlines():
         parts = line.split()

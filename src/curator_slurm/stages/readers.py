@@ -112,10 +112,16 @@ def _select(table: pa.Table, fields: list[str] | None, path: str) -> pa.Table:
     return table.select(fields)
 
 
-def _concat(tables: list[pa.Table]) -> pa.Table:
+def _concat(tables: list[pa.Table], paths: list[str]) -> pa.Table:
     if len(tables) == 1:
         return tables[0]
-    return pa.concat_tables(tables, promote_options="default")
+    try:
+        return pa.concat_tables(tables, promote_options="default")
+    except (pa.ArrowTypeError, pa.ArrowInvalid) as e:
+        schemas = "; ".join(
+            f"{p}: {t.schema.to_string(show_schema_metadata=False)}" for p, t in zip(paths, tables, strict=True)
+        )
+        raise InputError(f"{', '.join(paths)}: files of one group have incompatible schemas ({e}): {schemas}") from e
 
 
 class _FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
@@ -134,7 +140,7 @@ class _FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
         return ["data"], self.fields
 
     def process(self, task: FileGroupTask) -> DocumentBatch:
-        table = _concat([self.read_file(p) for p in task.data])
+        table = _concat([self.read_file(p) for p in task.data], list(task.data))
         return task.derive(table, cls=DocumentBatch, files=list(task.data))
 
 
