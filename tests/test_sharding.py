@@ -149,3 +149,11 @@ def test_shard_line_is_logged(corpus: Path, tmp_path: Path) -> None:
     shard_lines = [line for line in lines if line.startswith("shard 1/3: kept ")]
     assert len(shard_lines) == 1
     assert " of 12 source tasks (" in shard_lines[0] and "KiB of " in shard_lines[0]
+
+
+def test_the_filter_agrees_with_shard_of() -> None:
+    """select() inlines the hash for speed; it must keep exactly the ids shard_of assigns to the shard."""
+    tasks = _tasks([content_id(f"/data/part-{i}") for i in range(2000)])
+    for index in (0, 5, 12):
+        kept = {t.task_id for t in select(tasks, ShardSpec.explicit(index, 13))}
+        assert kept == {t.task_id for t in tasks if shard_of(t.task_id, 13) == index}
