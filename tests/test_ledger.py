@@ -72,7 +72,11 @@ def test_kill_9_then_rerun(corpus: Path, tmp_path: Path, reference: dict[str, by
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    wait_for_lines(tally, 4)
+    run_dir = str(out / DEFAULT_RUN_DIR_NAME)
+    deadline = time.monotonic() + 60
+    while len(load_status(run_dir).done) < 2:  # kill once some work is recorded and more is under way
+        assert time.monotonic() < deadline, "the run never recorded any work"
+        time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and its workers, as a node failure would
     proc.wait()
     done_before = load_status(str(out / DEFAULT_RUN_DIR_NAME)).done
