@@ -132,12 +132,13 @@ def test_requeue_after_a_stop_signal_resumes_with_restart_count(
         assert time.monotonic() < deadline, "the job never started working"
         time.sleep(0.2)
     subprocess.run(["scancel", "--full", "--signal=USR1", f"{job}_0"], check=True)  # the time-limit warning
-    # Slurm holds a requeued job back for a while before it may start again; let it start now.
+    # Slurm holds a requeued job back for about two minutes; let it start sooner, but not at once: a
+    # requeued job started while the node still cleans up the stopped one fails ("credential revoked").
     deadline = time.monotonic() + 120
     while not {"Restarts=1", "JobState=PENDING"} <= set(_scontrol_job(f"{job}_0")):
         assert time.monotonic() < deadline, "the job was never requeued"
         time.sleep(0.5)
-    subprocess.run(["scontrol", "update", f"JobId={job}_0", "StartTime=now"], check=False, capture_output=True)
+    subprocess.run(["scontrol", "update", f"JobId={job}_0", "StartTime=now+10"], check=False, capture_output=True)
     assert wait_for_job(job, timeout=300) == {"0": "COMPLETED"}
     records = list(iter_records(str(out / DEFAULT_RUN_DIR_NAME)))
     restarts = {r["restart_count"] for r in records}
