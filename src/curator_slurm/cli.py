@@ -22,6 +22,7 @@ from typing import Any
 
 from curator_slurm import __version__
 from curator_slurm.errors import CuratorError
+from curator_slurm.slurm.env import job_environment
 
 EXAMPLES = {
     "submit": """examples:
@@ -62,12 +63,6 @@ def _split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def _clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    from curator_slurm.slurm.env import job_environment
-
-    return job_environment(extra=extra)
-
-
 def run_plan(script: str, script_args: Sequence[str]) -> dict[str, Any]:
     """Run ``script`` in plan mode: it lists its source tasks and exits without reading data."""
     if not os.path.isfile(script):
@@ -76,7 +71,7 @@ def run_plan(script: str, script_args: Sequence[str]) -> dict[str, Any]:
         out = os.path.join(tmp, "plan.json")
         proc = subprocess.run(
             [sys.executable, script, *script_args],
-            env=_clean_env({"CURATOR_PLAN_OUT": out}),
+            env=job_environment(extra={"CURATOR_PLAN_OUT": out}),
             capture_output=True,
             text=True,
         )
@@ -277,7 +272,6 @@ def _options_from_args(args: argparse.Namespace, base: dict[str, Any]) -> dict[s
 
 
 def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
-    from curator_slurm.slurm.ledger import RunDir, fingerprint_digest  # noqa: F401 - validates import early
     from curator_slurm.slurm.submit import SubmitOptions
 
     plan = run_plan(args.script, script_args)
@@ -579,8 +573,8 @@ def cmd_local(args: argparse.Namespace, script_args: list[str]) -> int:
     while todo or running:
         while todo and len(running) < parallel:
             i = todo.pop()
-            env = _clean_env(
-                {
+            env = job_environment(
+                extra={
                     "SLURM_ARRAY_JOB_ID": job,
                     "SLURM_ARRAY_TASK_ID": str(i),
                     "SLURM_ARRAY_TASK_COUNT": str(n),

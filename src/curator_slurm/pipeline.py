@@ -8,14 +8,13 @@ from typing import Any
 
 from loguru import logger
 
-from curator_slurm.backends.base import BaseExecutor, BaseStageAdapter, PipelineResult
+from curator_slurm.backends.base import BaseExecutor, PipelineResult, list_sources
 from curator_slurm.errors import PipelineBuildError
 from curator_slurm.slurm.env import RunOptions, ShardSpec
 from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, RunDir
 from curator_slurm.slurm.sharding import check_source_ids
 from curator_slurm.stages.base import PASSTHROUGH, CompositeStage, ProcessingStage
 from curator_slurm.stages.writers import BaseWriter
-from curator_slurm.tasks import EmptyTask
 
 
 class Pipeline:
@@ -122,13 +121,8 @@ class Pipeline:
 
     def _write_plan(self, path: str, stages: list[ProcessingStage], run_dir: str | os.PathLike | None) -> None:
         """List the source tasks (no data is read) into ``path`` for `curator-slurm plan/submit`."""
-        adapter = BaseStageAdapter(stages[0], shard=ShardSpec.single())
-        adapter.setup({"driver": True})
-        try:
-            tasks = adapter.process([EmptyTask()])
-        finally:
-            adapter.teardown()
-        check_source_ids(tasks, stages[0].name)
+        tasks = list_sources(stages[0], ShardSpec.single()).sources
+        check_source_ids(tasks, stages[0].name)  # the shards will need deterministic, unique ids
         plan = {
             "pipeline": self.name,
             "run_dir": os.path.abspath(run_dir) if run_dir else None,

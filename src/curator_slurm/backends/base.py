@@ -90,10 +90,9 @@ class BaseStageAdapter:
         self.sleep = sleep
         self.stats = StageStats(stage.name)
         self.selection: Selection | None = None
-        self.source_ids: list[str] = []
-        self.source_weights: list[int] = []
+        #: Source stage only: every source task it listed, and the ones this shard keeps.
+        self.sources: list[Task] = []
         self.kept: list[Task] = []
-        self.deterministic = True
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         self.stage.setup(worker_metadata)
@@ -148,9 +147,7 @@ class BaseStageAdapter:
         good = [t for t in tasks if not isinstance(t, FailedTask)]
         if self.shard.enabled:
             check_source_ids(good, self.stage.name)
-        self.source_ids = [t.task_id for t in good]
-        self.source_weights = [t.weight for t in good]
-        self.deterministic = all(t.has_deterministic_id for t in good)
+        self.sources = good
         if self.shard.source_list:
             wanted = read_source_list(self.shard.source_list)
             good = [t for t in good if t.task_id in wanted]
@@ -232,6 +229,18 @@ def run_source_task(adapters: list[BaseStageAdapter], task: Task) -> SourceResul
 
     push(0, [task])
     return summarise(task.source_id or task.task_id, finals, [a.stats for a in adapters], start)
+
+
+def list_sources(stage: ProcessingStage, shard: ShardSpec, retry_backoff: float = 1.0) -> BaseStageAdapter:
+    """Run the source stage once on the seed task; the adapter holds every listed source task in
+    ``sources`` and this shard's in ``kept``."""
+    adapter = BaseStageAdapter(stage, shard=shard, retry_backoff=retry_backoff)
+    adapter.setup({"driver": True})
+    try:
+        adapter.kept = adapter.process([EmptyTask()])
+    finally:
+        adapter.teardown()
+    return adapter
 
 
 def summarise(source_id: str, finals: list[Task], stats: list[StageStats], started: float) -> SourceResult:
@@ -391,13 +400,8 @@ class BaseExecutor:
         raise NotImplementedError
 
     def run_source_stage(self, stage: ProcessingStage, shard: ShardSpec, log: Any) -> BaseStageAdapter:
-        """Run the source stage in the driver; the adapter keeps this shard's tasks in ``kept``."""
-        adapter = BaseStageAdapter(stage, shard=shard, retry_backoff=self.retry_backoff)
-        adapter.setup({"driver": True})
-        try:
-            adapter.kept = adapter.process([EmptyTask()])
-        finally:
-            adapter.teardown()
+        """Run the source stage in the driver and log what this shard keeps."""
+        adapter = list_sources(stage, shard, self.retry_backoff)
         assert adapter.selection is not None
         log.info(adapter.selection.describe(shard))
         return adapter
@@ -419,7 +423,7 @@ class BaseExecutor:
         mine = source.kept
         todo = mine
         ledger = None
-        if run_dir is not None and not source.deterministic:
+        if run_dir is not None and not all(t.has_deterministic_id for t in source.sources):
             log.warning(
                 f"source stage {stages[0].name!r} gives its tasks no deterministic ids, so progress cannot be "
                 f"recorded in {run_dir.path}; a re-run will do all the work again"
@@ -427,8 +431,8 @@ class BaseExecutor:
             run_dir = None
         if run_dir is not None:
             run_dir.claim(fingerprint or {})
-            weights = source.source_weights if shard.strategy == "balanced" else None
-            run_dir.check_sources(source.source_ids, options.accept_new_inputs, weights)
+            weights = [t.weight for t in source.sources] if shard.strategy == "balanced" else None
+            run_dir.check_sources([t.task_id for t in source.sources], options.accept_new_inputs, weights)
             state = run_dir.state()
             todo = [t for t in mine if t.task_id not in state.done]
             if len(todo) < len(mine):
@@ -468,7 +472,7 @@ class BaseExecutor:
             stages=stats,
             output_files=sorted(outputs),
             output_tasks=output_tasks,
-            source_tasks_total=source.selection.total if source.selection else len(mine),
+            source_tasks_total=len(source.sources),
             source_tasks_mine=len(mine),
             source_tasks_skipped=len(mine) - len(todo),
             done=progress.done,
@@ -540,6 +544,7 @@ __all__ = [
     "SourceResult",
     "StageStats",
     "format_bytes",
+    "list_sources",
     "run_source_task",
     "summarise",
 ]
