@@ -368,27 +368,29 @@ def test_status_refuses_a_directory_that_is_not_a_run_dir(corpus: Path, tmp_path
         )
 
 
-def test_status_watch_ends_when_slurm_has_forgotten_the_jobs(corpus: Path, tmp_path: Path) -> None:
-    """Jobs older than MinJobAge are unknown to squeue: nothing of the run is queued any more."""
-    out = tmp_path / "out"
+def submitted_run(corpus: Path, out: Path, planned: int, submission: dict[str, object]) -> Path:
+    """A run directory as `submit` leaves it: a local run's ledger, a plan of ``planned`` task ids (the
+    ledger's 12 done ones are not among them), and one recorded submission."""
     run_example(corpus, out, "--workers", "1")
     run_dir = out / DEFAULT_RUN_DIR_NAME
-    plan = {"tasks": [[f"t{i}", 1] for i in range(13)], "run_dir": str(run_dir), "has_bytes": False}
+    plan = {"tasks": [[f"t{i}", 1] for i in range(planned)], "run_dir": str(run_dir), "has_bytes": False}
     (run_dir / "plan.json").write_text(json.dumps(plan))
-    (run_dir / "submissions.jsonl").write_text(json.dumps({"arrays": [{"job_id": "987654321"}], "options": {}}) + "\n")
+    (run_dir / "submissions.jsonl").write_text(json.dumps(submission) + "\n")
+    return run_dir
+
+
+@pytest.mark.slurm
+def test_status_watch_ends_when_slurm_has_forgotten_the_jobs(slurm_cluster: str, corpus: Path, tmp_path: Path) -> None:
+    """Jobs older than MinJobAge are unknown to squeue: nothing of the run is queued any more."""
+    run_dir = submitted_run(corpus, tmp_path / "out", 13, {"arrays": [{"job_id": "987654321"}], "options": {}})
     proc = cli("status", str(run_dir), "--watch", "0.2")
     assert proc.returncode == 1
     assert "no job of this run is queued or running" in proc.stdout
 
 
 def test_retry_json_is_json(corpus: Path, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    run_example(corpus, out, "--workers", "1")
-    run_dir = out / DEFAULT_RUN_DIR_NAME
-    plan = {"tasks": [[f"t{i}", 1] for i in range(3)], "run_dir": str(run_dir), "has_bytes": False}
-    (run_dir / "plan.json").write_text(json.dumps(plan))
     submission = {"shards": 3, "arrays": [], "script": str(EXAMPLE), "script_args": [], "options": {}}
-    (run_dir / "submissions.jsonl").write_text(json.dumps(submission) + "\n")
+    run_dir = submitted_run(corpus, tmp_path / "out", 3, submission)
     proc = cli("retry", str(run_dir), "--dry-run", "--json", check=True)
     data = json.loads(proc.stdout)
     assert data["arrays"][0]["size"] == 3 and "CURATOR_SOURCE_LIST" in data["arrays"][0]["script"]
