@@ -23,7 +23,7 @@ from loguru import logger
 
 from curator_slurm import LocalExecutor, Pipeline, PipelineFailedError, ShardSpec
 from curator_slurm.backends.base import BaseExecutor, GraceExpired, PipelineResult, SourceResult
-from curator_slurm.backends.ray import RayExecutor, plan_pools, ray_address
+from curator_slurm.backends.ray import RayExecutor, fuse_stages, plan_pools, ray_address
 from curator_slurm.slurm.env import RunOptions
 from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
 from curator_slurm.stages import (
@@ -168,6 +168,24 @@ def test_a_gpu_stage_without_gpus_is_refused_before_any_actor_starts() -> None:
         plan_pools([_stage(), _stage(gpus=1.0, name="classifier")], cluster_cpus=4, cluster_gpus=0)
 
 
+def test_stages_with_equal_resources_share_a_pool_and_others_get_their_own() -> None:
+    a, b, gpu, c, d = (
+        _stage(name="a"),
+        _stage(name="b"),
+        _stage(1.0, 1.0, "gpu"),
+        _stage(name="c"),
+        _stage(0.5, name="d"),
+    )
+    groups = fuse_stages([a, b, gpu, c, d])
+    assert [g.name for g in groups] == ["a+b", "gpu", "c", "d"]
+    assert groups[0].stages == (a, b) and groups[1].resources == Resources(cpus=1.0, gpus=1.0)
+    assert groups[0].describe() == "stages 'a', 'b'" and groups[1].describe() == "stage 'gpu'"
+    assert [g.name for g in fuse_stages([a, b, gpu, c, d], fuse=False)] == ["a", "b", "gpu", "c", "d"]
+    generous = fuse_stages([a.with_(max_retries=0), b.with_(max_retries=5)])[0]
+    assert generous.max_retries == 5, "a death is charged to the group: it gets its most generous budget"
+    assert [p.actors for p in plan_pools(groups, cluster_cpus=4, cluster_gpus=1)] == [4, 1, 4, 8]
+
+
 def test_ray_address_comes_from_the_given_environment() -> None:
     assert ray_address({"RAY_ADDRESS": " 10.0.0.1:6379 "}) == "10.0.0.1:6379"
     assert ray_address({"RAY_ADDRESS": ""}) is None
@@ -188,19 +206,30 @@ def _counts(result: PipelineResult) -> list[tuple]:
     return [(s.name, s.tasks_in, s.tasks_out, s.rows_in, s.rows_out, s.failures) for s in result.stages]
 
 
+CURATE_STAGES = ["jsonl_reader", "score_filter[word_count]", "score_filter[symbol_ratio]", "parquet_writer"]
+
+
+def _pool_of(executor: RayExecutor, stage: str) -> list[int]:
+    """The actor pids of the pool that ran ``stage`` (alone, or fused with others)."""
+    (pids,) = [pids for name, pids in executor.actor_pids.items() if stage in name.split("+")]
+    return pids
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "pool-per-stage"])
 def test_same_outputs_and_counts_as_local(
-    corpus: Path, tmp_path: Path, ray_cluster: str, local_reference: dict[str, bytes]
+    corpus: Path, tmp_path: Path, ray_cluster: str, local_reference: dict[str, bytes], fuse: bool
 ) -> None:
     local = run(curate(corpus, tmp_path / "local"), LocalExecutor(workers=1))
-    executor = RayExecutor()
+    executor = RayExecutor(fuse=fuse)
     result = run(curate(corpus, tmp_path / "ray"), executor)
     assert read_tree(tmp_path / "ray") == local_reference
     assert _counts(result) == _counts(local)
     assert [Path(f).name for f in result.output_files] == [Path(f).name for f in local.output_files]
     assert result.done == 12 and result.rows_in == 720
-    # One pool per stage after the source, each actor its own process, none of them the driver.
+    # Fused: one pool runs every stage after the source; else one pool per stage. Each actor is its own
+    # process, none of them the driver.
     pids = executor.actor_pids
-    assert list(pids) == ["jsonl_reader", "score_filter[word_count]", "score_filter[symbol_ratio]", "parquet_writer"]
+    assert list(pids) == (["+".join(CURATE_STAGES)] if fuse else CURATE_STAGES)
     every = [p for group in pids.values() for p in group]
     assert len(set(every)) == len(every) and os.getpid() not in every
 
@@ -255,18 +284,19 @@ def test_failure_is_recorded_then_a_rerun_does_only_that_task(corpus: Path, tmp_
     assert len(tallied(tally)) == before + 1
 
 
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "pool-per-stage"])
 def test_a_killed_worker_costs_one_attempt_and_is_replaced(
-    corpus: Path, tmp_path: Path, ray_cluster: str, local_reference: dict[str, bytes]
+    corpus: Path, tmp_path: Path, ray_cluster: str, local_reference: dict[str, bytes], fuse: bool
 ) -> None:
     out, markers = tmp_path / "out", tmp_path / "kills"
     markers.mkdir()
     victim = source_ids(corpus)[7]
-    executor = RayExecutor(retry_backoff=0.001, max_actors_per_stage=1)
+    executor = RayExecutor(retry_backoff=0.001, max_actors_per_stage=1, fuse=fuse)
     result = run(curate(corpus, out, KillWorker(str(markers), victim, times=1)), executor)
 
     killed = int((markers / "kill-0").read_text())
-    assert killed in executor.actor_pids["kill_worker"], "the process that died was one of the stage's actors"
-    assert len(executor.actor_pids["kill_worker"]) == 2, "a replacement actor took over"
+    assert killed in _pool_of(executor, "kill_worker"), "the process that died was one of the stage's actors"
+    assert len(_pool_of(executor, "kill_worker")) == 2, "a replacement actor took over"
     assert executor.deaths == 1
     with pytest.raises(ProcessLookupError):
         os.kill(killed, 0)
@@ -277,21 +307,29 @@ def test_a_killed_worker_costs_one_attempt_and_is_replaced(
     assert {a for s, a in attempts.items() if s != victim} == {1}
 
 
-def test_a_task_that_always_kills_its_worker_is_recorded_failed(corpus: Path, tmp_path: Path, ray_cluster: str) -> None:
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "pool-per-stage"])
+def test_a_task_that_always_kills_its_worker_is_recorded_failed(
+    corpus: Path, tmp_path: Path, ray_cluster: str, fuse: bool
+) -> None:
     out, markers = tmp_path / "out", tmp_path / "kills"
     markers.mkdir()
     victim = source_ids(corpus)[2]
     stage = KillWorker(str(markers), victim, times=99).with_(max_retries=1)
     with pytest.raises(PipelineFailedError, match="1 of 12 source tasks failed") as info:
-        run(curate(corpus, out, stage), RayExecutor(retry_backoff=0.001, max_actors_per_stage=1))
-    assert len(os.listdir(markers)) == 2, "max_retries=1: two attempts, two dead workers"
+        run(curate(corpus, out, stage), RayExecutor(retry_backoff=0.001, max_actors_per_stage=1, fuse=fuse))
+    # Fused, the death is charged to the pool's stages together, whose budget is their largest (the
+    # default max_retries=2 of the others): three attempts. A pool of its own: kill_worker's one retry.
+    attempts = 3 if fuse else 2
+    assert len(os.listdir(markers)) == attempts, "one dead worker per attempt"
     state = load_status(str(out / DEFAULT_RUN_DIR_NAME))
     assert list(state.failed) == [victim] and len(state.done) == 11
     record = state.failed[victim]
-    assert record["attempts"] == 2 and record["stage"] == "kill_worker"
-    assert record["error"].startswith("WorkerDied: the Ray worker process running stage 'kill_worker' died")
+    pool = "+".join([*CURATE_STAGES[:2], "kill_worker", *CURATE_STAGES[2:]]) if fuse else "kill_worker"
+    assert record["attempts"] == attempts and record["stage"] == pool
+    running = "stages 'jsonl_reader', 'score_filter[word_count]'" if fuse else "stage 'kill_worker'"
+    assert record["error"].startswith(f"WorkerDied: the Ray worker process running {running}")
     assert record["task_id"] == victim and len(record["files"]) == 1
-    assert info.value.result.failed[0].stage == "kill_worker"  # type: ignore[attr-defined]
+    assert info.value.result.failed[0].stage == pool  # type: ignore[attr-defined]
 
 
 def test_stop_starts_no_new_source_task_and_in_flight_work_is_bounded(

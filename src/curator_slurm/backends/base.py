@@ -209,25 +209,31 @@ class BaseStageAdapter:
         )
 
 
-def run_source_task(adapters: list[BaseStageAdapter], task: Task) -> SourceResult:
-    """Push one source task through ``adapters`` depth-first, so only one batch per stage is alive
-    at a time, and summarise what came out."""
-    start = time.perf_counter()
-    for a in adapters:
-        a.stats = StageStats(a.stage.name)
+def run_chain(adapters: list[BaseStageAdapter], tasks: list[Task]) -> list[Task]:
+    """Push ``tasks`` through ``adapters`` depth-first, in each stage's ``batch_size``, so only one
+    batch per stage is alive at a time; returns what left the last stage and every FailedTask."""
     finals: list[Task] = []
 
-    def push(i: int, tasks: list[Task]) -> None:
+    def push(i: int, batch: list[Task]) -> None:
         if i == len(adapters):
-            finals.extend(tasks)
+            finals.extend(batch)
             return
         size = adapters[i].stage.batch_size
-        for j in range(0, len(tasks), size):
-            out = adapters[i].process(tasks[j : j + size])
+        for j in range(0, len(batch), size):
+            out = adapters[i].process(batch[j : j + size])
             finals.extend(t for t in out if isinstance(t, FailedTask))
             push(i + 1, [t for t in out if not isinstance(t, FailedTask)])
 
-    push(0, [task])
+    push(0, tasks)
+    return finals
+
+
+def run_source_task(adapters: list[BaseStageAdapter], task: Task) -> SourceResult:
+    """Run one source task through every stage after the source and summarise what came out."""
+    start = time.perf_counter()
+    for a in adapters:
+        a.stats = StageStats(a.stage.name)
+    finals = run_chain(adapters, [task])
     return summarise(task.source_id or task.task_id, finals, [a.stats for a in adapters], start)
 
 

@@ -1,4 +1,4 @@
-"""RayExecutor: every stage after the source runs in its own pool of Ray actors.
+"""RayExecutor: the stages after the source run in pools of Ray actors.
 
 Why Ray at all: one array task may want more CPUs (or GPUs) than one node has, or stages with very
 different needs (a GPU classifier next to CPU filters). The contract is LocalExecutor's: the driver
@@ -8,21 +8,26 @@ yields one :class:`SourceResult` per source task once everything descending from
 
 How it works:
 
-* Each stage gets a pool of actors (:func:`plan_pools`): as many as its ``Resources`` fit into the
-  cluster, so any stage can use every CPU when it is the bottleneck. Ray is asked for a scaled-down
-  CPU share per actor so that all pools fit at once; the driver, not Ray, caps how many calls run at
-  the same time (their CPUs add up to the cluster's plus one call), which keeps the machine busy
-  without oversubscribing it. Each actor wraps the stage in a :class:`BaseStageAdapter` (timing, lineage,
-  per-task retries, :class:`FailedTask`) and calls ``setup()`` once.
-* Data stays in Ray's object store: a call returns a small summary (stats, failures, warnings) and,
-  separately, its output tasks; the driver hands the *reference* to the next stage's calls, so
-  pyarrow tables go from actor to actor without passing through the driver.
+* Consecutive stages that ask for the same ``Resources`` form one group (:func:`fuse_stages`), and
+  each group gets one pool of actors. An actor runs its group's stages one after the other, in
+  memory, as a LocalExecutor worker does; a stage with other needs (a GPU model between CPU
+  filters) gets a pool of its own. ``fuse=False`` gives every stage its own pool.
+* A pool has as many actors as its ``Resources`` fit into the cluster (:func:`plan_pools`), so any
+  pool can use every CPU when it is the bottleneck. Ray is asked for a scaled-down CPU share per
+  actor so that all pools fit at once; the driver, not Ray, caps how many calls run at the same
+  time (their CPUs add up to the cluster's plus one call), which keeps the machine busy without
+  oversubscribing it. Each actor wraps each of its stages in a :class:`BaseStageAdapter` (timing,
+  lineage, per-task retries, :class:`FailedTask`) and calls ``setup()`` once.
+* Between pools, data stays in Ray's object store: a call returns a small summary (stats, failures,
+  warnings) and, separately, its output tasks; the driver hands the *reference* to the next pool's
+  calls, so pyarrow tables go from actor to actor without passing through the driver.
 * Backpressure: at most ``max_in_flight`` source tasks are active, each actor runs one call at a
   time, and a source task's data is released when it is done, so memory depends on the size of a
   source task, not of the corpus.
 * An actor that dies (killed, out of memory, native crash) costs the call one attempt: the call is
   re-run on a replacement actor (batches one task at a time, like a raised exception), and after
-  ``stage.max_retries + 1`` attempts the task is recorded failed with a ``WorkerDied`` error.
+  ``max_retries + 1`` attempts (the largest of the group's stages) the task is recorded failed with
+  a ``WorkerDied`` error naming the group's stages.
 * Ray is imported only here, inside methods, so ``import curator_slurm`` never imports it. With
   ``RAY_ADDRESS`` set (or ``address=``) the executor joins that cluster; in a process where Ray is
   already initialised it uses that; otherwise it starts a local Ray sized to the CPUs this process
@@ -43,15 +48,22 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from loguru import logger
 
-from curator_slurm.backends.base import BaseExecutor, BaseStageAdapter, SourceResult, StageStats, summarise
+from curator_slurm.backends.base import (
+    BaseExecutor,
+    BaseStageAdapter,
+    SourceResult,
+    StageStats,
+    run_chain,
+    summarise,
+)
 from curator_slurm.slurm.env import ShardSpec, available_cpus, ray_address
-from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.stages.base import ProcessingStage, Resources
 from curator_slurm.tasks import DocumentBatch, FailedTask, Task
 
 #: Signals whose handlers ``ray.init`` replaces (it makes SIGTERM exit the driver at once); the
@@ -63,7 +75,50 @@ _RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
 
 
 # --------------------------------------------------------------------------------------------------
-# Pool sizing: a pure function, so it can be checked without a cluster.
+# Which stages share a pool, and how large the pools are: pure functions, checked without a cluster.
+
+
+@dataclass(frozen=True, eq=False)
+class StageGroup:
+    """Consecutive stages that share one actor pool: each actor runs all of them, one after the other,
+    so their data passes from stage to stage in the actor's memory, as in a LocalExecutor worker."""
+
+    stages: tuple[ProcessingStage, ...]
+
+    @property
+    def name(self) -> str:
+        return "+".join(s.name for s in self.stages)
+
+    @property
+    def resources(self) -> Resources:
+        return self.stages[0].resources  # the same for every stage of a group
+
+    @property
+    def batch_size(self) -> int:
+        return self.stages[0].batch_size
+
+    @property
+    def max_retries(self) -> int:
+        """A dead worker cannot say which of the group's stages it was running: its deaths are charged
+        to the group, whose budget is the most generous of its stages'."""
+        return max(s.max_retries for s in self.stages)
+
+    def describe(self) -> str:
+        names = ", ".join(repr(s.name) for s in self.stages)
+        return f"stage {names}" if len(self.stages) == 1 else f"stages {names}"
+
+
+def fuse_stages(stages: Sequence[ProcessingStage], fuse: bool = True) -> list[StageGroup]:
+    """Group consecutive stages that ask for the same ``Resources`` (with ``fuse``), else one group per
+    stage. A fused group costs one actor where per-stage pools cost one per stage, and its data never
+    goes through Ray's object store; a stage with other needs (a GPU model) starts a pool of its own."""
+    groups: list[list[ProcessingStage]] = []
+    for stage in stages:
+        if fuse and groups and groups[-1][-1].resources == stage.resources:
+            groups[-1].append(stage)
+        else:
+            groups.append([stage])
+    return [StageGroup(tuple(g)) for g in groups]
 
 
 @dataclass(frozen=True)
@@ -77,13 +132,13 @@ class PoolPlan:
 
 
 def plan_pools(
-    stages: list[ProcessingStage],
+    stages: Sequence[StageGroup | ProcessingStage],
     cluster_cpus: float,
     cluster_gpus: float = 0.0,
     max_in_flight: int | None = None,
     max_actors_per_stage: int | None = None,
 ) -> list[PoolPlan]:
-    """One pool per stage, as large as the stage's ``Resources`` fit in the cluster.
+    """One pool per stage (or group of stages), as large as its ``Resources`` fit in the cluster.
 
     Every pool may use the whole cluster (so whichever stage is slow gets all the CPUs), which means
     the pools together ask for more than there is; each actor's CPU request is scaled down by the
@@ -123,7 +178,7 @@ def plan_pools(
 class _CallSummary:
     """What the driver needs from one stage call; the output tasks themselves stay in the object store."""
 
-    stats: StageStats
+    stats: list[StageStats]  # one per stage of the pool
     count: int
     failed: list[FailedTask]
     warnings: list[str]
@@ -131,42 +186,46 @@ class _CallSummary:
 
 
 class _StageWorker:
-    """One stage in one Ray worker process: a :class:`BaseStageAdapter`, set up once."""
+    """The stages of one pool in one Ray worker process: a :class:`BaseStageAdapter` each, set up once.
+    A call runs its tasks through all of them, depth-first, as a LocalExecutor worker does."""
 
-    def __init__(self, stage: ProcessingStage, shard: ShardSpec, retry_backoff: float) -> None:
-        self.adapter = BaseStageAdapter(stage, shard=shard, retry_backoff=retry_backoff)
+    def __init__(self, stages: tuple[ProcessingStage, ...], shard: ShardSpec, retry_backoff: float) -> None:
+        self.adapters = [BaseStageAdapter(s, shard=shard, retry_backoff=retry_backoff) for s in stages]
         self.warnings: list[str] = []
 
     def setup(self) -> int:
-        """Set the stage up; returns this process's pid (tests and logs use it)."""
+        """Set the stages up; returns this process's pid (tests and logs use it)."""
         # Stop signals are the driver's business (it lets in-flight work finish); SIGUSR1/2 would
         # otherwise kill the worker by default. SIGTERM stays Ray's: it uses it to stop workers.
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
                 signal.signal(sig, signal.SIG_IGN)
-        # The stage's warnings (e.g. a retried task) go back to the driver with each call, so the user
+        # The stages' warnings (e.g. a retried task) go back to the driver with each call, so the user
         # sees them in the console; everything else stays in Ray's worker log files.
         logger.remove()
         logger.add(sys.stderr, level="INFO")
         logger.add(lambda message: self.warnings.append(str(message).rstrip("\n")), level="WARNING", format="{message}")
-        self.adapter.setup({"worker": os.getpid()})
+        for adapter in self.adapters:
+            adapter.setup({"worker": os.getpid()})
         return os.getpid()
 
     def teardown(self) -> None:
-        self.adapter.teardown()
+        for adapter in self.adapters:
+            adapter.teardown()
 
     def process(
         self, tasks: list[Task], start: int, stop: int, deaths: int, inline: bool
     ) -> tuple[_CallSummary, list[Task] | None]:
-        """Run the stage on ``tasks[start:stop]`` (the driver passes a whole upstream output list by
+        """Run the stages on ``tasks[start:stop]`` (the driver passes a whole upstream output list by
         reference and a slice of it, so the data never travels through the driver)."""
         batch = list(tasks[start:stop])
-        self.adapter.stats = StageStats(self.adapter.stage.name)
+        for adapter in self.adapters:
+            adapter.stats = StageStats(adapter.stage.name)
         self.warnings.clear()
-        out = self._after_deaths(batch, deaths) if deaths else self.adapter.process(batch)
+        out = self._after_deaths(batch, deaths) if deaths else run_chain(self.adapters, batch)
         good = [t for t in out if not isinstance(t, FailedTask)]
         summary = _CallSummary(
-            stats=self.adapter.stats,
+            stats=[a.stats for a in self.adapters],
             count=len(good),
             failed=[t for t in out if isinstance(t, FailedTask)],
             warnings=list(self.warnings),
@@ -175,34 +234,25 @@ class _StageWorker:
         return summary, (None if inline else good)
 
     def _after_deaths(self, batch: list[Task], deaths: int) -> list[Task]:
-        """Re-run a task whose earlier attempts killed their workers: those deaths count against the
-        stage's retry budget, and attempts recorded are deaths + attempts made here."""
-        stage = self.adapter.stage
-        had_own = "process_batch" in vars(stage)
-        original_retries, original_batch = stage.max_retries, stage.process_batch
-        calls = 0
-
-        def counted(tasks: list[Task]) -> list[Any]:
-            nonlocal calls
-            calls += 1
-            return original_batch(tasks)
-
-        stage.process_batch = counted  # type: ignore[method-assign]
-        stage.max_retries = max(0, original_retries - deaths)
+        """Re-run a task whose earlier attempts killed their workers: those deaths count against each
+        stage's retry budget, and every output records the deaths plus the attempts made here."""
+        stages = [a.stage for a in self.adapters]
+        budgets = [s.max_retries for s in stages]
+        before = max([t.metadata.get("attempts", 1) for t in batch], default=1)
+        for stage in stages:
+            stage.max_retries = max(0, stage.max_retries - deaths)
         try:
-            out = self.adapter.process(batch)
+            out = run_chain(self.adapters, batch)
         finally:
-            stage.max_retries = original_retries
-            if had_own:
-                stage.process_batch = original_batch  # type: ignore[method-assign]
-            else:
-                del stage.process_batch
-        attempts = deaths + max(calls, 1)
+            for stage, budget in zip(stages, budgets, strict=True):
+                stage.max_retries = budget
         for item in out:
             if isinstance(item, FailedTask):
-                item.attempts = attempts
+                item.attempts += deaths
             else:
-                item.metadata["attempts"] = max(item.metadata.get("attempts", 1), attempts)
+                recorded = item.metadata.get("attempts", 1)
+                here = recorded if recorded > before else 1  # retried in this call, or not
+                item.metadata["attempts"] = max(recorded, deaths + here)
         return out
 
 
@@ -231,7 +281,7 @@ class _Call:
     to an upstream call's outputs."""
 
     source: _Source
-    stage: int
+    pool: int  # index of the pool (the stage group) that runs it
     inputs: Any
     start: int
     stop: int
@@ -245,7 +295,8 @@ class _Pool:
     spreads over every actor (and every node they were spread over)."""
 
     index: int
-    stage: ProcessingStage
+    group: StageGroup
+    first: int  # index of the group's first stage among all stages
     plan: PoolPlan
     actors: list[Any] = field(default_factory=list)
     idle: deque[Any] = field(default_factory=deque)
@@ -289,6 +340,8 @@ class RayExecutor(BaseExecutor):
     ``num_cpus``: CPUs of a local Ray this executor starts (default: the CPUs this process may use).
     ``max_in_flight``: source tasks active at once (default twice the cluster's CPUs).
     ``max_actors_per_stage``: caps every pool (default: as many as the stage's resources fit).
+    ``fuse``: consecutive stages with equal ``Resources`` share one pool, each actor running all of
+    them (default); ``False`` gives every stage a pool of its own, its data passed on through Ray.
     ``temp_dir``: where a local Ray keeps its sockets, logs and spilled objects.
     """
 
@@ -302,6 +355,7 @@ class RayExecutor(BaseExecutor):
         progress_interval: float = 30.0,
         temp_dir: str | None = None,
         object_store_memory: int | None = None,
+        fuse: bool = True,
     ) -> None:
         for name, value in (
             ("num_cpus", num_cpus),
@@ -318,10 +372,11 @@ class RayExecutor(BaseExecutor):
         self.progress_interval = progress_interval
         self.temp_dir = temp_dir
         self.object_store_memory = object_store_memory
+        self.fuse = fuse
         #: Seconds the last run spent getting Ray (``ray_seconds``) and its actors ready (``actor_seconds``).
         self.ray_seconds = 0.0
         self.actor_seconds = 0.0
-        #: Pids of the actors of the last run, by stage name (for diagnostics and tests).
+        #: Pids of the actors of the last run, by pool (:attr:`StageGroup.name`), for diagnostics and tests.
         self.actor_pids: dict[str, list[int]] = {}
         #: Actor deaths in the last run (each one cost a call an attempt, or was abandoned while stopping).
         self.deaths = 0
@@ -384,11 +439,11 @@ class RayExecutor(BaseExecutor):
             max_restarts=0,
             max_concurrency=1,
             scheduling_strategy="SPREAD",
-        ).remote(pool.stage, shard, self.retry_backoff)
+        ).remote(pool.group.stages, shard, self.retry_backoff)
         return actor, actor.setup.remote()
 
     def _start_pools(
-        self, stages: list[ProcessingStage], sources: int, shard: ShardSpec, log: Any
+        self, groups: list[StageGroup], sources: int, shard: ShardSpec, log: Any
     ) -> tuple[list[_Pool], int, float]:
         """Start every pool and wait until each actor has run setup(); returns the pools, how many
         source tasks may be in flight, and the cluster's CPUs (the cap on CPUs of calls running at once)."""
@@ -397,9 +452,10 @@ class RayExecutor(BaseExecutor):
         resources = ray.cluster_resources()
         cpus = float(resources.get("CPU", 0.0)) or 1.0
         in_flight = min(self.max_in_flight or max(2, math.ceil(2 * cpus)), sources)
-        plans = plan_pools(stages, cpus, float(resources.get("GPU", 0.0)), in_flight, self.max_actors_per_stage)
-        pools = [_Pool(i, s, p) for i, (s, p) in enumerate(zip(stages, plans, strict=True))]
-        self.actor_pids = {p.stage.name: [] for p in pools}
+        plans = plan_pools(groups, cpus, float(resources.get("GPU", 0.0)), in_flight, self.max_actors_per_stage)
+        firsts = [sum(len(g.stages) for g in groups[:i]) for i in range(len(groups))]
+        pools = [_Pool(i, g, firsts[i], p) for i, (g, p) in enumerate(zip(groups, plans, strict=True))]
+        self.actor_pids = {p.group.name: [] for p in pools}
         starting: dict[Any, tuple[_Pool, Any]] = {}
         try:
             for pool in pools:
@@ -412,7 +468,7 @@ class RayExecutor(BaseExecutor):
                 done, _ = ray.wait(list(starting), num_returns=len(starting), timeout=1.0)
                 for ref in done:
                     pool, actor = starting.pop(ref)
-                    self.actor_pids[pool.stage.name].append(_setup_result(ref, pool))
+                    self.actor_pids[pool.group.name].append(_setup_result(ref, pool))
                     pool.idle.append(actor)
                 if starting and time.monotonic() > deadline:
                     deadline = float("inf")
@@ -425,7 +481,7 @@ class RayExecutor(BaseExecutor):
             raise
         log.info(
             "ray: actor pools "
-            + ", ".join(f"{p.stage.name} x{p.plan.actors}" for p in pools)
+            + ", ".join(f"{p.group.name} x{p.plan.actors}" for p in pools)
             + f" ready; up to {in_flight} source tasks in flight"
         )
         return pools, in_flight, cpus
@@ -455,7 +511,8 @@ class RayExecutor(BaseExecutor):
         run = _Run(self, stages, shard, should_stop, log)
         clean = False
         try:
-            run.pools, run.in_flight, cpus = self._start_pools(stages, len(sources), shard, log)
+            groups = fuse_stages(stages, self.fuse)
+            run.pools, run.in_flight, cpus = self._start_pools(groups, len(sources), shard, log)
             run.cpu_cap = cpus + max([1.0, *(s.resources.cpus for s in stages)])
             self.actor_seconds = time.perf_counter() - start - self.ray_seconds
             yield from run.results(sources)
@@ -513,7 +570,7 @@ class _Run:
             now = time.monotonic()
             for call in [c for c in self.delayed if c.not_before <= now]:
                 self.delayed.remove(call)
-                self.queues[call.stage].append(call)
+                self.queues[call.pool].append(call)
             self._dispatch()
             waiting = list(self.running) + list(self.starting)
             next_retry = min((c.not_before for c in self.delayed), default=None)
@@ -554,7 +611,7 @@ class _Run:
         the driver's round trip between a call's end and the next call's start."""
         last = len(self.pools) - 1
         for pool in reversed(self.pools):
-            queue, cost = self.queues[pool.index], pool.stage.resources.cpus
+            queue, cost = self.queues[pool.index], pool.group.resources.cpus
             while queue and pool.idle and self.busy_cpus + cost <= self.cpu_cap + 1e-9:
                 call = queue.popleft()
                 actor = pool.idle.popleft()
@@ -571,7 +628,7 @@ class _Run:
         if ref in self.starting:
             pool, actor = self.starting.pop(ref)
             try:
-                self.executor.actor_pids[pool.stage.name].append(_setup_result(ref, pool))
+                self.executor.actor_pids[pool.group.name].append(_setup_result(ref, pool))
             except RuntimeError as e:
                 if not self.should_stop():
                     raise
@@ -580,8 +637,8 @@ class _Run:
             pool.idle.append(actor)
             return None
         call, actor, outputs_ref = self.running.pop(ref)
-        pool, source = self.pools[call.stage], call.source
-        self.busy_cpus = max(0.0, self.busy_cpus - pool.stage.resources.cpus)
+        pool, source = self.pools[call.pool], call.source
+        self.busy_cpus = max(0.0, self.busy_cpus - pool.group.resources.cpus)
         source.pending -= 1
         try:
             summary: _CallSummary = ray.get(ref)
@@ -591,22 +648,23 @@ class _Run:
         pool.idle.append(actor)
         for line in summary.warnings:
             self.log.warning(line)
-        source.stats[call.stage].add(summary.stats)
+        for k, stats in enumerate(summary.stats):
+            source.stats[pool.first + k].add(stats)
         source.finals.extend(summary.failed)
-        if call.stage == len(self.pools) - 1:
+        if call.pool == len(self.pools) - 1:
             source.finals.extend(summary.outputs or [])
         else:
-            size = self.pools[call.stage + 1].stage.batch_size
+            size = self.pools[call.pool + 1].group.batch_size
             for j in range(0, summary.count, size):
-                self.queues[call.stage + 1].append(
-                    _Call(source, call.stage + 1, outputs_ref, j, min(j + size, summary.count))
+                self.queues[call.pool + 1].append(
+                    _Call(source, call.pool + 1, outputs_ref, j, min(j + size, summary.count))
                 )
                 source.pending += 1
         return source
 
     def _worker_died(self, call: _Call, dead: Any, error: BaseException) -> None:
         """Replace the dead actor and retry (or fail) its call; while stopping, give its source task up."""
-        pool, source = self.pools[call.stage], call.source
+        pool, source = self.pools[call.pool], call.source
         self.executor.deaths += 1
         pool.actors.remove(dead)
         _kill([dead])
@@ -623,7 +681,7 @@ class _Run:
         if stopping:
             # Not recorded, so a re-run of the same command does it again.
             source.abandoned = self.any_abandoned = True
-            self.log.warning(f"a Ray worker of stage {pool.stage.name!r} died while stopping: {error}")
+            self.log.warning(f"a Ray worker of {pool.group.describe()} died while stopping: {error}")
             return
         for retry in self._after_death(call, error):
             if isinstance(retry, _Call):
@@ -631,8 +689,8 @@ class _Run:
                 self.delayed.append(retry)
             else:
                 source.finals.append(retry)
-                source.stats[call.stage].tasks_in += 1
-                source.stats[call.stage].failures += 1
+                source.stats[pool.first].tasks_in += 1
+                source.stats[pool.first].failures += 1
 
     def _abandon_all(self, why: str) -> None:
         """While stopping, whatever killed a worker (e.g. a job-wide SIGTERM) is likely taking Ray down:
@@ -648,22 +706,22 @@ class _Run:
         ``max_retries + 1`` deaths, give up on it as a FailedTask."""
         import ray
 
-        stage, log = self.stages[call.stage], self.log
+        group, log = self.pools[call.pool].group, self.log
         if call.stop - call.start > 1:
             log.warning(
-                f"a Ray worker of stage {stage.name!r} died running a batch of {call.stop - call.start} tasks; "
+                f"a Ray worker of {group.describe()} died running a batch of {call.stop - call.start} tasks; "
                 "retrying them one at a time"
             )
-            return [_Call(call.source, call.stage, call.inputs, j, j + 1) for j in range(call.start, call.stop)]
+            return [_Call(call.source, call.pool, call.inputs, j, j + 1) for j in range(call.start, call.stop)]
         attempts = call.deaths + 1
-        if attempts <= stage.max_retries:
+        if attempts <= group.max_retries:
             log.warning(
-                f"a Ray worker of stage {stage.name!r} died (attempt {attempts} of {stage.max_retries + 1}); "
+                f"a Ray worker of {group.describe()} died (attempt {attempts} of {group.max_retries + 1}); "
                 f"retrying on a new worker: {type(error).__name__}"
             )
             delay = min(self.executor.retry_backoff * 2 ** (attempts - 1), 60.0)
             return [
-                _Call(call.source, call.stage, call.inputs, call.start, call.stop, attempts, time.monotonic() + delay)
+                _Call(call.source, call.pool, call.inputs, call.start, call.stop, attempts, time.monotonic() + delay)
             ]
         try:
             task = (call.inputs if isinstance(call.inputs, list) else ray.get(call.inputs))[call.start]
@@ -675,8 +733,8 @@ class _Run:
                 source_id=task.source_id,
                 dataset_name=task.dataset_name,
                 metadata=_describe(task),
-                stage=stage.name,
-                error=f"WorkerDied: the Ray worker process running stage {stage.name!r} died on each of {attempts} "
+                stage=group.name,
+                error=f"WorkerDied: the Ray worker process running {group.describe()} died on each of {attempts} "
                 f"attempts at this task (killed, out of memory, or a crash in native code); last error: "
                 f"{type(error).__name__}: {first_line}",
                 traceback=str(error),
@@ -697,7 +755,7 @@ def _setup_result(ref: Any, pool: _Pool) -> int:
     try:
         return int(ray.get(ref))
     except Exception as e:
-        raise RuntimeError(f"stage {pool.stage.name!r}: setup() failed on a Ray worker: {e}") from e
+        raise RuntimeError(f"{pool.group.describe()}: setup() failed on a Ray worker: {e}") from e
 
 
 def _teardown(actors: list[Any], log: Any) -> None:
@@ -746,4 +804,4 @@ def _restore_handlers(saved: dict[int, Any]) -> None:
             signal.signal(sig, handler)
 
 
-__all__ = ["PoolPlan", "RayExecutor", "plan_pools", "ray_address"]
+__all__ = ["PoolPlan", "RayExecutor", "StageGroup", "fuse_stages", "plan_pools", "ray_address"]
