@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -109,16 +110,88 @@ def test_random_ids_without_sharding_skip_the_run_dir(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()
 
 
-def test_a_script_without_main_guard_gets_a_clear_error(corpus: Path, tmp_path: Path) -> None:
-    """Spawned workers re-import the script; without `if __name__ == "__main__":` they cannot start."""
-    script = tmp_path / "unguarded.py"
-    script.write_text(
-        "from curator_slurm import LocalExecutor, Pipeline\n"
-        "from curator_slurm.stages import JsonlReader, ParquetWriter\n"
-        f"Pipeline('p').add_stage(JsonlReader({str(corpus)!r})).add_stage(ParquetWriter({str(tmp_path / 'o')!r}))"
-        ".run(LocalExecutor(workers=2))\n"
+UNGUARDED = """
+from curator_slurm import LocalExecutor, Pipeline
+from curator_slurm.stages import JsonlReader, ParquetWriter
+Pipeline('p').add_stage(JsonlReader({inp!r})).add_stage(ParquetWriter({out!r})).run(LocalExecutor(workers=2{extra}))
+"""
+
+
+def test_a_script_without_main_guard_works_with_forked_workers_and_gets_a_clear_error_when_spawned(
+    corpus: Path, tmp_path: Path
+) -> None:
+    """Spawned workers re-import the script; without `if __name__ == "__main__":` they cannot start.
+    Forked ones (the default where it is safe) never re-import it."""
+    for name, extra in (("forked", ""), ("spawned", ", start_method='spawn'")):
+        script = tmp_path / f"{name}.py"
+        script.write_text(UNGUARDED.format(inp=str(corpus), out=str(tmp_path / name), extra=extra))
+        proc = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=clean_env()
+        )
+        if name == "forked":
+            assert proc.returncode == 0, proc.stderr
+            assert "starting 2 worker processes by fork" in proc.stderr
+            assert len(list((tmp_path / name).glob("*.parquet"))) == 12
+            continue
+        assert proc.returncode != 0
+        assert "WorkerStartError" in proc.stderr and 'if __name__ == "__main__":' in proc.stderr
+        assert "WorkerDied" not in proc.stderr, "no source task is blamed for it"
+
+
+DIES_ONCE = """
+import os, sys, threading, time
+from pathlib import Path
+from curator_slurm import LocalExecutor, Pipeline, configure_logging
+from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage, ScoreFilter, WordCountFilter
+
+
+class DieOn(ProcessingStage):
+    def __init__(self, victim, marker_dir):
+        self.victim, self.marker_dir = victim, marker_dir
+
+    def process(self, task):
+        if task.source_id == self.victim and not os.listdir(self.marker_dir):
+            Path(self.marker_dir, "death").write_text(str(os.getpid()))
+            os._exit(9)
+        return task
+
+
+if __name__ == "__main__":
+    inp, out, markers, victim, thread = sys.argv[1:6]
+    configure_logging()
+    if thread == "yes":  # a thread of the user's (a monitor, a client library): forking is no longer safe
+        threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+    pipeline = Pipeline("local").add_stage(JsonlReader(inp)).add_stage(DieOn(victim, markers))
+    pipeline.add_stage(ScoreFilter(WordCountFilter(min_words=50))).add_stage(ParquetWriter(out))
+    result = pipeline.run(LocalExecutor(workers=2))
+    print(os.getpid(), result.done, len(result.failed))
+"""
+
+
+@pytest.mark.parametrize("thread", [False, True], ids=["one-thread-forks", "threaded-spawns"])
+def test_workers_fork_only_when_the_driver_has_no_other_thread_and_a_death_loses_nothing_either_way(
+    corpus: Path, tmp_path: Path, reference: dict[str, bytes], thread: bool
+) -> None:
+    script, out, markers = tmp_path / "dies_once.py", tmp_path / "out", tmp_path / "markers"
+    script.write_text(DIES_ONCE)
+    markers.mkdir()
+    argv = [str(corpus), str(out), str(markers), first_source(corpus), "yes" if thread else "no"]
+    proc = subprocess.run(
+        [sys.executable, str(script), *argv], capture_output=True, text=True, timeout=180, env=clean_env()
     )
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=clean_env())
-    assert proc.returncode != 0
-    assert "WorkerStartError" in proc.stderr and 'if __name__ == "__main__":' in proc.stderr
-    assert "WorkerDied" not in proc.stderr, "no source task is blamed for it"
+    assert proc.returncode == 0, proc.stderr
+    first = re.search(r"starting 2 worker processes by (\w+) \((.*)\)", proc.stderr)
+    assert first, proc.stderr
+    if thread:
+        assert first.groups() == (
+            "spawn",
+            "this process runs 2 threads; forking it could copy a lock one of them holds",
+        )
+    else:
+        assert first.groups() == ("fork", "this process runs no other thread")
+    driver, done, failed = proc.stdout.split()
+    died = int((markers / "death").read_text())
+    assert died != int(driver), "a worker died, not the driver"
+    assert (int(done), int(failed)) == (12, 0)
+    assert "a worker process died; re-running" in proc.stderr
+    assert read_tree(out) == reference

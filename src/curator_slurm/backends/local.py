@@ -2,15 +2,22 @@
 
 Each source task flows through every stage before the next one starts in the same worker, so
 memory is bounded by the size of one source task, not by the corpus. With ``workers > 1`` the
-source tasks are spread over a pool of spawned processes (each stage set up once per process),
-with at most ``2 * workers`` source tasks in flight. A worker that dies (killed, out of memory) does
-not lose work: its in-flight source tasks are re-run one at a time on a fresh pool, so the task
-that kills its worker is identified and recorded failed after ``max_crashes`` deaths.
+source tasks are spread over a pool of worker processes (each stage set up once per process),
+with at most ``2 * workers`` source tasks in flight. Workers are forked when that is safe (Linux,
+and the driver has no other thread that could hold a lock across the fork): they start in
+milliseconds with everything the driver imported. Otherwise they are spawned, a fresh interpreter
+each that re-imports the script and pyarrow (about a quarter of a CPU second per worker).
+
+A worker that dies (killed, out of memory) does not lose work: its in-flight source tasks are re-run
+one at a time on a fresh pool, so the task that kills its worker is identified and recorded failed
+after ``max_crashes`` deaths.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -61,9 +68,14 @@ def _run_in_worker(task: Task) -> SourceResult:
     return run_source_task(_worker_adapters, task)
 
 
+#: How worker processes may start; ``None`` chooses (see :func:`choose_start_method`).
+START_METHODS = ("fork", "spawn", "forkserver")
+
+
 class LocalExecutor(BaseExecutor):
     """Run on this node. ``workers`` defaults to the CPUs this process may use
-    (``SLURM_CPUS_PER_TASK`` inside Slurm, else the affinity mask)."""
+    (``SLURM_CPUS_PER_TASK`` inside Slurm, else the affinity mask). ``start_method`` is how worker
+    processes start: ``None`` forks them when that is safe and spawns them otherwise."""
 
     def __init__(
         self,
@@ -71,9 +83,16 @@ class LocalExecutor(BaseExecutor):
         retry_backoff: float = 1.0,
         max_crashes: int = 3,
         progress_interval: float = 30.0,
+        start_method: str | None = None,
     ) -> None:
         if workers is not None and workers < 1:
             raise ValueError(f"LocalExecutor(workers={workers}): workers must be >= 1")
+        if start_method is not None and start_method not in START_METHODS:
+            raise ValueError(
+                f"LocalExecutor(start_method={start_method!r}): use one of {', '.join(START_METHODS)}, or None to "
+                "fork when that is safe and spawn otherwise"
+            )
+        self.start_method = start_method
         self.workers = workers or available_cpus()
         self.retry_backoff = retry_backoff
         self.max_crashes = max_crashes
@@ -105,11 +124,16 @@ class LocalExecutor(BaseExecutor):
             _teardown(adapters)
 
     def _pool(self, stages: list[ProcessingStage], shard: ShardSpec, workers: int, started: Any) -> ProcessPoolExecutor:
+        import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
+        method, why = (self.start_method, "as asked") if self.start_method else choose_start_method()
+        logger.bind(shard=shard.label, job=shard.job.label).info(
+            f"starting {workers} worker processes by {method} ({why})"
+        )
         return ProcessPoolExecutor(
             max_workers=workers,
-            mp_context=_spawn_context(),
+            mp_context=multiprocessing.get_context(method),
             initializer=_init_worker,
             initargs=(stages, shard, self.retry_backoff, started),
         )
@@ -122,10 +146,11 @@ class LocalExecutor(BaseExecutor):
         workers: int,
         should_stop: Callable[[], bool],
     ) -> Iterator[SourceResult]:
+        import multiprocessing
         from concurrent.futures import FIRST_COMPLETED, wait
         from concurrent.futures.process import BrokenProcessPool
 
-        started = _spawn_context().Value("i", 0)  # workers that finished their set-up
+        started = multiprocessing.get_context("spawn").Value("i", 0)  # workers that finished their set-up
         pending = list(reversed(sources))
         crashes: dict[str, int] = {}
         suspects: list[Task] = []  # tasks that were running when a worker died: re-run one at a time
@@ -161,9 +186,9 @@ class LocalExecutor(BaseExecutor):
                     yield result
                 if broken and started.value == 0:
                     raise WorkerStartError(
-                        "worker processes die before they can start (the traceback above is theirs). LocalExecutor "
-                        "starts workers by re-importing your script: run the pipeline under "
-                        '`if __name__ == "__main__":`, make stage set-up work in a fresh process, or use workers=1'
+                        "worker processes die before they can start (the traceback above is theirs). A spawned "
+                        'worker re-imports your script: run the pipeline under `if __name__ == "__main__":`, '
+                        "make stage set-up work in a fresh process, or use workers=1"
                     )
                 if broken:
                     for fut, task in in_flight.items():
@@ -183,11 +208,33 @@ class LocalExecutor(BaseExecutor):
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _spawn_context() -> Any:
-    """Workers start with "spawn": fork is unsafe once pyarrow's thread pools exist in the driver."""
-    import multiprocessing
+#: Threads whose library makes them safe across fork (pthread_atfork handlers stop them in the parent
+#: and restart them in the child): jemalloc's background purging thread, which importing pyarrow starts.
+FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
 
-    return multiprocessing.get_context("spawn")
+
+def choose_start_method() -> tuple[str, str]:
+    """``("fork", why)`` when forking this process is safe, else ``("spawn", why)``.
+
+    A fork copies only the calling thread: a lock that another thread held at that moment (a logging
+    queue, a client library's event loop, a thread pool at work) stays locked in the child forever.
+    So fork only on Linux (macOS forbids it for system frameworks) and only while this process has no
+    thread but the calling one, counted by the kernel (``/proc/self/task``) so that native threads
+    count too, apart from :data:`FORK_SAFE_THREADS`.
+    """
+    if not sys.platform.startswith("linux"):
+        return "spawn", f"fork is not safe on {sys.platform}"
+    try:
+        names = []
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/comm") as comm:
+                names.append(comm.read().strip())
+    except OSError:  # a thread that ended while being listed counts as a reason for caution too
+        return "spawn", "cannot list this process's threads (/proc/self/task)"
+    others = [n for n in names if n not in FORK_SAFE_THREADS]
+    if len(others) > 1:
+        return "spawn", f"this process runs {len(others)} threads; forking it could copy a lock one of them holds"
+    return "fork", "this process runs no other thread"
 
 
 def _kill_workers(pool: ProcessPoolExecutor) -> None:
