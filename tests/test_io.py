@@ -3,6 +3,7 @@ clear errors for bad input, atomic and non-destructive writes."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -10,12 +11,16 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from loguru import logger
 
 from curator_slurm import (
     CuratorError,
@@ -297,6 +302,118 @@ def test_bad_partitioning_settings_are_refused(tmp_path: Path, kwargs: dict[str,
     """Nonsense partitioning settings fail when the reader is made, with the offending value."""
     with pytest.raises(ValueError, match=message):
         JsonlReader(tmp_path, **kwargs)
+
+
+# --- split files ----------------------------------------------------------------------------------
+
+
+def read_pieces(path: Path, blocksize: int) -> list[dict[str, Any]]:
+    """Rows of ``path`` read piece by piece (split_files), pieces in file order."""
+    partitioner, reader = JsonlReader(path, blocksize=blocksize, split_files=True).decompose()
+    rows: list[dict[str, Any]] = []
+    for task in partitioner.process(EmptyTask()):
+        batch = reader.process(task)
+        if batch is not None:
+            rows.extend(batch.data.to_pylist())
+    return rows
+
+
+line_texts = st.lists(st.one_of(st.just(""), st.text(alphabet='ab é\u2028\\"{}', max_size=120)), max_size=25)
+
+
+@settings(max_examples=150, deadline=None)
+@given(texts=line_texts, blank_at=st.lists(st.integers(0, 25), max_size=4), trailing=st.booleans(), cut=st.data())
+def test_pieces_of_a_split_file_read_every_line_exactly_once(
+    tmp_path_factory: pytest.TempPathFactory, texts: list[str], blank_at: list[int], trailing: bool, cut: st.DataObject
+) -> None:
+    """Wherever the cuts fall (inside a line, on a newline, inside a multi-byte character, several cuts in
+    one long line), the pieces together hold each record once, in file order."""
+    lines = [json.dumps({"i": i, "text": t}, ensure_ascii=False) for i, t in enumerate(texts)]
+    for position in sorted(blank_at, reverse=True):
+        lines.insert(min(position, len(lines)), "")
+    content = "\n".join(lines) + ("\n" if trailing else "")
+    if not content.strip():
+        return
+    path = tmp_path_factory.mktemp("split") / "f.jsonl"
+    path.write_bytes(content.encode("utf-8"))
+    blocksize = cut.draw(st.integers(1, len(content.encode("utf-8")) + 1), label="blocksize")
+    assert read_pieces(path, blocksize) == [{"i": i, "text": t} for i, t in enumerate(texts)]
+
+
+def test_split_files_cuts_large_files_into_pieces_that_are_source_tasks(tmp_path: Path) -> None:
+    """Files over blocksize become pieces of at most blocksize bytes, each with its own stable id and
+    size; smaller files are grouped as before; a compressed file cannot be split and stays whole."""
+    write_sized(tmp_path / "a.jsonl", 100)
+    write_jsonl(tmp_path / "b.jsonl", [{"text": "y" * 40, "n": i} for i in range(100)])  # 5,000+ bytes
+    write_sized(tmp_path / "c.jsonl", 100)
+    write_sized(tmp_path / "d.jsonl", 100)
+    (tmp_path / "e.jsonl.gz").write_bytes(gzip.compress(b"".join(b'{"text": "%d"}\n' % i for i in range(2000))))
+    big = (tmp_path / "b.jsonl").stat().st_size
+    gz = (tmp_path / "e.jsonl.gz").stat().st_size
+    assert gz > 1024
+    messages: list[str] = []
+    sink = logger.add(messages.append, level="WARNING", format="{message}")
+    try:
+        groups = partitions(tmp_path, blocksize="1KiB", split_files=True)
+    finally:
+        logger.remove(sink)
+    pieces = [g for g in groups if "byte_range" in g.metadata]
+    assert names(groups)[0] == ["a.jsonl"] and names(groups)[-2:] == [["c.jsonl", "d.jsonl"], ["e.jsonl.gz"]]
+    assert names(pieces) == [["b.jsonl"]] * len(pieces) and len(pieces) == -(-big // 1024)
+    ranges = [tuple(g.metadata["byte_range"]) for g in pieces]
+    assert ranges[0][0] == 0 and ranges[-1][1] == big
+    assert all(end == nxt for (_, end), (nxt, _) in pairwise(ranges)), "they tile the file"
+    assert all(0 < g.metadata["bytes"] <= 1024 for g in pieces)
+    ids = [g.task_id for g in groups]
+    assert len(set(ids)) == len(ids) and ids == [
+        g.task_id for g in partitions(tmp_path, blocksize=1024, split_files=True)
+    ]
+    assert content_id(str(tmp_path / "b.jsonl")) not in ids, "a piece never takes the whole file's id"
+    assert len(messages) == 1 and "1 compressed file(s)" in messages[0]
+    assert [g.metadata.get("byte_range") for g in partitions(tmp_path, blocksize="1KiB")] == [None] * 4
+
+
+def test_a_split_file_written_by_shards_holds_each_record_once(tmp_path: Path) -> None:
+    """The pieces spread over shards like any source task; the shards' outputs together are the file."""
+    src, out = tmp_path / "in", tmp_path / "out"
+    rows = [{"n": i, "text": "word " * (i % 37)} for i in range(3000)]
+    write_jsonl(src / "big.jsonl", rows)
+    per_shard = []
+    for index in range(3):
+        reader = JsonlReader(src, blocksize="8KiB", split_files=True)
+        result = (
+            Pipeline("p")
+            .add_stage(reader)
+            .add_stage(ParquetWriter(out))
+            .run(LocalExecutor(workers=1), shard=ShardSpec.explicit(index, 3))
+        )
+        per_shard.append(result.source_tasks_mine)
+    assert sum(per_shard) == len(output_files(out)) > 3 and all(per_shard)
+    assert sorted(r["n"] for r in output_rows(out)) == list(range(3000))
+
+
+def test_a_bad_line_fails_only_its_piece_and_is_named_by_its_line_in_the_file(tmp_path: Path) -> None:
+    src, out = tmp_path / "in", tmp_path / "out"
+    lines = [json.dumps({"n": i, "text": "x" * 30}) for i in range(400)]
+    lines[321] = '{"n": 321, "text": "unterminated}'
+    (src).mkdir()
+    (src / "big.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(PipelineFailedError) as info:
+        run(Pipeline("p").add_stage(JsonlReader(src, blocksize="2KiB", split_files=True)).add_stage(JsonlWriter(out)))
+    (failed,) = info.value.result.failed  # type: ignore[attr-defined]
+    assert f"{src / 'big.jsonl'}:322: malformed JSON" in failed.error
+    survivors = sorted(r["n"] for r in output_rows(out))
+    assert 321 not in survivors and len(survivors) > 300, "the other pieces were written"
+    assert info.value.result.done == len(output_files(out))  # type: ignore[attr-defined]
+
+
+def test_split_files_is_refused_where_it_cannot_work(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"split_files=True needs blocksize"):
+        JsonlReader(tmp_path, split_files=True)
+    with pytest.raises(
+        ValueError, match=r"ParquetReader\(split_files=True\): these files cannot be read by byte range"
+    ):
+        ParquetReader(tmp_path, blocksize="1MiB", split_files=True)
 
 
 def test_limit_caps_the_number_of_partitions(corpus: Path, tmp_path: Path) -> None:

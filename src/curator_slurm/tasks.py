@@ -109,6 +109,18 @@ class FileGroupTask(Task[list[str]]):
             metadata["bytes"] = sum(os.path.getsize(p) for p in absolute)
         return cls(task_id=content_id(*absolute), dataset_name=dataset_name, data=absolute, metadata=metadata)
 
+    @classmethod
+    def from_range(cls, path: str, start: int, end: int, dataset_name: str = "") -> FileGroupTask:
+        """The piece ``[start, end)`` of one file: it holds the lines that start in that range. Its id
+        hashes the path and the range, so pieces of one file never share an id with it or each other."""
+        absolute = os.path.abspath(path)
+        return cls(
+            task_id=content_id(absolute, f"bytes={start}-{end}"),
+            dataset_name=dataset_name,
+            data=[absolute],
+            metadata={"bytes": end - start, "byte_range": [start, end]},
+        )
+
     @property
     def num_items(self) -> int:
         return len(self.data or [])

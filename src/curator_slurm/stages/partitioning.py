@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
+from itertools import pairwise
+
+from loguru import logger
 
 from ..errors import InputError
 from ..tasks import EmptyTask, FileGroupTask
@@ -62,12 +65,29 @@ def list_files(
     return sorted(found)
 
 
+#: Endings of files that can only be read from their start: never split into byte ranges.
+COMPRESSED_ENDINGS = (".gz", ".bz2", ".zst", ".zstd", ".lz4", ".xz", ".br")
+
+
+def byte_ranges(size: int, blocksize: int) -> list[tuple[int, int]]:
+    """``[start, end)`` pieces of a ``size``-byte file, as equal as whole bytes allow, none larger
+    than ``blocksize`` (one piece when the file fits)."""
+    pieces = max(1, -(-size // blocksize))
+    bounds = [size * k // pieces for k in range(pieces + 1)]
+    return list(pairwise(bounds))
+
+
 class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
     """Lists input files and groups them into :class:`FileGroupTask` s.
 
     Groups are by count (``files_per_partition``) or by size (``blocksize``, e.g. ``"512MiB"``); with
     neither, each file is its own group. Files are sorted first, so the groups, and therefore their
     ids, do not depend on the order the filesystem lists them in.
+
+    ``split_files`` (with ``blocksize``) also cuts every uncompressed file larger than ``blocksize``
+    into byte ranges of at most ``blocksize``, each its own source task: one huge file then no longer
+    makes one shard (or one worker) the last to finish. A reader that supports it (JSONL) reads the
+    lines that start in its range. Compressed files cannot be split and stay whole.
     """
 
     name = "file_partitioning"
@@ -80,9 +100,14 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
         file_extensions: list[str] | None = None,
         limit: int | None = None,
         recursive: bool = True,
+        split_files: bool = False,
     ) -> None:
         if files_per_partition is not None and blocksize is not None:
             raise ValueError("give files_per_partition or blocksize, not both")
+        if split_files and blocksize is None:
+            raise ValueError(
+                "split_files=True needs blocksize=..., the largest piece a file is cut into (e.g. '256MiB')"
+            )
         if files_per_partition is not None and files_per_partition < 1:
             raise ValueError(f"files_per_partition={files_per_partition} must be >= 1")
         if limit is not None and limit < 1:
@@ -93,6 +118,7 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
         self.file_extensions = list(file_extensions) if file_extensions else None
         self.limit = limit
         self.recursive = recursive
+        self.split_files = split_files
 
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], []
@@ -100,11 +126,22 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
     def process(self, task: EmptyTask) -> list[FileGroupTask]:
         files = list_files(self.file_paths, self.file_extensions, self.recursive)
         sizes = {f: os.path.getsize(f) for f in files}
-        groups: list[list[str]] = []
+        # A group is a list of whole files, or (path, start, end) for a piece of a split file.
+        groups: list[list[str] | tuple[str, int, int]] = []
         if self.blocksize is not None:
             current: list[str] = []
             current_bytes = 0
+            whole_but_large = 0
             for f in files:
+                if sizes[f] > self.blocksize and self.split_files:
+                    if f.endswith(COMPRESSED_ENDINGS):
+                        whole_but_large += 1
+                    else:
+                        if current:
+                            groups.append(current)
+                            current, current_bytes = [], 0
+                        groups.extend((f, start, end) for start, end in byte_ranges(sizes[f], self.blocksize))
+                        continue
                 if current and current_bytes + sizes[f] > self.blocksize:
                     groups.append(current)
                     current, current_bytes = [], 0
@@ -112,6 +149,11 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
                 current_bytes += sizes[f]
             if current:
                 groups.append(current)
+            if whole_but_large:
+                logger.warning(
+                    f"{whole_but_large} compressed file(s) are larger than blocksize={self.blocksize} bytes but cannot "
+                    "be split (a compressed stream is read from its start); each stays one source task"
+                )
         else:
             step = self.files_per_partition or 1
             groups = [files[i : i + step] for i in range(0, len(files), step)]
@@ -120,4 +162,9 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
         dataset = task.dataset_name
         if not dataset and isinstance(self.file_paths, (str, os.PathLike)):
             dataset = os.path.basename(os.path.normpath(os.fspath(self.file_paths)))
-        return [FileGroupTask.from_paths(g, dataset_name=dataset, bytes=sum(sizes[f] for f in g)) for g in groups]
+        return [
+            FileGroupTask.from_range(*g, dataset_name=dataset)
+            if isinstance(g, tuple)
+            else FileGroupTask.from_paths(g, dataset_name=dataset, bytes=sum(sizes[f] for f in g))
+            for g in groups
+        ]

@@ -28,64 +28,121 @@ def _json_kind(value: object) -> str:
     return {str: "string", list: "array", dict: "object"}.get(type(value), "null")
 
 
-def _locate_jsonl_error(path: str) -> str | None:
+def _locate_jsonl_error(path: str, data: bytes | None = None, first_line: int = 1) -> str | None:
     """Find the first line pyarrow refused, for a message that names it (only called on failure):
-    invalid UTF-8, malformed JSON, a line that is not an object, or a field that changes type."""
+    invalid UTF-8, malformed JSON, a line that is not an object, or a field that changes type.
+    ``data`` is the part of the file that was read, if not all of it, starting on line ``first_line``."""
+    if data is None:
+        with pa.input_stream(path, compression="detect") as stream:
+            data = stream.read()
     first_kind: dict[str, tuple[str, int]] = {}
-    with pa.input_stream(path, compression="detect") as stream:
-        for lineno, raw in enumerate(stream.read().split(b"\n"), start=1):
-            if not raw.strip():
+    for lineno, raw in enumerate(data.split(b"\n"), start=first_line):
+        if not raw.strip():
+            continue
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start}); re-encode the file as UTF-8"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            return f"{path}:{lineno}: malformed JSON ({e.msg} at column {e.colno}); fix or remove that line"
+        if not isinstance(record, dict):
+            return f"{path}:{lineno}: not a JSON object (a {_json_kind(record)}); each line must be one object"
+        for key, value in record.items():
+            kind = _json_kind(value)
+            if kind == "null":
                 continue
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                return f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start}); re-encode the file as UTF-8"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                return f"{path}:{lineno}: malformed JSON ({e.msg} at column {e.colno}); fix or remove that line"
-            if not isinstance(record, dict):
-                return f"{path}:{lineno}: not a JSON object (a {_json_kind(record)}); each line must be one object"
-            for key, value in record.items():
-                kind = _json_kind(value)
-                if kind == "null":
-                    continue
-                seen = first_kind.setdefault(key, (kind, lineno))
-                if seen[0] != kind and {seen[0], kind} != {"number"}:
-                    return (
-                        f"{path}:{lineno}: field {key!r} is a {kind} here but a {seen[0]} on line {seen[1]}; "
-                        "make the field's type consistent"
-                    )
+            seen = first_kind.setdefault(key, (kind, lineno))
+            if seen[0] != kind and {seen[0], kind} != {"number"}:
+                return (
+                    f"{path}:{lineno}: field {key!r} is a {kind} here but a {seen[0]} on line {seen[1]}; "
+                    "make the field's type consistent"
+                )
     return None
 
 
-def read_jsonl(path: str, fields: list[str] | None = None) -> pa.Table:
-    """Read one JSONL file (optionally .gz/.zst/.bz2), with errors that name the file and line."""
-    if os.path.getsize(path) == 0:
+def lines_in_range(path: str, start: int, end: int) -> tuple[bytes, int]:
+    """The bytes of the lines of ``path`` that start in ``[start, end)``, and the offset of the first.
+
+    Each line belongs to the range holding its first byte, so ranges that tile a file read every line
+    exactly once, however the cuts fall: a line cut by ``start`` was read by the range before, and
+    the last line starting before ``end`` is read to its end."""
+    with open(path, "rb") as f:
+        if start > 0:
+            # Skip to the first line that starts at or after ``start``: reading from the byte before
+            # it to the next newline consumes only that newline if a line starts right at ``start``.
+            f.seek(start - 1)
+            f.readline()
+        begin = f.tell()
+        if begin >= end:
+            return b"", begin
+        data = f.read(end - begin)
+        if data and not data.endswith(b"\n"):
+            data += f.readline()
+    return data, begin
+
+
+def _line_number(path: str, offset: int) -> int:
+    """The 1-based number of the line that starts at byte ``offset`` (for error messages only)."""
+    count, left = 1, offset
+    with open(path, "rb") as f:
+        while left > 0:
+            chunk = f.read(min(left, 16 << 20))
+            if not chunk:
+                break
+            count += chunk.count(b"\n")
+            left -= len(chunk)
+    return count
+
+
+def read_jsonl(
+    path: str, fields: list[str] | None = None, byte_range: tuple[int, int] | None = None
+) -> pa.Table | None:
+    """Read one JSONL file (optionally .gz/.zst/.bz2), with errors that name the file and line.
+
+    With ``byte_range``, only the lines that start in that range of an uncompressed file; None when
+    no record starts there (a range inside one long line, or only blank lines)."""
+    data: bytes | None = None
+    begin = 0
+    if byte_range is not None:
+        data, begin = lines_in_range(path, *byte_range)
+        if not data.strip():
+            return None
+        where = f"{path} (bytes {byte_range[0]}-{byte_range[1]})"
+    elif os.path.getsize(path) == 0:
         raise InputError(f"{path}: file is empty (0 bytes); remove it or regenerate it")
+    else:
+        where = path
     try:
-        table = _parse_json(path)
+        table = _parse_json(path, data)
         # pyarrow turns ISO-8601-looking strings into timestamps; keep the text as it was written.
         dates = [f.name for f in table.schema if pa.types.is_timestamp(f.type)]
         if dates:
-            table = _parse_json(path, pa.schema([(name, pa.string()) for name in dates])).select(table.column_names)
+            strings = pa.schema([(name, pa.string()) for name in dates])
+            table = _parse_json(path, data, strings).select(table.column_names)
         table.validate(full=True)  # pyarrow does not check UTF-8 while parsing JSON
     except (pa.ArrowInvalid, UnicodeDecodeError) as e:
-        located = _locate_jsonl_error(path)
+        located = _locate_jsonl_error(path, data, _line_number(path, begin) if begin else 1)
         if located:
             raise InputError(located) from e
         if "Empty JSON file" in str(e):
-            raise InputError(f"{path}: no JSON records (only blank lines); remove it or regenerate it") from e
-        raise InputError(f"{path}: cannot read as JSONL ({e})") from e
+            raise InputError(f"{where}: no JSON records (only blank lines); remove it or regenerate it") from e
+        raise InputError(f"{where}: cannot read as JSONL ({e})") from e
     if table.num_columns == 0:
+        if byte_range is not None:
+            return None
         raise InputError(f"{path}: no JSON records (only blank lines); remove it or regenerate it")
-    return _select(table, fields, path)
+    return _select(table, fields, where)
 
 
-def _parse_json(path: str, strings: pa.Schema | None = None) -> pa.Table:
+def _parse_json(path: str, data: bytes | None = None, strings: pa.Schema | None = None) -> pa.Table:
     parse = pj.ParseOptions(explicit_schema=strings, unexpected_field_behavior="infer") if strings else None
+    options = pj.ReadOptions(block_size=_JSON_BLOCK_SIZE)
+    if data is not None:
+        return pj.read_json(pa.BufferReader(data), read_options=options, parse_options=parse)
     with pa.input_stream(path, compression="detect") as stream:
-        return pj.read_json(stream, read_options=pj.ReadOptions(block_size=_JSON_BLOCK_SIZE), parse_options=parse)
+        return pj.read_json(stream, read_options=options, parse_options=parse)
 
 
 def read_parquet(path: str, fields: list[str] | None = None) -> pa.Table:
@@ -133,14 +190,26 @@ class _FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
     def read_file(self, path: str) -> pa.Table:
         raise NotImplementedError
 
+    def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
+        raise InputError(
+            f"{path} (bytes {start}-{end}): {type(self).__name__} cannot read part of a file; "
+            "partition these files without split_files"
+        )
+
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], []
 
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], self.fields
 
-    def process(self, task: FileGroupTask) -> DocumentBatch:
-        table = _concat([self.read_file(p) for p in task.data], list(task.data))
+    def process(self, task: FileGroupTask) -> DocumentBatch | None:
+        byte_range = task.metadata.get("byte_range")
+        if byte_range is not None:
+            table = self.read_range(task.data[0], *byte_range)
+            if table is None:  # no record starts in this piece of the file
+                return None
+        else:
+            table = _concat([self.read_file(p) for p in task.data], list(task.data))
         return task.derive(table, cls=DocumentBatch, files=list(task.data))
 
 
@@ -148,7 +217,12 @@ class JsonlReaderStage(_FileReaderStage):
     name = "jsonl_reader"
 
     def read_file(self, path: str) -> pa.Table:
-        return read_jsonl(path, self.fields)
+        table = read_jsonl(path, self.fields)
+        assert table is not None  # only a byte range can hold no record
+        return table
+
+    def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
+        return read_jsonl(path, self.fields, (start, end))
 
 
 class ParquetReaderStage(_FileReaderStage):
@@ -161,6 +235,7 @@ class ParquetReaderStage(_FileReaderStage):
 class _Reader(CompositeStage[FileGroupTask, DocumentBatch]):
     default_extensions: tuple[str, ...] = ()
     reader_class: type[_FileReaderStage] = _FileReaderStage
+    can_split = False  # whether the reader reads byte ranges (split_files)
 
     def __init__(
         self,
@@ -170,13 +245,20 @@ class _Reader(CompositeStage[FileGroupTask, DocumentBatch]):
         fields: list[str] | None = None,
         file_extensions: list[str] | None = None,
         limit: int | None = None,
+        split_files: bool = False,
     ) -> None:
+        if split_files and not self.can_split:
+            raise ValueError(
+                f"{type(self).__name__}(split_files=True): these files cannot be read by byte range; "
+                "use blocksize alone, or write smaller files"
+            )
         self.partitioner = FilePartitioningStage(
             file_paths,
             files_per_partition=files_per_partition,
             blocksize=blocksize,
             file_extensions=file_extensions or list(self.default_extensions),
             limit=limit,
+            split_files=split_files,
         )
         self.reader = self.reader_class(fields)
 
@@ -185,11 +267,13 @@ class _Reader(CompositeStage[FileGroupTask, DocumentBatch]):
 
 
 class JsonlReader(_Reader):
-    """Read JSONL files (plain or compressed) into document batches, one batch per file group."""
+    """Read JSONL files (plain or compressed) into document batches, one batch per file group, or
+    per piece of a file with ``split_files=True`` and ``blocksize``."""
 
     name = "jsonl_reader"
     default_extensions = (".jsonl", ".json", ".jsonl.gz", ".jsonl.zst", ".json.gz")
     reader_class = JsonlReaderStage
+    can_split = True
 
 
 class ParquetReader(_Reader):
