@@ -65,7 +65,8 @@ from curator_slurm import LocalExecutor, Pipeline, ShardSpec
 from curator_slurm.backends.base import BaseExecutor
 from curator_slurm.sample import make_corpus
 from curator_slurm.slurm.sharding import balanced_assignment, hash_assignment, select, shard_of
-from curator_slurm.tasks import FileGroupTask, Task, content_id
+from curator_slurm.stages import FilePartitioningStage
+from curator_slurm.tasks import EmptyTask, FileGroupTask, Task, content_id
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "curate.py"
@@ -688,7 +689,54 @@ def bench_balance(b: Bench) -> list[Row]:
                 else "",
             )
         )
+    rows.append(bench_split_balance(b, per_shard))
     return rows
+
+
+def sparse_lognormal_files(root: Path, count: int, sigma: float, median: int) -> Path:
+    """``count`` JSONL-named sparse files (no data blocks, never read) with lognormal sizes: real
+    files for the partitioner to list and cut, made in a second or two and reused."""
+    path = root / f"sparse-lognormal-n{count}-s{sigma}-m{median}"
+    if not (path / MARKER).exists():
+        progress(f"row 6d: making {count:,} sparse files with lognormal sizes")
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+        rng = random.Random(0)
+        for i in range(count):
+            with open(path / f"part-{i:06d}.jsonl", "wb") as f:
+                f.truncate(max(1, round(median * rng.lognormvariate(0.0, sigma))))
+        (path / MARKER).write_text("")
+    return path
+
+
+def bench_split_balance(b: Bench, per_shard: int) -> Row:
+    """Row 6d: the remedy when whole files cannot be balanced: the partitioner cuts the large files
+    (split_files, blocksize = the mean file size, so a piece is at most 1/20 of a mean shard) and the
+    balanced strategy assigns the pieces. Real (sparse) files, listed and cut by FilePartitioningStage."""
+    count = 100 if b.quick else 1000
+    root = sparse_lognormal_files(b.root / "corpora", per_shard * count, 1.5, 1 << 20)
+    sizes = [p.stat().st_size for p in root.glob("*.jsonl")]
+    blocksize = sum(sizes) // len(sizes)
+    figures = {}
+    for name, split in (("whole files", False), ("split", True)):
+        tasks = FilePartitioningStage(str(root), blocksize=blocksize if split else None, split_files=split).process(
+            EmptyTask()
+        )
+        weights = [t.metadata["bytes"] for t in tasks]
+        loads = [0] * count
+        for shard, w in zip(balanced_assignment([t.task_id for t in tasks], weights, count), weights, strict=True):
+            loads[shard] += w
+        figures[name] = (max(loads) / (sum(weights) / count), len(tasks))
+    return Row(
+        "6d",
+        f"max/mean shard bytes, N={count}, {per_shard} lognormal(sigma=1.5) files/shard, split at the mean file size",
+        Measure(f"split ({figures['split'][1]:,} tasks)", "", [figures["split"][0]]),
+        Measure(f"whole files ({figures['whole files'][1]:,})", "", [figures["whole files"][0]]),
+        "<=",
+        1.05,
+        value=figures["split"][0],
+        note="JsonlReader(blocksize=..., split_files=True): files over blocksize become byte-range source tasks",
+    )
 
 
 def bench_rss(b: Bench) -> list[Row]:
@@ -854,7 +902,7 @@ GROUPS: list[Group] = [
     Group(("3a", "3b"), bench_sharded_cpu),
     Group(("4",), bench_empty_shard),
     Group(("5",), bench_select),
-    Group(("6a", "6b", "6c"), bench_balance),
+    Group(("6a", "6b", "6c", "6d"), bench_balance),
     Group(("7",), bench_rss),
     Group(("8a", "8b"), bench_ledger),
     Group(("9a", "9b", "9c"), bench_ray),
