@@ -388,6 +388,27 @@ def test_status_watch_ends_when_slurm_has_forgotten_the_jobs(slurm_cluster: str,
     assert "no job of this run is queued or running" in proc.stdout
 
 
+def test_damaged_run_dir_files_are_named_with_the_place_and_the_remedy(corpus: Path, tmp_path: Path) -> None:
+    """A truncated plan.json or a torn line in submissions.jsonl (a full disk, an interrupted copy):
+    status and retry name the file, the line and what to do, without a traceback."""
+    submission = {"shards": 3, "arrays": [], "script": str(EXAMPLE), "script_args": [], "options": {}}
+    run_dir = submitted_run(corpus, tmp_path / "out", 3, submission)
+    plan = run_dir / "plan.json"
+    good_plan = plan.read_text()
+    plan.write_text(good_plan[: len(good_plan) // 2])
+    for command in ("status", "retry"):
+        proc = cli(command, str(run_dir), *(["--dry-run"] if command == "retry" else []))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert re.search(rf"{re.escape(str(plan))}:1:\d+: not valid JSON", proc.stderr), proc.stderr
+        assert "delete it and submit the run again" in proc.stderr
+    plan.write_text(good_plan)
+    submissions = run_dir / "submissions.jsonl"
+    submissions.write_text(submissions.read_text() + '{"shards": 3, "arr\n')
+    proc = cli("status", str(run_dir))
+    assert proc.returncode == 2
+    assert f"{submissions}:2: not valid JSON" in proc.stderr and "repair or delete that line" in proc.stderr
+
+
 def test_retry_json_is_json(corpus: Path, tmp_path: Path) -> None:
     submission = {"shards": 3, "arrays": [], "script": str(EXAMPLE), "script_args": [], "options": {}}
     run_dir = submitted_run(corpus, tmp_path / "out", 3, submission)

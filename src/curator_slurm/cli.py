@@ -47,6 +47,10 @@ EXAMPLES = {
 }
 
 
+#: What to do about a damaged plan.json (see ``read_json``).
+PLAN_REMEDY = "restore it, or delete it and submit the run again (`curator-slurm submit` writes it)"
+
+
 class UsageError(CuratorError):
     """Bad command-line input."""
 
@@ -320,18 +324,16 @@ def check_run_dir(path: str) -> None:
 
 def collect_status(run_dir: str) -> dict[str, Any]:
     """Everything `status` shows, as data."""
-    from curator_slurm.slurm.ledger import SOURCES_FILE, iter_records
+    from curator_slurm.slurm.ledger import RERUN_REMEDY, SOURCES_FILE, iter_records, read_json
     from curator_slurm.slurm.submit import job_states, load_submissions
 
     check_run_dir(run_dir)
     plan_path = os.path.join(run_dir, "plan.json")
     total = None
     if os.path.exists(plan_path):
-        with open(plan_path, encoding="utf-8") as f:
-            total = len(json.load(f)["tasks"])
+        total = len(read_json(plan_path, PLAN_REMEDY)["tasks"])
     elif os.path.exists(os.path.join(run_dir, SOURCES_FILE)):
-        with open(os.path.join(run_dir, SOURCES_FILE), encoding="utf-8") as f:
-            total = json.load(f)["count"]
+        total = read_json(os.path.join(run_dir, SOURCES_FILE), RERUN_REMEDY)["count"]
     done: dict[str, dict[str, Any]] = {}
     failed: dict[str, dict[str, Any]] = {}
     first_time = last_time = None
@@ -498,7 +500,7 @@ def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
 
 
 def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
-    from curator_slurm.slurm.ledger import load_status
+    from curator_slurm.slurm.ledger import load_status, read_json
     from curator_slurm.slurm.sharding import write_source_list
     from curator_slurm.slurm.submit import SubmitOptions, job_states, load_submissions
 
@@ -507,8 +509,7 @@ def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
     plan_path = os.path.join(run_dir, "plan.json")
     if not submissions or not os.path.exists(plan_path):
         raise UsageError(f"{run_dir} has no submission to retry; submit it first with curator-slurm submit")
-    with open(plan_path, encoding="utf-8") as f:
-        all_ids = [t[0] for t in json.load(f)["tasks"]]
+    all_ids = [t[0] for t in read_json(plan_path, PLAN_REMEDY)["tasks"]]
     state = load_status(run_dir)
     remaining = [t for t in all_ids if t not in state.done]
     if not remaining:

@@ -54,6 +54,21 @@ def source_digest(task_ids: Sequence[str]) -> str:
     return h.hexdigest()
 
 
+#: What to do about a damaged file that runs write (run.json, sources.json).
+RERUN_REMEDY = "restore it, or delete it and run the pipeline again to write it afresh"
+
+
+def read_json(path: str, remedy: str) -> Any:
+    """A JSON file of the run directory. A damaged one (a full disk, an interrupted copy) is a
+    RunDirError that names the file and the place, and says what to do (``remedy``)."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RunDirError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg}); {remedy}") from e
+
+
 def _write_once(path: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Create ``path`` with ``payload`` unless it exists; return what the file holds.
 
@@ -69,8 +84,7 @@ def _write_once(path: str, payload: dict[str, Any]) -> dict[str, Any]:
         os.link(tmp, path)
         return payload
     except FileExistsError:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return read_json(path, RERUN_REMEDY)
     finally:
         os.unlink(tmp)
 

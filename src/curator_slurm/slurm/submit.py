@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from curator_slurm.errors import CuratorError
+from curator_slurm.errors import CuratorError, RunDirError
 from curator_slurm.slurm.env import job_environment
 
 SUBMISSIONS_FILE = "submissions.jsonl"
@@ -261,8 +261,19 @@ def load_submissions(run_dir: str) -> list[dict[str, object]]:
     path = os.path.join(run_dir, SUBMISSIONS_FILE)
     if not os.path.exists(path):
         return []
+    records: list[dict[str, object]] = []
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise RunDirError(
+                    f"{path}:{lineno}: not valid JSON ({e.msg}); each line records one submission: repair or "
+                    "delete that line (its jobs are then no longer followed by status and retry)"
+                ) from e
+    return records
 
 
 def job_states(job_ids: Sequence[str]) -> dict[str, str] | None:
