@@ -30,7 +30,7 @@ def content_id(*parts: str) -> str:
     return xxhash.xxh64_hexdigest("\0".join(parts).encode("utf-8"), seed=ID_HASH_SEED)
 
 
-@dataclass
+@dataclass(slots=True)
 class StagePerf:
     """How long one stage spent on one task and how many rows went in and out."""
 
@@ -40,7 +40,10 @@ class StagePerf:
     rows_out: int
 
 
-@dataclass
+# Tasks have __slots__ (every subclass too, or it gets a __dict__ again): a driver may hold a million
+# source tasks, and the shard filter reads task_id from each; without a per-object dict that is one
+# memory access, not three (about 10 % of the filter's time per task, bench row 5).
+@dataclass(slots=True)
 class Task(Generic[T]):
     """Base of all tasks.
 
@@ -85,7 +88,7 @@ class Task(Generic[T]):
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class DocumentBatch(Task[pa.Table]):
     """A batch of documents as a ``pyarrow.Table``."""
 
@@ -94,10 +97,11 @@ class DocumentBatch(Task[pa.Table]):
         return 0 if self.data is None else self.data.num_rows
 
     def derive(self, data: Any, task_id: str | None = None, cls: type[Task] | None = None, **metadata: Any) -> Task:
-        return super().derive(data, task_id=task_id, cls=cls or DocumentBatch, **metadata)
+        # Not super(): a slots dataclass is a new class, which zero-argument super() does not know.
+        return Task.derive(self, data, task_id=task_id, cls=cls or DocumentBatch, **metadata)
 
 
-@dataclass
+@dataclass(slots=True)
 class FileGroupTask(Task[list[str]]):
     """A group of file paths: the usual source task, and what writers report as written."""
 
@@ -126,21 +130,21 @@ class FileGroupTask(Task[list[str]]):
         return len(self.data or [])
 
 
-@dataclass
+@dataclass(slots=True)
 class EmptyTask(Task[None]):
     """The seed a pipeline starts from: the source stage turns it into source tasks."""
 
     task_id: str = "empty"
 
 
-@dataclass
+@dataclass(slots=True)
 class NoneTask(Task[None]):
     """A filtered slot (a stage returned nothing, or the shard filter dropped the task); later stages skip it."""
 
     task_id: str = "none"
 
 
-@dataclass
+@dataclass(slots=True)
 class FailedTask(Task[None]):
     """A task whose stage raised after all retries; carries the error for the ledger."""
 
