@@ -12,7 +12,7 @@ import pytest
 
 from curator_slurm import LocalExecutor, Pipeline, PipelineFailedError, ShardSpec, Task
 from curator_slurm.slurm.env import RunOptions
-from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, load_status
+from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage, ScoreFilter, WordCountFilter
 from curator_slurm.tasks import DocumentBatch, EmptyTask
 from helpers import clean_env, read_tree
@@ -136,6 +136,44 @@ def test_a_script_without_main_guard_works_with_forked_workers_and_gets_a_clear_
         assert proc.returncode != 0
         assert "WorkerStartError" in proc.stderr and 'if __name__ == "__main__":' in proc.stderr
         assert "WorkerDied" not in proc.stderr, "no source task is blamed for it"
+
+
+UNGUARDED_DIES_ONCE = """
+import os
+from pathlib import Path
+from curator_slurm import LocalExecutor, Pipeline
+from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage
+
+
+class DieOn(ProcessingStage):
+    def process(self, task):
+        if task.source_id == {victim!r} and not os.listdir({markers!r}):
+            Path({markers!r}, "death").touch()
+            os._exit(9)
+        return task
+
+
+pipeline = Pipeline("p").add_stage(JsonlReader({inp!r})).add_stage(DieOn()).add_stage(ParquetWriter({out!r}))
+pipeline.run(LocalExecutor(workers=2))
+"""
+
+
+def test_after_a_crash_the_new_pool_forks_again_so_an_unguarded_script_is_not_run_twice(
+    corpus: Path, tmp_path: Path
+) -> None:
+    """A replacement pool starts its workers as the first did: spawned ones would re-import this
+    script (no main guard) and run the whole pipeline again in each worker."""
+    script, out, markers = tmp_path / "unguarded.py", tmp_path / "out", tmp_path / "markers"
+    markers.mkdir()
+    script.write_text(
+        UNGUARDED_DIES_ONCE.format(victim=first_source(corpus), markers=str(markers), inp=str(corpus), out=str(out))
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180, env=clean_env())
+    assert proc.returncode == 0, proc.stderr
+    assert (markers / "death").exists() and "a worker process died; re-running" in proc.stderr
+    assert proc.stderr.count("starting 2 worker processes by fork") == 1 and "spawned" not in proc.stderr
+    records = list(iter_records(str(out / DEFAULT_RUN_DIR_NAME)))
+    assert len(records) == 12 and {r["status"] for r in records} == {"done"}, "each task recorded once"
 
 
 DIES_ONCE = """

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any
 
 from loguru import logger
 
 from curator_slurm.backends.base import BaseExecutor, PipelineResult, list_sources
-from curator_slurm.errors import PipelineBuildError
+from curator_slurm.errors import PipelineBuildError, WorkerStartError
 from curator_slurm.slurm.env import RunOptions, ShardSpec
 from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, RunDir
 from curator_slurm.slurm.sharding import check_source_ids
@@ -89,6 +90,14 @@ class Pipeline:
         """
         from curator_slurm.backends.local import LocalExecutor
 
+        multiprocessing = sys.modules.get("multiprocessing")  # not imported here if nothing else did
+        if multiprocessing is not None and getattr(multiprocessing.current_process(), "_inheriting", False):
+            # A spawned worker re-imports the script as it starts; a pipeline run at import time would
+            # then run again in every worker, duplicating the whole job.
+            raise WorkerStartError(
+                "a spawned worker process is importing a script that runs a pipeline at import time; put the "
+                'run under `if __name__ == "__main__":` (or use workers=1)'
+            )
         stages = self.build()
         spec = shard if shard is not None else ShardSpec.from_env()
         options = options if options is not None else RunOptions.from_env()

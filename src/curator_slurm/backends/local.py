@@ -54,9 +54,13 @@ def _init_worker(stages: list[ProcessingStage], shard: ShardSpec, retry_backoff:
     import multiprocessing
     import multiprocessing.util
 
-    # Stop signals are the driver's business: it finishes in-flight work, then ends the workers.
+    # Stop signals are the driver's business: it finishes in-flight work, then ends the workers. A
+    # forked worker also inherited the driver's handlers, and may have armed its grace alarm if a
+    # signal arrived before this ran: that alarm and its handler are the driver's, not the worker's.
     for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
     _worker_adapters = _make_adapters(stages, shard, retry_backoff, multiprocessing.current_process().pid or 0)
     # Pool workers leave through multiprocessing's exit path, which runs Finalize callbacks, not atexit.
     multiprocessing.util.Finalize(None, _teardown, args=(_worker_adapters,), exitpriority=10)
@@ -123,14 +127,13 @@ class LocalExecutor(BaseExecutor):
         finally:
             _teardown(adapters)
 
-    def _pool(self, stages: list[ProcessingStage], shard: ShardSpec, workers: int, started: Any) -> ProcessPoolExecutor:
+    def _pool(
+        self, stages: list[ProcessingStage], shard: ShardSpec, workers: int, started: Any, method: str
+    ) -> ProcessPoolExecutor:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        method, why = (self.start_method, "as asked") if self.start_method else choose_start_method()
-        logger.bind(shard=shard.label, job=shard.job.label).info(
-            f"starting {workers} worker processes by {method} ({why})"
-        )
+        started.value = 0  # counts this pool's workers only
         return ProcessPoolExecutor(
             max_workers=workers,
             mp_context=multiprocessing.get_context(method),
@@ -154,7 +157,12 @@ class LocalExecutor(BaseExecutor):
         pending = list(reversed(sources))
         crashes: dict[str, int] = {}
         suspects: list[Task] = []  # tasks that were running when a worker died: re-run one at a time
-        pool = self._pool(stages, shard, workers, started)
+        log = logger.bind(shard=shard.label, job=shard.job.label)
+        # Chosen once: a replacement pool starts its workers the same way, so a script that works with
+        # forked workers never has them spawned (re-importing it) after a crash.
+        method, why = (self.start_method, "as asked") if self.start_method else choose_start_method()
+        log.info(f"starting {workers} worker processes by {method} ({why})")
+        pool = self._pool(stages, shard, workers, started, method)
         in_flight: dict[Future[SourceResult], Task] = {}
         try:
             while pending or suspects or in_flight:
@@ -186,9 +194,13 @@ class LocalExecutor(BaseExecutor):
                     yield result
                 if broken and started.value == 0:
                     raise WorkerStartError(
-                        "worker processes die before they can start (the traceback above is theirs). A spawned "
-                        'worker re-imports your script: run the pipeline under `if __name__ == "__main__":`, '
-                        "make stage set-up work in a fresh process, or use workers=1"
+                        "worker processes die before they can start (the traceback above is theirs). "
+                        + (
+                            "A spawned worker re-imports your script: run the pipeline under `if __name__ == "
+                            '"__main__":`, make stage set-up work in a fresh process, or use workers=1'
+                            if method != "fork"
+                            else "Make stage set-up work in a worker process, or use workers=1"
+                        )
                     )
                 if broken:
                     for fut, task in in_flight.items():
@@ -196,11 +208,17 @@ class LocalExecutor(BaseExecutor):
                         crashes[task.task_id] = crashes.get(task.task_id, 0) + 1
                         suspects.append(task)
                     in_flight.clear()
-                    logger.warning(
+                    log.warning(
                         f"a worker process died; re-running {len(suspects)} source task(s) one at a time on a new pool"
                     )
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    pool = self._pool(stages, shard, workers, started)
+                    # The old pool's threads must be gone before a fork (their results are not wanted).
+                    _kill_workers(pool)
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    if method == "fork" and not self.start_method:
+                        method, why = choose_start_method()
+                        if method != "fork":
+                            log.warning(f"the new pool's workers are spawned: {why}")
+                    pool = self._pool(stages, shard, workers, started, method)
         except BaseException:  # grace period over, or the driver is going down: do not wait for workers
             _kill_workers(pool)
             raise
