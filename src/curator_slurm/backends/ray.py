@@ -238,7 +238,9 @@ class _StageWorker:
         stage's retry budget, and every output records the deaths plus the attempts made here."""
         stages = [a.stage for a in self.adapters]
         budgets = [s.max_retries for s in stages]
-        before = max([t.metadata.get("attempts", 1) for t in batch], default=1)
+        # Count this call's attempts afresh (the adapters record retries in metadata["attempts"]), then
+        # add the deaths; what upstream pools needed stays the floor.
+        upstream = max([t.metadata.pop("attempts", 1) for t in batch], default=1)
         for stage in stages:
             stage.max_retries = max(0, stage.max_retries - deaths)
         try:
@@ -250,9 +252,7 @@ class _StageWorker:
             if isinstance(item, FailedTask):
                 item.attempts += deaths
             else:
-                recorded = item.metadata.get("attempts", 1)
-                here = recorded if recorded > before else 1  # retried in this call, or not
-                item.metadata["attempts"] = max(recorded, deaths + here)
+                item.metadata["attempts"] = max(upstream, deaths + item.metadata.get("attempts", 1))
         return out
 
 
@@ -291,7 +291,7 @@ class _Call:
 
 @dataclass(eq=False)
 class _Pool:
-    """The actors of one stage; ``idle`` ones may take a call, longest idle first, so that work
+    """The actors of one stage group; ``idle`` ones may take a call, longest idle first, so that work
     spreads over every actor (and every node they were spread over)."""
 
     index: int
@@ -334,7 +334,8 @@ def _describe(task: Task) -> dict[str, Any]:
 
 
 class RayExecutor(BaseExecutor):
-    """Run the stages after the source in per-stage pools of Ray actors.
+    """Run the stages after the source in pools of Ray actors, one per group of stages with equal
+    ``Resources`` (or one per stage with ``fuse=False``).
 
     ``address``: a Ray cluster to join (default ``RAY_ADDRESS``; ``"local"`` forces a new local Ray).
     ``num_cpus``: CPUs of a local Ray this executor starts (default: the CPUs this process may use).
@@ -689,6 +690,7 @@ class _Run:
                 self.delayed.append(retry)
             else:
                 source.finals.append(retry)
+                # Which of the group's stages the worker died in is unknown: counted at the first.
                 source.stats[pool.first].tasks_in += 1
                 source.stats[pool.first].failures += 1
 
