@@ -58,15 +58,20 @@ def source_digest(task_ids: Sequence[str]) -> str:
 RERUN_REMEDY = "restore it, or delete it and run the pipeline again to write it afresh"
 
 
-def read_json(path: str, remedy: str) -> Any:
+def read_json(path: str, remedy: str) -> dict[str, Any]:
     """A JSON file of the run directory. A damaged one (a full disk, an interrupted copy) is a
     RunDirError that names the file and the place, and says what to do (``remedy``)."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    with open(path, "rb") as f:
+        raw = f.read()
     try:
-        return json.loads(text)
+        value = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise RunDirError(f"{path}: not UTF-8 text (byte {e.start}); {remedy}") from e
     except json.JSONDecodeError as e:
         raise RunDirError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg}); {remedy}") from e
+    if not isinstance(value, dict):
+        raise RunDirError(f"{path}: holds a JSON {type(value).__name__}, not an object; {remedy}")
+    return value
 
 
 def _write_once(path: str, payload: dict[str, Any]) -> dict[str, Any]:

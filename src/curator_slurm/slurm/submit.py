@@ -262,17 +262,23 @@ def load_submissions(run_dir: str) -> list[dict[str, object]]:
     if not os.path.exists(path):
         return []
     records: list[dict[str, object]] = []
-    with open(path, encoding="utf-8") as f:
+    with open(path, "rb") as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
+                record = json.loads(line.decode("utf-8"))
+                problem = "" if isinstance(record, dict) else "not a JSON object"
+            except UnicodeDecodeError:
+                problem = "not UTF-8 text"
             except json.JSONDecodeError as e:
+                problem = f"not valid JSON ({e.msg})"
+            if problem:
                 raise RunDirError(
-                    f"{path}:{lineno}: not valid JSON ({e.msg}); each line records one submission: repair or "
-                    "delete that line (its jobs are then no longer followed by status and retry)"
-                ) from e
+                    f"{path}:{lineno}: {problem}; each line records one submission: repair or delete that line "
+                    "(its jobs are then no longer followed by status and retry)"
+                )
+            records.append(record)
     return records
 
 
