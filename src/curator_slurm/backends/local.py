@@ -215,7 +215,7 @@ class LocalExecutor(BaseExecutor):
                     _kill_workers(pool)
                     pool.shutdown(wait=True, cancel_futures=True)
                     if method == "fork" and not self.start_method:
-                        method, why = choose_start_method()
+                        method, why = _settled_start_method()
                         if method != "fork":
                             log.warning(f"the new pool's workers are spawned: {why}")
                     pool = self._pool(stages, shard, workers, started, method)
@@ -253,6 +253,20 @@ def choose_start_method() -> tuple[str, str]:
     if len(others) > 1:
         return "spawn", f"this process runs {len(others)} threads; forking it could copy a lock one of them holds"
     return "fork", "this process runs no other thread"
+
+
+def _settled_start_method(timeout: float = 2.0) -> tuple[str, str]:
+    """:func:`choose_start_method` once the threads of a pool just shut down have left the kernel's
+    list too: ``join()`` returns a moment before a thread's last trace in ``/proc/self/task`` goes."""
+    import threading
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        method, why = choose_start_method()
+        if method == "fork" or threading.active_count() > 1 or time.monotonic() > deadline:
+            return method, why
+        time.sleep(0.01)
 
 
 def _kill_workers(pool: ProcessPoolExecutor) -> None:
