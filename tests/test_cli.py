@@ -409,6 +409,20 @@ def test_damaged_run_dir_files_are_named_with_the_place_and_the_remedy(corpus: P
     assert f"{submissions}:2: not valid JSON" in proc.stderr and "repair or delete that line" in proc.stderr
 
 
+def test_accept_new_inputs_reaches_every_task_of_a_submit_or_retry(corpus: Path, tmp_path: Path) -> None:
+    """Inputs added after a submission make tasks refuse to run (test_ledger pins that and the
+    variable that allows it); --accept-new-inputs puts that variable in the task scripts."""
+    submission = {"shards": 3, "arrays": [], "script": str(EXAMPLE), "script_args": [], "options": {}}
+    run_dir = submitted_run(corpus, tmp_path / "out", 3, submission)
+    for extra, expected in (([], False), (["--accept-new-inputs"], True)):
+        proc = cli("retry", str(run_dir), "--dry-run", "--json", *extra, check=True)
+        script = json.loads(proc.stdout)["arrays"][0]["script"]
+        assert ("export CURATOR_ACCEPT_NEW_INPUTS=1\n" in script) is expected
+    args = ["submit", str(EXAMPLE), "--shards", "2", "--dry-run", "--accept-new-inputs", "--"]
+    proc = cli(*args, "--input", str(corpus), "--output", str(tmp_path / "o2"), check=True)
+    assert proc.stdout.count("export CURATOR_ACCEPT_NEW_INPUTS=1\n") == 1
+
+
 def test_retry_json_is_json(corpus: Path, tmp_path: Path) -> None:
     submission = {"shards": 3, "arrays": [], "script": str(EXAMPLE), "script_args": [], "options": {}}
     run_dir = submitted_run(corpus, tmp_path / "out", 3, submission)

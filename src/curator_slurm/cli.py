@@ -184,6 +184,13 @@ def _add_sbatch_options(p: argparse.ArgumentParser, defaults_from_run: bool = Fa
         default=argparse.SUPPRESS if defaults_from_run else False,
         help="make tasks requeueable and requeue them after a stop signal",
     )
+    p.add_argument(
+        "--accept-new-inputs",
+        action="store_true",
+        default=argparse.SUPPRESS if defaults_from_run else False,
+        help="let tasks go on when the inputs they list differ from the run's first listing "
+        "(files added or removed since); sets CURATOR_ACCEPT_NEW_INPUTS=1",
+    )
     p.add_argument("--sbatch-arg", action="append", default=d, metavar="ARG", help="extra sbatch option (repeatable)")
     p.add_argument(
         "--env-setup",
@@ -262,6 +269,7 @@ def _options_from_args(args: argparse.Namespace, base: dict[str, Any]) -> dict[s
         "output_logs": "output_logs",
         "signal": "signal",
         "requeue": "requeue",
+        "accept_new_inputs": "accept_new_inputs",
         "strategy": "strategy",
     }
     out = dict(base)

@@ -66,6 +66,8 @@ class SubmitOptions:
     python: str = field(default_factory=lambda: sys.executable)
     #: ``hash`` or ``balanced`` (CURATOR_SHARD_STRATEGY in every task); None: the default, hash.
     strategy: str | None = None
+    #: CURATOR_ACCEPT_NEW_INPUTS=1 in every task: go on when the inputs listed differ from the run's first.
+    accept_new_inputs: bool = False
     #: Extra environment for every task (e.g. the frozen source list of a retry).
     env: tuple[tuple[str, str], ...] = ()
     workdir: str = field(default_factory=os.getcwd)
@@ -171,6 +173,8 @@ def render_script(opts: SubmitOptions, chunk: ArrayChunk) -> str:
         env["CURATOR_SHARD_STRATEGY"] = opts.strategy
     if opts.requeue:
         env["CURATOR_REQUEUE"] = "1"
+    if opts.accept_new_inputs:
+        env["CURATOR_ACCEPT_NEW_INPUTS"] = "1"
     lines.extend(f"export {k}={shlex.quote(v)}" for k, v in env.items())
     command = shlex.join([opts.python, opts.script, *opts.script_args])
     if opts.nodes_per_task == 1:
