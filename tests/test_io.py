@@ -407,13 +407,50 @@ def test_a_bad_line_fails_only_its_piece_and_is_named_by_its_line_in_the_file(tm
     assert info.value.result.done == len(output_files(out))  # type: ignore[attr-defined]
 
 
-def test_split_files_is_refused_where_it_cannot_work(tmp_path: Path) -> None:
+def test_a_schema_gives_every_file_and_piece_the_same_column_types(tmp_path: Path) -> None:
+    """Types are inferred per file (and per piece): a field that is an integer in one file and a float
+    in another, or null or missing throughout one, gives output files with different schemas. A
+    declared schema makes them all alike, as a downstream reader of the output directory expects."""
+    src = tmp_path / "in"
+    write_jsonl(src / "a.jsonl", [{"text": "a", "score": 1, "lang": "en"}] * 3)
+    write_jsonl(src / "b.jsonl", [{"text": "b", "score": 0.5, "lang": None}] * 3)
+    write_jsonl(src / "c.jsonl", [{"text": "c"}] * 300)  # big enough to be cut into pieces below
+
+    def run_with(schema: dict[str, Any] | None, out: Path) -> set[pa.Schema]:
+        reader = JsonlReader(src, blocksize="2KiB", split_files=True, schema=schema)
+        run(Pipeline("p").add_stage(reader).add_stage(ParquetWriter(out)))
+        return {pq.read_schema(p).remove_metadata() for p in output_files(out)}
+
+    with pytest.raises(
+        PipelineFailedError, match=r"incompatible schemas .*score has incompatible types: int64 vs double"
+    ):
+        run_with(None, tmp_path / "inferred")  # a.jsonl and b.jsonl share a group
+    assert all("score" not in pq.read_schema(p).names for p in output_files(tmp_path / "inferred"))
+    (declared,) = run_with({"score": "float64", "lang": pa.string()}, tmp_path / "declared")
+    assert len(output_files(tmp_path / "declared")) > 3, "c.jsonl was cut into pieces"
+    assert declared.field("score").type == pa.float64() and declared.field("lang").type == pa.string()
+
+
+def test_a_value_that_does_not_fit_the_schema_is_named_by_file_and_line(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    write_jsonl(src / "a.jsonl", [{"n": 1}, {"n": 2}, {"n": "three"}])
+    with pytest.raises(PipelineFailedError) as info:
+        run(Pipeline("p").add_stage(JsonlReader(src, schema={"n": "int64"})).add_stage(JsonlWriter(tmp_path / "out")))
+    (failed,) = info.value.result.failed  # type: ignore[attr-defined]
+    assert f"{src / 'a.jsonl'}:3: field 'n' is a string here but the reader's schema declares int64" in failed.error
+
+
+def test_split_files_and_schema_are_refused_where_they_cannot_work(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"split_files=True needs blocksize"):
         JsonlReader(tmp_path, split_files=True)
     with pytest.raises(
         ValueError, match=r"ParquetReader\(split_files=True\): these files cannot be read by byte range"
     ):
         ParquetReader(tmp_path, blocksize="1MiB", split_files=True)
+    with pytest.raises(ValueError, match=r"ParquetReader\(schema=...\): these files carry their own types"):
+        ParquetReader(tmp_path, schema={"n": "int64"})
+    with pytest.raises(ValueError, match=r"schema field 'n': unknown type 'integer'"):
+        JsonlReader(tmp_path, schema={"n": "integer"})
 
 
 def test_limit_caps_the_number_of_partitions(corpus: Path, tmp_path: Path) -> None:

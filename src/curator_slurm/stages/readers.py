@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 
 import pyarrow as pa
 
@@ -14,6 +15,30 @@ from .base import CompositeStage, ProcessingStage
 from .partitioning import FilePartitioningStage
 
 pj = LazyModule("pyarrow.json")
+
+#: A reader's ``schema``: a pyarrow schema, or field name -> pyarrow type or type name ("int64").
+SchemaLike = pa.Schema | Mapping[str, "pa.DataType | str"]
+
+
+def to_schema(schema: SchemaLike) -> pa.Schema:
+    """A pyarrow schema from a schema or a mapping of field names to types or type names; an unknown
+    type name is a ValueError naming the field."""
+    if isinstance(schema, pa.Schema):
+        return schema
+    fields = []
+    for name, type_ in schema.items():
+        if isinstance(type_, str):
+            try:
+                type_ = pa.type_for_alias(type_)
+            except ValueError:
+                raise ValueError(
+                    f"schema field {name!r}: unknown type {type_!r}; use a pyarrow type or a name such as "
+                    "'string', 'int64', 'float64', 'bool' or 'timestamp[s]'"
+                ) from None
+        fields.append(pa.field(name, type_))
+    return pa.schema(fields)
+
+
 pq = LazyModule("pyarrow.parquet")
 
 #: pyarrow's JSON reader infers types per block; big blocks make that both faster and steadier.
@@ -28,14 +53,31 @@ def _json_kind(value: object) -> str:
     return {str: "string", list: "array", dict: "object"}.get(type(value), "null")
 
 
-def _locate_jsonl_error(path: str, data: bytes | None = None, first_line: int = 1) -> str | None:
+def _declared_kind(type_: pa.DataType) -> str:
+    """The JSON kind of value that a declared Arrow type is read from."""
+    if pa.types.is_boolean(type_):
+        return "boolean"
+    if pa.types.is_integer(type_) or pa.types.is_floating(type_) or pa.types.is_decimal(type_):
+        return "number"
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return "array"
+    if pa.types.is_struct(type_) or pa.types.is_map(type_):
+        return "object"
+    return "string"  # strings, and timestamps and dates written as text
+
+
+def _locate_jsonl_error(
+    path: str, data: bytes | None = None, first_line: int = 1, schema: pa.Schema | None = None
+) -> str | None:
     """Find the first line pyarrow refused, for a message that names it (only called on failure):
-    invalid UTF-8, malformed JSON, a line that is not an object, or a field that changes type.
-    ``data`` is the part of the file that was read, if not all of it, starting on line ``first_line``."""
+    invalid UTF-8, malformed JSON, a line that is not an object, a field that changes type, or one that
+    does not fit the declared ``schema``. ``data`` is the part of the file that was read, if not all
+    of it, starting on line ``first_line``."""
     if data is None:
         with pa.input_stream(path, compression="detect") as stream:
             data = stream.read()
-    first_kind: dict[str, tuple[str, int]] = {}
+    declared = {f.name: f.type for f in schema} if schema is not None else {}
+    first_kind: dict[str, tuple[str, int]] = {name: (_declared_kind(t), 0) for name, t in declared.items()}
     for lineno, raw in enumerate(data.split(b"\n"), start=first_line):
         if not raw.strip():
             continue
@@ -54,6 +96,11 @@ def _locate_jsonl_error(path: str, data: bytes | None = None, first_line: int = 
             if kind == "null":
                 continue
             seen = first_kind.setdefault(key, (kind, lineno))
+            if seen[0] != kind and seen[1] == 0:
+                return (
+                    f"{path}:{lineno}: field {key!r} is a {kind} here but the reader's schema declares "
+                    f"{declared[key]}; fix the line or the schema"
+                )
             if seen[0] != kind and {seen[0], kind} != {"number"}:
                 return (
                     f"{path}:{lineno}: field {key!r} is a {kind} here but a {seen[0]} on line {seen[1]}; "
@@ -97,12 +144,16 @@ def _line_number(path: str, offset: int) -> int:
 
 
 def read_jsonl(
-    path: str, fields: list[str] | None = None, byte_range: tuple[int, int] | None = None
+    path: str,
+    fields: list[str] | None = None,
+    byte_range: tuple[int, int] | None = None,
+    schema: pa.Schema | None = None,
 ) -> pa.Table | None:
     """Read one JSONL file (optionally .gz/.zst/.bz2), with errors that name the file and line.
 
     With ``byte_range``, only the lines that start in that range of an uncompressed file; None when
-    no record starts there (a range inside one long line, or only blank lines)."""
+    no record starts there (a range inside one long line, or only blank lines). ``schema`` fixes the
+    types of the fields it names (absent ones read as nulls of that type); others are inferred."""
     data: bytes | None = None
     begin = 0
     if byte_range is not None:
@@ -114,16 +165,17 @@ def read_jsonl(
         raise InputError(f"{path}: file is empty (0 bytes); remove it or regenerate it")
     else:
         where = path
+    declared = set(schema.names) if schema is not None else set()
     try:
-        table = _parse_json(path, data)
+        table = _parse_json(path, data, schema)
         # pyarrow turns ISO-8601-looking strings into timestamps; keep the text as it was written.
-        dates = [f.name for f in table.schema if pa.types.is_timestamp(f.type)]
+        dates = [f.name for f in table.schema if pa.types.is_timestamp(f.type) and f.name not in declared]
         if dates:
-            strings = pa.schema([(name, pa.string()) for name in dates])
+            strings = pa.schema([*(schema or []), *((name, pa.string()) for name in dates)])
             table = _parse_json(path, data, strings).select(table.column_names)
         table.validate(full=True)  # pyarrow does not check UTF-8 while parsing JSON
     except (pa.ArrowInvalid, UnicodeDecodeError) as e:
-        located = _locate_jsonl_error(path, data, _line_number(path, begin) if begin else 1)
+        located = _locate_jsonl_error(path, data, _line_number(path, begin) if begin else 1, schema)
         if located:
             raise InputError(located) from e
         if "Empty JSON file" in str(e):
@@ -136,8 +188,9 @@ def read_jsonl(
     return _select(table, fields, where)
 
 
-def _parse_json(path: str, data: bytes | None = None, strings: pa.Schema | None = None) -> pa.Table:
-    parse = pj.ParseOptions(explicit_schema=strings, unexpected_field_behavior="infer") if strings else None
+def _parse_json(path: str, data: bytes | None = None, explicit: pa.Schema | None = None) -> pa.Table:
+    """``path`` (or ``data``, the part of it read) parsed; ``explicit`` fixes the types of its fields."""
+    parse = pj.ParseOptions(explicit_schema=explicit, unexpected_field_behavior="infer") if explicit else None
     options = pj.ReadOptions(block_size=_JSON_BLOCK_SIZE)
     if data is not None:
         return pj.read_json(pa.BufferReader(data), read_options=options, parse_options=parse)
@@ -184,8 +237,11 @@ def _concat(tables: list[pa.Table], paths: list[str]) -> pa.Table:
 class _FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
     """Reads every file of a group into one batch whose id is the group's id."""
 
-    def __init__(self, fields: list[str] | None = None) -> None:
+    def __init__(self, fields: list[str] | None = None, schema: SchemaLike | None = None) -> None:
         self.fields = list(fields) if fields else None
+        self._schema = to_schema(schema) if schema is not None else None
+        #: The declared types as text: what the run fingerprint records.
+        self.schema = {f.name: str(f.type) for f in self._schema} if self._schema is not None else None
 
     def read_file(self, path: str) -> pa.Table:
         raise NotImplementedError
@@ -217,12 +273,12 @@ class JsonlReaderStage(_FileReaderStage):
     name = "jsonl_reader"
 
     def read_file(self, path: str) -> pa.Table:
-        table = read_jsonl(path, self.fields)
+        table = read_jsonl(path, self.fields, schema=self._schema)
         assert table is not None  # only a byte range can hold no record
         return table
 
     def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
-        return read_jsonl(path, self.fields, (start, end))
+        return read_jsonl(path, self.fields, (start, end), self._schema)
 
 
 class ParquetReaderStage(_FileReaderStage):
@@ -236,6 +292,7 @@ class _Reader(CompositeStage[FileGroupTask, DocumentBatch]):
     default_extensions: tuple[str, ...] = ()
     reader_class: type[_FileReaderStage] = _FileReaderStage
     can_split = False  # whether the reader reads byte ranges (split_files)
+    infers_types = False  # whether column types come from the data (so a schema can fix them)
 
     def __init__(
         self,
@@ -246,12 +303,15 @@ class _Reader(CompositeStage[FileGroupTask, DocumentBatch]):
         file_extensions: list[str] | None = None,
         limit: int | None = None,
         split_files: bool = False,
+        schema: SchemaLike | None = None,
     ) -> None:
         if split_files and not self.can_split:
             raise ValueError(
                 f"{type(self).__name__}(split_files=True): these files cannot be read by byte range; "
                 "use blocksize alone, or write smaller files"
             )
+        if schema is not None and not self.infers_types:
+            raise ValueError(f"{type(self).__name__}(schema=...): these files carry their own types")
         self.partitioner = FilePartitioningStage(
             file_paths,
             files_per_partition=files_per_partition,
@@ -260,7 +320,7 @@ class _Reader(CompositeStage[FileGroupTask, DocumentBatch]):
             limit=limit,
             split_files=split_files,
         )
-        self.reader = self.reader_class(fields)
+        self.reader = self.reader_class(fields, schema)
 
     def decompose(self) -> list[ProcessingStage]:
         return [self.partitioner, self.reader]
@@ -274,6 +334,7 @@ class JsonlReader(_Reader):
     default_extensions = (".jsonl", ".json", ".jsonl.gz", ".jsonl.zst", ".json.gz")
     reader_class = JsonlReaderStage
     can_split = True
+    infers_types = True
 
 
 class ParquetReader(_Reader):
