@@ -15,6 +15,7 @@ from .base import CompositeStage, ProcessingStage
 from .partitioning import FilePartitioningStage
 
 pj = LazyModule("pyarrow.json")
+pq = LazyModule("pyarrow.parquet")
 
 #: A reader's ``schema``: a pyarrow schema, or field name -> pyarrow type or type name ("int64").
 SchemaLike = pa.Schema | Mapping[str, "pa.DataType | str"]
@@ -38,8 +39,6 @@ def to_schema(schema: SchemaLike) -> pa.Schema:
         fields.append(pa.field(name, type_))
     return pa.schema(fields)
 
-
-pq = LazyModule("pyarrow.parquet")
 
 #: pyarrow's JSON reader infers types per block; big blocks make that both faster and steadier.
 _JSON_BLOCK_SIZE = 16 << 20
@@ -311,7 +310,10 @@ class _Reader(CompositeStage[FileGroupTask, DocumentBatch]):
                 "use blocksize alone, or write smaller files"
             )
         if schema is not None and not self.infers_types:
-            raise ValueError(f"{type(self).__name__}(schema=...): these files carry their own types")
+            raise ValueError(
+                f"{type(self).__name__}(schema=...): these files carry their own types; cast columns in a stage "
+                "if they differ between files"
+            )
         self.partitioner = FilePartitioningStage(
             file_paths,
             files_per_partition=files_per_partition,
