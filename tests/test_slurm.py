@@ -167,3 +167,21 @@ def test_array_tasks_on_ray_match_the_unsharded_run(
     assert read_tree(out) == unsharded
     text = "".join(p.read_text() for p in logs.iterdir())
     assert "on RayExecutor" in text and len(re.findall(r"shard \d/2: kept", text)) == 2
+
+
+def test_array_tasks_with_two_cpus_fork_two_workers_each(
+    slurm_cluster: str, corpus: Path, tmp_path: Path, unsharded: dict[str, bytes]
+) -> None:
+    """Without --workers, LocalExecutor takes SLURM_CPUS_PER_TASK workers; a batch step has no other
+    thread, so they are forked, and the array's outputs are the unsharded run's."""
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    logs.mkdir()
+    command = f"{sys.executable} {EXAMPLE} --input {corpus} --output {out}"
+    job = sbatch(job_script(command), "--array=0-1", "--cpus-per-task=2", "-o", f"{logs}/task-%a.log")
+    assert wait_for_job(job, timeout=300) == {"0": "COMPLETED", "1": "COMPLETED"}
+    assert read_tree(out) == unsharded
+    for task in ("0", "1"):
+        log = (logs / f"task-{task}.log").read_text()
+        assert "starting 2 worker processes by fork (this process runs no other thread)" in log, log
+    done = [r for r in iter_records(str(out / DEFAULT_RUN_DIR_NAME)) if r["status"] == "done"]
+    assert len({r["source"] for r in done}) == len(done) == 12

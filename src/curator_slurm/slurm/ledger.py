@@ -140,6 +140,9 @@ def load_status(path: str) -> LedgerState:
         try:
             table = pj.read_json(
                 pa.BufferReader(data),
+                # One thread: the driver reads the ledger before it starts its workers, and pyarrow's
+                # thread pool, once started, would keep them from being forked (LocalExecutor).
+                read_options=pj.ReadOptions(use_threads=False),
                 parse_options=pj.ParseOptions(explicit_schema=_STATUS_SCHEMA, unexpected_field_behavior="ignore"),
             )
             sources, statuses = table.column("source").to_pylist(), table.column("status").to_pylist()
