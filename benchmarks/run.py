@@ -63,8 +63,9 @@ import curator_slurm
 import curator_slurm.sample
 from curator_slurm import LocalExecutor, Pipeline, ShardSpec
 from curator_slurm.backends.base import BaseExecutor
+from curator_slurm.cli import shard_loads
 from curator_slurm.sample import make_corpus
-from curator_slurm.slurm.sharding import balanced_assignment, hash_assignment, select, shard_of
+from curator_slurm.slurm.sharding import select, shard_of
 from curator_slurm.stages import FilePartitioningStage
 from curator_slurm.tasks import EmptyTask, FileGroupTask, Task, content_id
 
@@ -663,6 +664,12 @@ def bench_select(b: Bench) -> list[Row]:
     ]  # fmt: skip
 
 
+def max_over_mean(ids: list[str], weights: Sequence[float], count: int, strategy: str) -> float:
+    """Heaviest shard's weight over the mean shard's under ``strategy``, as `curator-slurm plan` reports it."""
+    loads = [w for _, w in shard_loads([[i, w] for i, w in zip(ids, weights, strict=True)], count, strategy)]
+    return max(loads) / (sum(loads) / count)
+
+
 def bench_balance(b: Bench) -> list[Row]:
     """Row 6: max/mean shard weight, balanced and hash, on lognormal task weights (sigma 1.5)."""
     per_shard = 20
@@ -671,17 +678,8 @@ def bench_balance(b: Bench) -> list[Row]:
         rng = random.Random(0)
         weights = [rng.lognormvariate(0.0, 1.5) for _ in range(per_shard * count)]
         ids = [content_id(f"task-{i}") for i in range(len(weights))]
-        mean = sum(weights) / count
-        figures = {}
-        for name, assignment in (
-            ("balanced", balanced_assignment(ids, weights, count)),
-            ("hash", hash_assignment(ids, count)),
-        ):
-            loads = [0.0] * count
-            for shard, w in zip(assignment, weights, strict=True):
-                loads[shard] += w
-            figures[name] = max(loads) / mean
-        bound = max(1.0, max(weights) / mean)
+        figures = {name: max_over_mean(ids, weights, count, name) for name in ("balanced", "hash")}
+        bound = max(1.0, max(weights) / (sum(weights) / count))
         balanced = Measure("balanced", "", [figures["balanced"]])
         rows.append(
             Row(
@@ -731,11 +729,8 @@ def bench_split_balance(b: Bench, per_shard: int) -> Row:
         tasks = FilePartitioningStage(str(root), blocksize=blocksize if split else None, split_files=split).process(
             EmptyTask()
         )
-        weights = [t.metadata["bytes"] for t in tasks]
-        loads = [0] * count
-        for shard, w in zip(balanced_assignment([t.task_id for t in tasks], weights, count), weights, strict=True):
-            loads[shard] += w
-        figures[name] = (max(loads) / (sum(weights) / count), len(tasks))
+        ids, weights = [t.task_id for t in tasks], [t.metadata["bytes"] for t in tasks]
+        figures[name] = (max_over_mean(ids, weights, count, "balanced"), len(tasks))
     return Row(
         "6d",
         f"max/mean shard bytes, N={count}, {per_shard} lognormal(sigma=1.5) files/shard, split at the mean file size",
