@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -154,17 +155,24 @@ def _scontrol_job(job: str) -> list[str]:
     return proc.stdout.split()
 
 
+def run_two_cpu_array(corpus: Path, tmp_path: Path, unsharded: dict[str, bytes], *args: str, timeout: float) -> Path:
+    """The example with ``args`` as a two-task array of two CPUs each, into ``tmp_path/out``: both tasks
+    complete and their outputs are the unsharded run's. Returns the directory of the task logs."""
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    logs.mkdir()
+    command = shlex.join([sys.executable, str(EXAMPLE), "--input", str(corpus), "--output", str(out), *args])
+    job = sbatch(job_script(command), "--array=0-1", "--cpus-per-task=2", "-o", f"{logs}/task-%a.log")
+    assert wait_for_job(job, timeout=timeout) == {"0": "COMPLETED", "1": "COMPLETED"}
+    assert read_tree(out) == unsharded
+    return logs
+
+
 @requires_ray
 def test_array_tasks_on_ray_match_the_unsharded_run(
     slurm_cluster: str, corpus: Path, tmp_path: Path, unsharded: dict[str, bytes]
 ) -> None:
     """Each array task starts its own Ray (sized by SLURM_CPUS_PER_TASK) and runs the unchanged example."""
-    out, logs = tmp_path / "out", tmp_path / "logs"
-    logs.mkdir()
-    command = f"{sys.executable} {EXAMPLE} --input {corpus} --output {out} --executor ray"
-    job = sbatch(job_script(command), "--array=0-1", "--cpus-per-task=2", "-o", f"{logs}/task-%a.log")
-    assert wait_for_job(job, timeout=600) == {"0": "COMPLETED", "1": "COMPLETED"}
-    assert read_tree(out) == unsharded
+    logs = run_two_cpu_array(corpus, tmp_path, unsharded, "--executor", "ray", timeout=600)
     text = "".join(p.read_text() for p in logs.iterdir())
     assert "on RayExecutor" in text and len(re.findall(r"shard \d/2: kept", text)) == 2
 
@@ -174,12 +182,8 @@ def test_array_tasks_with_two_cpus_fork_two_workers_each(
 ) -> None:
     """Without --workers, LocalExecutor takes SLURM_CPUS_PER_TASK workers; a batch step has no other
     thread, so they are forked, and the array's outputs are the unsharded run's."""
-    out, logs = tmp_path / "out", tmp_path / "logs"
-    logs.mkdir()
-    command = f"{sys.executable} {EXAMPLE} --input {corpus} --output {out}"
-    job = sbatch(job_script(command), "--array=0-1", "--cpus-per-task=2", "-o", f"{logs}/task-%a.log")
-    assert wait_for_job(job, timeout=300) == {"0": "COMPLETED", "1": "COMPLETED"}
-    assert read_tree(out) == unsharded
+    logs = run_two_cpu_array(corpus, tmp_path, unsharded, timeout=300)
+    out = tmp_path / "out"
     for task in ("0", "1"):
         log = (logs / f"task-{task}.log").read_text()
         assert "starting 2 worker processes by fork (this process runs no other thread)" in log, log
