@@ -209,6 +209,21 @@ class BaseStageAdapter:
         )
 
 
+def set_up_adapters(
+    stages: list[ProcessingStage] | tuple[ProcessingStage, ...], shard: ShardSpec, retry_backoff: float, worker: int
+) -> list[BaseStageAdapter]:
+    """An adapter per stage, each set up, for one worker process (``worker``: its pid, 0 in the driver)."""
+    adapters = [BaseStageAdapter(s, shard=shard, retry_backoff=retry_backoff) for s in stages]
+    for a in adapters:
+        a.setup({"worker": worker})
+    return adapters
+
+
+def tear_down_adapters(adapters: list[BaseStageAdapter]) -> None:
+    for a in adapters:
+        a.teardown()
+
+
 def run_chain(adapters: list[BaseStageAdapter], tasks: list[Task]) -> list[Task]:
     """Push ``tasks`` through ``adapters`` depth-first, in each stage's ``batch_size``, so only one
     batch per stage is alive at a time; returns what left the last stage and every FailedTask."""

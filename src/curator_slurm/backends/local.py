@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
-from curator_slurm.backends.base import BaseExecutor, BaseStageAdapter, SourceResult, run_source_task
+from curator_slurm.backends.base import (
+    BaseExecutor,
+    BaseStageAdapter,
+    SourceResult,
+    run_source_task,
+    set_up_adapters,
+    tear_down_adapters,
+)
 from curator_slurm.errors import WorkerStartError
 from curator_slurm.slurm.env import ShardSpec, available_cpus
 from curator_slurm.stages.base import ProcessingStage
@@ -33,20 +40,6 @@ if TYPE_CHECKING:  # the pool's modules are imported only when a pool is used
     from concurrent.futures import Future, ProcessPoolExecutor
 
 _worker_adapters: list[BaseStageAdapter] = []
-
-
-def _make_adapters(
-    stages: list[ProcessingStage], shard: ShardSpec, retry_backoff: float, worker: int
-) -> list[BaseStageAdapter]:
-    adapters = [BaseStageAdapter(s, shard=shard, retry_backoff=retry_backoff) for s in stages]
-    for a in adapters:
-        a.setup({"worker": worker})
-    return adapters
-
-
-def _teardown(adapters: list[BaseStageAdapter]) -> None:
-    for a in adapters:
-        a.teardown()
 
 
 def _init_worker(stages: list[ProcessingStage], shard: ShardSpec, retry_backoff: float, started: Any) -> None:
@@ -61,9 +54,9 @@ def _init_worker(stages: list[ProcessingStage], shard: ShardSpec, retry_backoff:
         signal.signal(sig, signal.SIG_IGN)
     signal.alarm(0)
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    _worker_adapters = _make_adapters(stages, shard, retry_backoff, multiprocessing.current_process().pid or 0)
+    _worker_adapters = set_up_adapters(stages, shard, retry_backoff, multiprocessing.current_process().pid or 0)
     # Pool workers leave through multiprocessing's exit path, which runs Finalize callbacks, not atexit.
-    multiprocessing.util.Finalize(None, _teardown, args=(_worker_adapters,), exitpriority=10)
+    multiprocessing.util.Finalize(None, tear_down_adapters, args=(_worker_adapters,), exitpriority=10)
     with started.get_lock():  # tells the driver that workers can start at all
         started.value += 1
 
@@ -118,14 +111,14 @@ class LocalExecutor(BaseExecutor):
     def _in_process(
         self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec, should_stop: Callable[[], bool]
     ) -> Iterator[SourceResult]:
-        adapters = _make_adapters(stages, shard, self.retry_backoff, 0)
+        adapters = set_up_adapters(stages, shard, self.retry_backoff, 0)
         try:
             for task in sources:
                 if should_stop():
                     return
                 yield run_source_task(adapters, task)
         finally:
-            _teardown(adapters)
+            tear_down_adapters(adapters)
 
     def _pool(
         self, stages: list[ProcessingStage], shard: ShardSpec, workers: int, started: Any, method: str

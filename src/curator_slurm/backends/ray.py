@@ -60,7 +60,9 @@ from curator_slurm.backends.base import (
     SourceResult,
     StageStats,
     run_chain,
+    set_up_adapters,
     summarise,
+    tear_down_adapters,
 )
 from curator_slurm.slurm.env import ShardSpec, available_cpus, ray_address
 from curator_slurm.stages.base import ProcessingStage, Resources
@@ -190,7 +192,8 @@ class _StageWorker:
     A call runs its tasks through all of them, depth-first, as a LocalExecutor worker does."""
 
     def __init__(self, stages: tuple[ProcessingStage, ...], shard: ShardSpec, retry_backoff: float) -> None:
-        self.adapters = [BaseStageAdapter(s, shard=shard, retry_backoff=retry_backoff) for s in stages]
+        self.stages, self.shard, self.retry_backoff = stages, shard, retry_backoff
+        self.adapters: list[BaseStageAdapter] = []
         self.warnings: list[str] = []
 
     def setup(self) -> int:
@@ -205,13 +208,11 @@ class _StageWorker:
         logger.remove()
         logger.add(sys.stderr, level="INFO")
         logger.add(lambda message: self.warnings.append(str(message).rstrip("\n")), level="WARNING", format="{message}")
-        for adapter in self.adapters:
-            adapter.setup({"worker": os.getpid()})
+        self.adapters = set_up_adapters(self.stages, self.shard, self.retry_backoff, os.getpid())
         return os.getpid()
 
     def teardown(self) -> None:
-        for adapter in self.adapters:
-            adapter.teardown()
+        tear_down_adapters(self.adapters)
 
     def process(
         self, tasks: list[Task], start: int, stop: int, deaths: int, inline: bool
