@@ -138,44 +138,6 @@ def test_a_script_without_main_guard_works_with_forked_workers_and_gets_a_clear_
         assert "WorkerDied" not in proc.stderr, "no source task is blamed for it"
 
 
-UNGUARDED_DIES_ONCE = """
-import os
-from pathlib import Path
-from curator_slurm import LocalExecutor, Pipeline
-from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage
-
-
-class DieOn(ProcessingStage):
-    def process(self, task):
-        if task.source_id == {victim!r} and not os.listdir({markers!r}):
-            Path({markers!r}, "death").touch()
-            os._exit(9)
-        return task
-
-
-pipeline = Pipeline("p").add_stage(JsonlReader({inp!r})).add_stage(DieOn()).add_stage(ParquetWriter({out!r}))
-pipeline.run(LocalExecutor(workers=2))
-"""
-
-
-def test_after_a_crash_the_new_pool_forks_again_so_an_unguarded_script_is_not_run_twice(
-    corpus: Path, tmp_path: Path
-) -> None:
-    """A replacement pool starts its workers as the first did: spawned ones would re-import this
-    script (no main guard) and run the whole pipeline again in each worker."""
-    script, out, markers = tmp_path / "unguarded.py", tmp_path / "out", tmp_path / "markers"
-    markers.mkdir()
-    script.write_text(
-        UNGUARDED_DIES_ONCE.format(victim=first_source(corpus), markers=str(markers), inp=str(corpus), out=str(out))
-    )
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180, env=clean_env())
-    assert proc.returncode == 0, proc.stderr
-    assert (markers / "death").exists() and "a worker process died; re-running" in proc.stderr
-    assert proc.stderr.count("starting 2 worker processes by fork") == 1 and "spawned" not in proc.stderr
-    records = list(iter_records(str(out / DEFAULT_RUN_DIR_NAME)))
-    assert len(records) == 12 and {r["status"] for r in records} == {"done"}, "each task recorded once"
-
-
 DIES_ONCE = """
 import os, sys, threading, time
 from pathlib import Path
@@ -194,7 +156,7 @@ class DieOn(ProcessingStage):
         return task
 
 
-if __name__ == "__main__":
+def main():
     inp, out, markers, victim, thread = sys.argv[1:6]
     configure_logging()
     if thread == "yes":  # a thread of the user's (a monitor, a client library): forking is no longer safe
@@ -203,20 +165,43 @@ if __name__ == "__main__":
     pipeline.add_stage(ScoreFilter(WordCountFilter(min_words=50))).add_stage(ParquetWriter(out))
     result = pipeline.run(LocalExecutor(workers=2))
     print(os.getpid(), result.done, len(result.failed))
+
+
+{entry}
 """
+
+
+def run_dies_once(corpus: Path, tmp_path: Path, thread: bool, guarded: bool) -> subprocess.CompletedProcess[str]:
+    """DIES_ONCE (a worker dies on the first source task, once) into ``tmp_path/out``, its script run
+    under a main guard or at import time, its driver with or without a thread of its own."""
+    script, markers = tmp_path / "dies_once.py", tmp_path / "markers"
+    script.write_text(DIES_ONCE.format(entry='if __name__ == "__main__":\n    main()' if guarded else "main()"))
+    markers.mkdir()
+    argv = [str(corpus), str(tmp_path / "out"), str(markers), first_source(corpus), "yes" if thread else "no"]
+    return subprocess.run(
+        [sys.executable, str(script), *argv], capture_output=True, text=True, timeout=180, env=clean_env()
+    )
+
+
+def test_after_a_crash_the_new_pool_forks_again_so_an_unguarded_script_is_not_run_twice(
+    corpus: Path, tmp_path: Path
+) -> None:
+    """A replacement pool starts its workers as the first did: spawned ones would re-import this
+    script (no main guard) and run the whole pipeline again in each worker."""
+    proc = run_dies_once(corpus, tmp_path, thread=False, guarded=False)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "markers" / "death").exists() and "a worker process died; re-running" in proc.stderr
+    assert proc.stderr.count("starting 2 worker processes by fork") == 1 and "spawned" not in proc.stderr
+    records = list(iter_records(str(tmp_path / "out" / DEFAULT_RUN_DIR_NAME)))
+    assert len(records) == 12 and {r["status"] for r in records} == {"done"}, "each task recorded once"
 
 
 @pytest.mark.parametrize("thread", [False, True], ids=["one-thread-forks", "threaded-spawns"])
 def test_workers_fork_only_when_the_driver_has_no_other_thread_and_a_death_loses_nothing_either_way(
     corpus: Path, tmp_path: Path, reference: dict[str, bytes], thread: bool
 ) -> None:
-    script, out, markers = tmp_path / "dies_once.py", tmp_path / "out", tmp_path / "markers"
-    script.write_text(DIES_ONCE)
-    markers.mkdir()
-    argv = [str(corpus), str(out), str(markers), first_source(corpus), "yes" if thread else "no"]
-    proc = subprocess.run(
-        [sys.executable, str(script), *argv], capture_output=True, text=True, timeout=180, env=clean_env()
-    )
+    proc = run_dies_once(corpus, tmp_path, thread, guarded=True)
+    out, markers = tmp_path / "out", tmp_path / "markers"
     assert proc.returncode == 0, proc.stderr
     first = re.search(r"starting 2 worker processes by (\w+) \((.*)\)", proc.stderr)
     assert first, proc.stderr
