@@ -431,3 +431,26 @@ def test_retry_json_is_json(corpus: Path, tmp_path: Path) -> None:
     assert data["arrays"][0]["size"] == 3 and "CURATOR_SOURCE_LIST" in data["arrays"][0]["script"]
     assert "retrying 3 of 3 source tasks" in proc.stderr
     assert not (run_dir / "retries").exists(), "a dry run writes nothing"
+
+
+@pytest.mark.slurm
+def test_status_lists_every_submitted_shard_also_those_that_had_no_work(
+    slurm_cluster: str, corpus: Path, tmp_path: Path
+) -> None:
+    """One input file, three shards: two tasks find nothing to do, and status still shows their rows
+    and jobs (a missing row would look like a task that never ran)."""
+    one = tmp_path / "one"
+    one.mkdir()
+    shutil.copy(sorted(corpus.glob("*.jsonl"))[0], one)
+    out = tmp_path / "out"
+    proc = cli("submit", str(EXAMPLE), "--shards", "3", "--cpus-per-task", "1", "--", "--input", str(one),
+               "--output", str(out), "--workers", "1", cwd=tmp_path, check=True)  # fmt: skip
+    (job,) = _job_ids(proc.stdout)
+    assert wait_for_job(job, timeout=300) == {"0": "COMPLETED", "1": "COMPLETED", "2": "COMPLETED"}
+    run_dir = str(out / DEFAULT_RUN_DIR_NAME)
+    status = json.loads(cli("status", run_dir, "--json", check=True).stdout)
+    rows = [(s["shard"], s["done"], s["failed"], s["job"]) for s in status["shards"]]
+    assert [r[0] for r in rows] == ["0/3", "1/3", "2/3"] and [r[3] for r in rows] == [f"{job}_{i}" for i in range(3)]
+    assert sorted(r[1] for r in rows) == [0, 0, 1] and status["done"] == 1 and status["pending"] == 0
+    table = cli("status", run_dir, check=True).stdout.splitlines()
+    assert [line.split()[0] for line in table if re.match(r"\s+\d/3 ", line)] == ["0/3", "1/3", "2/3"], table

@@ -371,6 +371,21 @@ def collect_status(run_dir: str) -> dict[str, Any]:
         if r.get("array_job_id"):
             s["job"] = f"{r['array_job_id']}_{r['array_task_id']}"
     submissions = load_submissions(run_dir)
+    for sub in submissions:  # a submitted shard that finished nothing (or got no work) still gets its row
+        for a in sub["arrays"] if sub.get("shards") else []:
+            for index in range(int(a.get("size", 0))):
+                label = f"{int(a['offset']) + index}/{sub['shards']}"
+                shards.setdefault(
+                    label,
+                    {
+                        "shard": label,
+                        "done": 0,
+                        "failed": 0,
+                        "seconds": 0.0,
+                        "rows_in": 0,
+                        "job": f"{a['job_id']}_{index}",
+                    },
+                )
     job_ids = [str(a["job_id"]) for sub in submissions for a in sub["arrays"]]
     states = job_states(job_ids)
     active = None
@@ -390,10 +405,18 @@ def collect_status(run_dir: str) -> dict[str, Any]:
         "tasks_per_second": rate,
         "docs_per_second": rows_in / elapsed if elapsed > 0 else None,
         "eta_seconds": pending / rate if rate and pending else (0.0 if not pending else None),
-        "shards": sorted(shards.values(), key=lambda s: s["shard"]),
+        "shards": sorted(shards.values(), key=_shard_order),
         "jobs": job_ids,
         "job_states": active,
     }
+
+
+def _shard_order(row: dict[str, Any]) -> tuple[int, int, str]:
+    """``2/16`` before ``10/16``; shards of one submission together."""
+    index, _, count = str(row["shard"]).partition("/")
+    if index.isdigit() and count.isdigit():
+        return int(count), int(index), ""
+    return -1, -1, str(row["shard"])
 
 
 def _print_status(status: dict[str, Any], show_all: bool) -> None:
