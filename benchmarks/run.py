@@ -57,11 +57,10 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 import xxhash
-from loguru import logger
 
 import curator_slurm
 import curator_slurm.sample
-from curator_slurm import LocalExecutor, Pipeline, ShardSpec
+from curator_slurm import LocalExecutor, Pipeline, ShardSpec, configure_logging
 from curator_slurm.backends.base import BaseExecutor
 from curator_slurm.cli import shard_loads
 from curator_slurm.sample import make_corpus
@@ -984,7 +983,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown rows {sorted(unknown)}; choose from {','.join(ROW_KEYS)}")
 
-    logger.disable("curator_slurm")  # in-process pipeline runs: the table is the output
+    configure_logging("WARNING")  # in-process pipeline runs: the table is the output, warnings still show
     root = Path(os.environ.get("CURATOR_BENCH_DIR") or DEFAULT_BENCH_DIR)
     cache_bytecode(root)
     load_before = os.getloadavg()[0]

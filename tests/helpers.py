@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
+from curator_slurm.logs import ROOT
 from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,6 +38,29 @@ def run_example(
     if check and proc.returncode != 0:
         raise AssertionError(f"curate.py failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+class _Collect(logging.Handler):
+    def __init__(self, level: int) -> None:
+        super().__init__(level)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextmanager
+def logged(level: int = logging.INFO) -> Iterator[list[str]]:
+    """The messages the package logs at ``level`` or above inside the block, wherever its handlers send them."""
+    package = logging.getLogger(ROOT)
+    handler, before = _Collect(level), package.level
+    package.addHandler(handler)
+    package.setLevel(min(level, package.getEffectiveLevel()))
+    try:
+        yield handler.messages
+    finally:
+        package.removeHandler(handler)
+        package.setLevel(before)
 
 
 def read_tree(root: Path) -> dict[str, bytes]:

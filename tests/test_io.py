@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 import re
 import shutil
@@ -20,7 +21,6 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from loguru import logger
 
 from curator_slurm import (
     CuratorError,
@@ -46,7 +46,7 @@ from curator_slurm.stages import (
 )
 from curator_slurm.stages.writers import TMP_MARK, atomic_write
 from curator_slurm.tasks import content_id
-from helpers import clean_env, read_tree, run_example
+from helpers import clean_env, logged, read_tree, run_example
 
 #: Documents with unicode, escapes, nested structs, lists (empty, null, of structs), explicit nulls and
 #: mixed numeric values; every row has every key so a columnar format can represent them exactly.
@@ -351,12 +351,8 @@ def test_split_files_cuts_large_files_into_pieces_that_are_source_tasks(tmp_path
     big = (tmp_path / "b.jsonl").stat().st_size
     gz = (tmp_path / "e.jsonl.gz").stat().st_size
     assert gz > 1024
-    messages: list[str] = []
-    sink = logger.add(messages.append, level="WARNING", format="{message}")
-    try:
+    with logged(logging.WARNING) as messages:
         groups = partitions(tmp_path, blocksize="1KiB", split_files=True)
-    finally:
-        logger.remove(sink)
     pieces = [g for g in groups if "byte_range" in g.metadata]
     assert names(groups)[0] == ["a.jsonl"] and names(groups)[-2:] == [["c.jsonl", "d.jsonl"], ["e.jsonl.gz"]]
     assert names(pieces) == [["b.jsonl"]] * len(pieces) and len(pieces) == -(-big // 1024)

@@ -42,7 +42,7 @@ def test_no_dependency_pulls_in_torch_or_pandas() -> None:
             todo.extend(_requirement_names(name))
         except metadata.PackageNotFoundError:
             continue
-    assert {"pyarrow", "xxhash", "loguru", "ray"} <= seen
+    assert {"pyarrow", "xxhash", "ray"} <= seen
     assert not seen & {"torch", "pandas", "transformers", "tensorflow"}, sorted(seen)
 
 

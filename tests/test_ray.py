@@ -9,6 +9,7 @@ its own. No test asserts on time: waits poll for an event, with a generous deadl
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -19,7 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from loguru import logger
 
 from curator_slurm import LocalExecutor, Pipeline, PipelineFailedError, ShardSpec
 from curator_slurm.backends.base import BaseExecutor, GraceExpired, PipelineResult, SourceResult
@@ -38,7 +38,7 @@ from curator_slurm.stages import (
 )
 from curator_slurm.tasks import DocumentBatch, EmptyTask
 from executors import HAVE_RAY, NO_RAY, ray_cluster_fixture, ship_test_module  # noqa: F401 - a fixture
-from helpers import EXAMPLE, clean_env, read_tree
+from helpers import EXAMPLE, clean_env, logged, read_tree
 
 pytestmark = pytest.mark.skipif(not HAVE_RAY, reason=NO_RAY)
 
@@ -257,15 +257,14 @@ def test_failure_is_recorded_then_a_rerun_does_only_that_task(corpus: Path, tmp_
     stage = FailWhileFlagged(str(flag), str(tally), victim).with_(max_retries=2)
     pipeline = curate(corpus, out, stage)
 
-    lines: list[str] = []
-    sink = logger.add(lines.append, format="{message}", level="WARNING")
-    try:
-        with pytest.raises(PipelineFailedError, match="1 of 12 source tasks failed") as info:
-            run(pipeline, RayExecutor(retry_backoff=0.001, max_actors_per_stage=1))
-    finally:
-        logger.remove(sink)
+    with (
+        logged(logging.WARNING) as lines,
+        pytest.raises(PipelineFailedError, match="1 of 12 source tasks failed") as info,
+    ):
+        run(pipeline, RayExecutor(retry_backoff=0.001, max_actors_per_stage=1))
     retried = [line for line in lines if f"failed on task {victim}" in line]
-    assert [r.split("(attempt ")[1][0] for r in retried] == ["2", "3"], "worker warnings reach the driver's log"
+    assert [r.split("(attempt ")[1][0] for r in retried] == ["1", "2", "3"], "worker warnings reach the driver's log"
+    assert [r.endswith("; retrying") for r in retried] == [True, True, False]
     assert info.value.result.done == 11  # type: ignore[attr-defined]
     state = load_status(str(out / DEFAULT_RUN_DIR_NAME))
     assert len(state.done) == 11 and victim not in state.done

@@ -15,6 +15,7 @@ from curator_slurm.slurm.sharding import balanced_assignment, hash_assignment, s
 from curator_slurm.stages import ProcessingStage
 from curator_slurm.tasks import EmptyTask, content_id
 from executors import ExecutorFactory
+from helpers import logged
 
 # Pinned forever: changing these moves every source task to another shard and renames outputs.
 GOLDEN = [
@@ -134,18 +135,12 @@ def test_duplicate_source_ids_are_refused_while_sharding() -> None:
 
 def test_shard_line_is_logged(corpus: Path, tmp_path: Path) -> None:
     """The adapter logs one line per shard with kept/total tasks and bytes."""
-    from loguru import logger
-
     from curator_slurm.stages import JsonlReader, ParquetWriter
 
-    lines: list[str] = []
-    sink = logger.add(lines.append, format="{message}")
-    try:
+    with logged() as lines:
         Pipeline("p").add_stage(JsonlReader(str(corpus))).add_stage(ParquetWriter(tmp_path / "out")).run(
             LocalExecutor(workers=1), shard=ShardSpec.explicit(1, 3)
         )
-    finally:
-        logger.remove(sink)
     shard_lines = [line for line in lines if line.startswith("shard 1/3: kept ")]
     assert len(shard_lines) == 1
     assert " of 12 source tasks (" in shard_lines[0] and "KiB of " in shard_lines[0]

@@ -7,10 +7,9 @@ import os
 import sys
 from typing import Any
 
-from loguru import logger
-
 from curator_slurm.backends.base import BaseExecutor, PipelineResult, list_sources
 from curator_slurm.errors import PipelineBuildError, WorkerStartError
+from curator_slurm.logs import bound, ensure_logging
 from curator_slurm.slurm.env import RunOptions, ShardSpec
 from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, RunDir
 from curator_slurm.slurm.sharding import check_source_ids
@@ -106,7 +105,8 @@ class Pipeline:
         if options.plan_out:
             self._write_plan(options.plan_out, stages, directory)
             raise SystemExit(0)
-        logger.bind(shard=spec.label, job=spec.job.label).info(
+        ensure_logging()
+        bound(spec.label, spec.job.label).info(
             f"pipeline {self.name!r}: {' -> '.join(s.name for s in stages)} on {type(executor).__name__} "
             f"({spec.label}, {spec.origin})" + (f"; run directory {directory}" if directory else "")
         )

@@ -8,6 +8,7 @@ Executors differ only in how they push source tasks through the stages after the
 
 from __future__ import annotations
 
+import logging
 import math
 import signal
 import threading
@@ -17,15 +18,16 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from loguru import logger
-
 from curator_slurm.errors import InputError, Interrupted, PipelineFailedError
+from curator_slurm.logs import bound
 from curator_slurm.slurm.control import requeue
 from curator_slurm.slurm.env import RunOptions, ShardSpec
 from curator_slurm.slurm.ledger import RunDir
 from curator_slurm.slurm.sharding import Selection, check_source_ids, format_bytes, read_source_list, select
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, FileGroupTask, NoneTask, Task
+
+logger = logging.getLogger(__name__)
 
 #: Errors that come from the data itself: retrying cannot help, so they fail on the first attempt.
 NOT_RETRIED: tuple[type[BaseException], ...] = (InputError,)
@@ -174,10 +176,19 @@ class BaseStageAdapter:
             )
         return entries
 
+    def _log_failure(self, task: Task, attempt: int, error: BaseException) -> None:
+        will_retry = attempt <= self.stage.max_retries and not isinstance(error, NOT_RETRIED)
+        logger.warning(
+            f"stage {self.stage.name!r} failed on task {task.task_id} (attempt {attempt}): {error!r}"
+            + ("; retrying" if will_retry else "")
+        )
+
     def _retry_one(self, task: Task, first_error: BaseException | None) -> Any:
         attempt = 0 if first_error is None else 1
         error = first_error
         tb = traceback.format_exc() if first_error is not None else ""
+        if first_error is not None:
+            self._log_failure(task, attempt, first_error)
         while attempt <= self.stage.max_retries:
             if error is not None and isinstance(error, NOT_RETRIED):
                 break
@@ -188,7 +199,7 @@ class BaseStageAdapter:
                 entry = self.stage.process_batch([task])[0]
             except Exception as e:
                 error, tb = e, traceback.format_exc()
-                logger.warning(f"stage {self.stage.name!r} failed on task {task.task_id} (attempt {attempt}): {e!r}")
+                self._log_failure(task, attempt, e)
                 continue
             if attempt > 1:
                 for item in entry if isinstance(entry, list) else [entry]:
@@ -438,7 +449,7 @@ class BaseExecutor:
         """Run ``stages`` (built, source first) for this shard, recording every source task's fate in
         ``run_dir``; raise if any source task failed or a stop signal cut the run short."""
         options = options or RunOptions()
-        log = logger.bind(shard=shard.label, job=shard.job.label)
+        log = bound(shard.label, shard.job.label)
         start = time.perf_counter()
         source = self.run_source_stage(stages[0], shard, log)  # first: a bad input path must not claim a run dir
         mine = source.kept

@@ -21,8 +21,6 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from loguru import logger
-
 from curator_slurm.backends.base import (
     BaseExecutor,
     BaseStageAdapter,
@@ -32,6 +30,7 @@ from curator_slurm.backends.base import (
     tear_down_adapters,
 )
 from curator_slurm.errors import WorkerStartError
+from curator_slurm.logs import bound, effective_level, ensure_logging
 from curator_slurm.slurm.env import ShardSpec, available_cpus
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import FailedTask, Task
@@ -42,7 +41,9 @@ if TYPE_CHECKING:  # the pool's modules are imported only when a pool is used
 _worker_adapters: list[BaseStageAdapter] = []
 
 
-def _init_worker(stages: list[ProcessingStage], shard: ShardSpec, retry_backoff: float, started: Any) -> None:
+def _init_worker(
+    stages: list[ProcessingStage], shard: ShardSpec, retry_backoff: float, started: Any, log_level: int
+) -> None:
     global _worker_adapters
     import multiprocessing
     import multiprocessing.util
@@ -54,6 +55,7 @@ def _init_worker(stages: list[ProcessingStage], shard: ShardSpec, retry_backoff:
         signal.signal(sig, signal.SIG_IGN)
     signal.alarm(0)
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    ensure_logging(log_level)  # a spawned worker starts with logging unconfigured; a forked one keeps the driver's
     _worker_adapters = set_up_adapters(stages, shard, retry_backoff, multiprocessing.current_process().pid or 0)
     # Pool workers leave through multiprocessing's exit path, which runs Finalize callbacks, not atexit.
     multiprocessing.util.Finalize(None, tear_down_adapters, args=(_worker_adapters,), exitpriority=10)
@@ -131,7 +133,7 @@ class LocalExecutor(BaseExecutor):
             max_workers=workers,
             mp_context=multiprocessing.get_context(method),
             initializer=_init_worker,
-            initargs=(stages, shard, self.retry_backoff, started),
+            initargs=(stages, shard, self.retry_backoff, started, effective_level()),
         )
 
     def _in_pool(
@@ -150,7 +152,7 @@ class LocalExecutor(BaseExecutor):
         pending = list(reversed(sources))
         crashes: dict[str, int] = {}
         suspects: list[Task] = []  # tasks that were running when a worker died: re-run one at a time
-        log = logger.bind(shard=shard.label, job=shard.job.label)
+        log = bound(shard.label, shard.job.label)
         # Chosen once: a replacement pool starts its workers the same way, so a script that works with
         # forked workers never has them spawned (re-importing it) after a crash.
         method, why = (self.start_method, "as asked") if self.start_method else choose_start_method()

@@ -43,7 +43,6 @@ import math
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -51,8 +50,6 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-from loguru import logger
 
 from curator_slurm.backends.base import (
     BaseExecutor,
@@ -64,9 +61,12 @@ from curator_slurm.backends.base import (
     summarise,
     tear_down_adapters,
 )
+from curator_slurm.logs import ROOT, CollectWarnings, bound, configure_logging
 from curator_slurm.slurm.env import ShardSpec, available_cpus, ray_address
 from curator_slurm.stages.base import ProcessingStage, Resources
 from curator_slurm.tasks import DocumentBatch, FailedTask, Task
+
+logger = logging.getLogger(__name__)
 
 #: Signals whose handlers ``ray.init`` replaces (it makes SIGTERM exit the driver at once); the
 #: driver's own handlers (:class:`StopSignal`) must survive it.
@@ -205,9 +205,8 @@ class _StageWorker:
                 signal.signal(sig, signal.SIG_IGN)
         # The stages' warnings (e.g. a retried task) go back to the driver with each call, so the user
         # sees them in the console; everything else stays in Ray's worker log files.
-        logger.remove()
-        logger.add(sys.stderr, level="INFO")
-        logger.add(lambda message: self.warnings.append(str(message).rstrip("\n")), level="WARNING", format="{message}")
+        configure_logging("INFO")
+        logging.getLogger(ROOT).addHandler(CollectWarnings(self.warnings.append))
         self.adapters = set_up_adapters(self.stages, self.shard, self.retry_backoff, os.getpid())
         return os.getpid()
 
@@ -504,7 +503,7 @@ class RayExecutor(BaseExecutor):
             return
         if not sources or should_stop():
             return
-        log = logger.bind(shard=shard.label, job=shard.job.label)
+        log = bound(shard.label, shard.job.label)
         start = time.perf_counter()
         session = self._connect(shard, log)
         self.ray_seconds = time.perf_counter() - start

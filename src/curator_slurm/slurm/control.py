@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 
-from loguru import logger
-
 from curator_slurm.slurm.env import JobInfo
+
+logger = logging.getLogger(__name__)
 
 
 def requeue(job: JobInfo) -> bool:

@@ -20,6 +20,7 @@ says so (a later failure of the same task cannot undo outputs that were renamed 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import uuid
@@ -29,11 +30,12 @@ from typing import Any
 
 import pyarrow as pa
 import xxhash
-from loguru import logger
 
 from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import RunDirError
 from curator_slurm.slurm.env import ShardSpec
+
+logger = logging.getLogger(__name__)
 
 pj = LazyModule("pyarrow.json")
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterable
 from itertools import pairwise
 
-from loguru import logger
-
 from ..errors import InputError
 from ..tasks import EmptyTask, FileGroupTask
 from .base import ProcessingStage
+
+logger = logging.getLogger(__name__)
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3}
 _UNITS.update({"kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4, "tb": 1000**4})
