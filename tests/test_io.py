@@ -44,6 +44,7 @@ from curator_slurm.stages import (
     ScoreFilter,
     WordCountFilter,
 )
+from curator_slurm.stages.readers import row_group_start
 from curator_slurm.stages.writers import TMP_MARK, atomic_write
 from curator_slurm.tasks import content_id
 from helpers import clean_env, logged, read_tree, run_example
@@ -307,9 +308,9 @@ def test_bad_partitioning_settings_are_refused(tmp_path: Path, kwargs: dict[str,
 # --- split files ----------------------------------------------------------------------------------
 
 
-def read_pieces(path: Path, blocksize: int) -> list[dict[str, Any]]:
+def read_pieces(path: Path, blocksize: int, reader_class: type[Any] = JsonlReader) -> list[dict[str, Any]]:
     """Rows of ``path`` read piece by piece (split_files), pieces in file order."""
-    partitioner, reader = JsonlReader(path, blocksize=blocksize, split_files=True).decompose()
+    partitioner, reader = reader_class(path, blocksize=blocksize, split_files=True).decompose()
     rows: list[dict[str, Any]] = []
     for task in partitioner.process(EmptyTask()):
         batch = reader.process(task)
@@ -388,6 +389,56 @@ def test_a_split_file_written_by_shards_holds_each_record_once(tmp_path: Path) -
     assert sorted(r["n"] for r in output_rows(out)) == list(range(3000))
 
 
+@settings(max_examples=60, deadline=None)
+@given(rows=st.integers(0, 400), group=st.integers(1, 120), dictionary=st.booleans(), cut=st.data())
+def test_pieces_of_a_split_parquet_file_read_every_row_group_exactly_once(
+    tmp_path_factory: pytest.TempPathFactory, rows: int, group: int, dictionary: bool, cut: st.DataObject
+) -> None:
+    """A piece reads the row groups whose first byte (a dictionary page, when there is one) lies in
+    it: wherever the cuts fall, the pieces hold every row once, in file order."""
+    path = tmp_path_factory.mktemp("split") / "f.parquet"
+    table = pa.table({"n": list(range(rows)), "text": [f"doc {i % 7} " * (i % 5) for i in range(rows)]})
+    pq.write_table(table, path, row_group_size=group, use_dictionary=dictionary)
+    size = path.stat().st_size
+    blocksize = cut.draw(st.integers(64, size + 1), label="blocksize")
+    assert read_pieces(path, blocksize, ParquetReader) == table.to_pylist()
+    # Cuts placed on a row group's first byte, or one byte either side of it.
+    with pq.ParquetFile(path) as f:
+        starts = [row_group_start(f.metadata.row_group(i)) for i in range(f.metadata.num_row_groups)]
+    near = sorted({s + d for s in starts for d in (-1, 0, 1) if 0 < s + d < size})
+    cuts = cut.draw(st.lists(st.sampled_from(near), unique=True), label="cuts") if near else []
+    (_, reader) = ParquetReader(path, blocksize=blocksize, split_files=True).decompose()
+    pieces = [reader.read_range(str(path), a, b) for a, b in pairwise([0, *sorted(cuts), size])]
+    assert [row for p in pieces if p is not None for row in p.to_pylist()] == table.to_pylist()
+
+
+def test_a_split_parquet_file_read_by_shards_gives_each_row_once(tmp_path: Path) -> None:
+    """Large Parquet files (a dataset's shards are often gigabytes) spread over array tasks by piece."""
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    table = pa.table({"n": list(range(5000)), "text": ["word " * (i % 37) for i in range(5000)]})
+    pq.write_table(table, src / "big.parquet", row_group_size=100)  # about 80 KiB in 50 row groups
+    pq.write_table(table.slice(0, 10), src / "small.parquet")
+    per_shard = []
+    for index in range(3):
+        reader = ParquetReader(src, blocksize="4KiB", split_files=True, fields=["n", "text"])
+        result = (
+            Pipeline("p")
+            .add_stage(reader)
+            .add_stage(ParquetWriter(out))
+            .run(LocalExecutor(workers=1), shard=ShardSpec.explicit(index, 3))
+        )
+        per_shard.append(result.source_tasks_mine)
+    # A piece holding only the footer (about 20 KiB of metadata for 50 row groups) reads nothing.
+    assert sum(per_shard) > len(output_files(out)) > 15 and all(per_shard)
+    assert sorted(r["n"] for r in output_rows(out)) == sorted([*range(5000), *range(10)])
+    with pytest.raises(PipelineFailedError) as info:
+        run(Pipeline("p").add_stage(ParquetReader(src, blocksize="16KiB", split_files=True, fields=["lang"]))
+            .add_stage(ParquetWriter(tmp_path / "out2")))  # fmt: skip
+    errors = {f.error for f in info.value.result.failed}  # type: ignore[attr-defined]
+    assert any(re.search(r"big\.parquet \(bytes \d+-\d+\): missing field\(s\) \['lang'\]", e) for e in errors), errors
+
+
 def test_a_bad_line_fails_only_its_piece_and_is_named_by_its_line_in_the_file(tmp_path: Path) -> None:
     src, out = tmp_path / "in", tmp_path / "out"
     lines = [json.dumps({"n": i, "text": "x" * 30}) for i in range(400)]
@@ -439,10 +490,6 @@ def test_a_value_that_does_not_fit_the_schema_is_named_by_file_and_line(tmp_path
 def test_split_files_and_schema_are_refused_where_they_cannot_work(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"split_files=True needs blocksize"):
         JsonlReader(tmp_path, split_files=True)
-    with pytest.raises(
-        ValueError, match=r"ParquetReader\(split_files=True\): these files cannot be read by byte range"
-    ):
-        ParquetReader(tmp_path, blocksize="1MiB", split_files=True)
     with pytest.raises(ValueError, match=r"ParquetReader\(schema=...\): these files carry their own types"):
         ParquetReader(tmp_path, schema={"n": "int64"})
     with pytest.raises(ValueError, match=r"schema field 'n': unknown type 'integer'"):

@@ -87,8 +87,9 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
 
     ``split_files`` (with ``blocksize``) also cuts every uncompressed file larger than ``blocksize``
     into byte ranges of at most ``blocksize``, each its own source task: one huge file then no longer
-    makes one shard (or one worker) the last to finish. A reader that supports it (JSONL) reads the
-    lines that start in its range. Compressed files cannot be split and stay whole.
+    makes one shard (or one worker) the last to finish. The JSONL reader reads the lines that start
+    in its range, the Parquet reader the row groups that start in it. Compressed files cannot be
+    split and stay whole.
     """
 
     name = "file_partitioning"

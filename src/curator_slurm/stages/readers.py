@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from typing import Any
 
 import pyarrow as pa
 
@@ -212,6 +213,39 @@ def read_parquet(path: str, fields: list[str] | None = None) -> pa.Table:
         raise InputError(f"{path}: not a readable Parquet file ({e}); it may be truncated or not Parquet") from e
 
 
+def row_group_start(group: Any) -> int:
+    """The offset of a row group's first byte: its earliest column chunk page (a dictionary page comes
+    before the data pages)."""
+    starts = []
+    for i in range(group.num_columns):
+        column = group.column(i)
+        starts.append(column.data_page_offset)
+        if column.has_dictionary_page and column.dictionary_page_offset:
+            starts.append(column.dictionary_page_offset)
+    return min(starts, default=0)
+
+
+def read_parquet_range(path: str, start: int, end: int, fields: list[str] | None = None) -> pa.Table | None:
+    """The row groups of a Parquet file that start in ``[start, end)``; None when none does (row groups
+    are not cut, so a range smaller than one row group may hold none)."""
+    where = f"{path} (bytes {start}-{end})"
+    try:
+        with pq.ParquetFile(path) as parquet:
+            names = parquet.schema_arrow.names
+            missing = [f for f in fields or [] if f not in names]
+            if missing:
+                raise InputError(f"{where}: missing field(s) {missing}; the file has {names}")
+            meta = parquet.metadata
+            groups = [i for i in range(meta.num_row_groups) if start <= row_group_start(meta.row_group(i)) < end]
+            if not groups:
+                return None
+            return parquet.read_row_groups(groups, columns=fields)
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise InputError(f"{path}: no such file; was it removed after the run started?") from e
+        raise InputError(f"{where}: not a readable Parquet file ({e}); it may be truncated or not Parquet") from e
+
+
 def _select(table: pa.Table, fields: list[str] | None, path: str) -> pa.Table:
     if fields is None:
         return table
@@ -286,6 +320,9 @@ class ParquetReaderStage(_FileReaderStage):
     def read_file(self, path: str) -> pa.Table:
         return read_parquet(path, self.fields)
 
+    def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
+        return read_parquet_range(path, start, end, self.fields)
+
 
 class _Reader(CompositeStage[FileGroupTask, DocumentBatch]):
     default_extensions: tuple[str, ...] = ()
@@ -340,8 +377,10 @@ class JsonlReader(_Reader):
 
 
 class ParquetReader(_Reader):
-    """Read Parquet files into document batches, one batch per file group."""
+    """Read Parquet files into document batches, one batch per file group, or per piece of a file with
+    ``split_files=True`` and ``blocksize``: a piece reads the row groups that start in it."""
 
     name = "parquet_reader"
     default_extensions = (".parquet",)
     reader_class = ParquetReaderStage
+    can_split = True
