@@ -39,6 +39,9 @@ if __name__ == "__main__":
         logging.basicConfig(level=logging.INFO, format="ROOT %(name)s %(levelname)s %(message)s")
     pipeline = Pipeline("logs").add_stage(JsonlReader(inp)).add_stage(FailsOnce(flag)).add_stage(ParquetWriter(out))
     result = pipeline.run(LocalExecutor(workers=2, start_method=method, retry_backoff=0.01))
+    if setup == "root-after":  # the script sets up its own logging only after a first run
+        logging.basicConfig(level=logging.INFO, format="ROOT %(message)s")
+        logging.getLogger("curator_slurm.check").warning("one line after basicConfig")
     print(result.done, len(result.failed))
 """
 
@@ -108,3 +111,9 @@ def test_a_script_that_configures_logging_itself_gets_every_line_once_in_its_own
     )
     assert sum("pipeline 'logs': " in x for x in lines) == 1, proc.stderr
     assert sum("failed on task" in x for x in lines) == 1, "the spawned worker's warning, printed once"
+
+
+def test_a_root_handler_added_after_a_run_does_not_print_the_package_lines_twice(corpus: Path, tmp_path: Path) -> None:
+    proc = run_script(corpus, tmp_path, "root-after", method="fork")
+    after = [x for x in proc.stderr.splitlines() if "one line after basicConfig" in x]
+    assert len(after) == 1 and LINE.match(after[0]), proc.stderr

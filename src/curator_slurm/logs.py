@@ -58,6 +58,7 @@ def ensure_logging(level: int | str = logging.INFO) -> None:
     if package.handlers or logging.getLogger().handlers or package.disabled:
         return
     package.addHandler(_console(level))
+    package.propagate = False  # a root handler the script adds later would print every line twice
     if package.level == logging.NOTSET:
         package.setLevel(level)
 
