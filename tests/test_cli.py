@@ -454,3 +454,28 @@ def test_status_lists_every_submitted_shard_also_those_that_had_no_work(
     assert sorted(r[1] for r in rows) == [0, 0, 1] and status["done"] == 1 and status["pending"] == 0
     table = cli("status", run_dir, check=True).stdout.splitlines()
     assert [line.split()[0] for line in table if re.match(r"\s+\d/3 ", line)] == ["0/3", "1/3", "2/3"], table
+
+
+def test_status_orders_shards_by_number_and_shows_the_newest_submission_of_each(corpus: Path, tmp_path: Path) -> None:
+    """Two submissions of 24 shards and a retry of 3: every shard has a row, `2/24` sorts before
+    `10/24` (in the full table and in the summary of a large run), and a shard that recorded nothing
+    shows the array task of the newest submission that includes it."""
+    out = tmp_path / "out"
+    for index in (10, 2):  # balanced: 12 equal files over 24 shards, one each for shards 0-11
+        run_example(corpus, out, "--workers", "1", env={"CURATOR_NUM_SHARDS": "24", "CURATOR_SHARD_INDEX": str(index),
+                                                       "CURATOR_SHARD_STRATEGY": "balanced"})  # fmt: skip
+    run_dir = out / DEFAULT_RUN_DIR_NAME
+    subs = [(24, "900001"), (3, "900002"), (24, "900003")]
+    records = [{"shards": n, "arrays": [{"job_id": job, "offset": 0, "size": n}], "options": {}} for n, job in subs]
+    (run_dir / "submissions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    proc = cli("status", str(run_dir), "--json")
+    assert proc.returncode == 1, "10 source tasks pending"
+    status = json.loads(proc.stdout)
+    rows = {s["shard"]: s for s in status["shards"]}
+    assert [s["shard"] for s in status["shards"]] == [f"{i}/3" for i in range(3)] + [f"{i}/24" for i in range(24)]
+    assert rows["5/24"]["job"] == "900003_5" and rows["1/3"]["job"] == "900002_1" and rows["5/24"]["done"] == 0
+    assert rows["2/24"]["done"] == rows["10/24"]["done"] == 1
+    summary = cli("status", str(run_dir)).stdout
+    assert "the 5 slowest of 27" in summary, summary
+    shown = [line.split()[0] for line in summary.splitlines() if re.match(r"\s+\d+/\d+ ", line)]
+    assert len(shown) == 5 and shown.index("2/24") < shown.index("10/24"), summary

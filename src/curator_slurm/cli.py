@@ -371,7 +371,9 @@ def collect_status(run_dir: str) -> dict[str, Any]:
         if r.get("array_job_id"):
             s["job"] = f"{r['array_job_id']}_{r['array_task_id']}"
     submissions = load_submissions(run_dir)
-    for sub in submissions:  # a submitted shard that finished nothing (or got no work) still gets its row
+    # A submitted shard that recorded nothing (no work, or not run yet) still gets its row; the newest
+    # submission first, so a retry's shard that has not run shows the retry's array task.
+    for sub in reversed(submissions):
         for a in sub["arrays"] if sub.get("shards") else []:
             for index in range(int(a.get("size", 0))):
                 label = f"{int(a['offset']) + index}/{sub['shards']}"
@@ -412,7 +414,7 @@ def collect_status(run_dir: str) -> dict[str, Any]:
 
 
 def _shard_order(row: dict[str, Any]) -> tuple[int, int, str]:
-    """``2/16`` before ``10/16``; shards of one submission together."""
+    """By shard count, then index: ``2/16`` before ``10/16``, and the shards of one count together."""
     index, _, count = str(row["shard"]).partition("/")
     if index.isdigit() and count.isdigit():
         return int(count), int(index), ""
@@ -443,7 +445,7 @@ def _print_status(status: dict[str, Any], show_all: bool) -> None:
     if not show_all and len(shards) > 20:
         incomplete = [s for s in shards if s["failed"]]
         slowest = sorted(shards, key=lambda s: -s["seconds"])[:5]
-        shown = sorted({s["shard"]: s for s in incomplete + slowest}.values(), key=lambda s: s["shard"])
+        shown = sorted({s["shard"]: s for s in incomplete + slowest}.values(), key=_shard_order)
         print(f"shards with failures and the 5 slowest of {len(shards)} (--all for every shard):")
     print(f"{'shard':>10} {'done':>6} {'failed':>6} {'seconds':>9} {'docs in':>10}  job")
     for s in shown:
