@@ -412,6 +412,24 @@ def test_pieces_of_a_split_parquet_file_read_every_row_group_exactly_once(
     assert [row for p in pieces if p is not None for row in p.to_pylist()] == table.to_pylist()
 
 
+def test_a_row_group_starts_at_its_dictionary_page_when_it_has_one(tmp_path: Path) -> None:
+    """The row group belongs to the piece holding its first byte: with dictionary encoding that is the
+    dictionary page, which comes before the data pages."""
+    path = tmp_path / "d.parquet"
+    table = pa.table({"n": list(range(300)), "lang": [["en", "de", "fr"][i % 3] for i in range(300)]})
+    pq.write_table(table, path, row_group_size=100, use_dictionary=True)
+    (_, reader) = ParquetReader(path, blocksize=1024, split_files=True).decompose()
+    with pq.ParquetFile(path) as f:
+        groups = [f.metadata.row_group(i) for i in range(f.metadata.num_row_groups)]
+    for i, group in enumerate(groups):
+        first = group.column(0)
+        assert first.has_dictionary_page and 0 < first.dictionary_page_offset < first.data_page_offset
+        assert row_group_start(group) == first.dictionary_page_offset
+        alone = reader.read_range(str(path), first.dictionary_page_offset, first.dictionary_page_offset + 1)
+        assert alone is not None and alone.to_pylist() == table.slice(100 * i, 100).to_pylist()
+        assert reader.read_range(str(path), first.dictionary_page_offset + 1, first.data_page_offset + 1) is None
+
+
 def test_a_split_parquet_file_read_by_shards_gives_each_row_once(tmp_path: Path) -> None:
     """Large Parquet files (a dataset's shards are often gigabytes) spread over array tasks by piece."""
     src, out = tmp_path / "in", tmp_path / "out"
@@ -426,7 +444,7 @@ def test_a_split_parquet_file_read_by_shards_gives_each_row_once(tmp_path: Path)
             Pipeline("p")
             .add_stage(reader)
             .add_stage(ParquetWriter(out))
-            .run(LocalExecutor(workers=1), shard=ShardSpec.explicit(index, 3))
+            .run(LocalExecutor(workers=1), shard=ShardSpec.explicit(index, 3, strategy="balanced"))
         )
         per_shard.append(result.source_tasks_mine)
     # A piece holding only the footer (about 20 KiB of metadata for 50 row groups) reads nothing.

@@ -236,7 +236,10 @@ def read_parquet_range(path: str, start: int, end: int, fields: list[str] | None
             if missing:
                 raise InputError(f"{where}: missing field(s) {missing}; the file has {names}")
             meta = parquet.metadata
-            groups = [i for i in range(meta.num_row_groups) if start <= row_group_start(meta.row_group(i)) < end]
+            # A start at or past the end (metadata that is off) belongs to the last piece, so no row is lost.
+            last = end >= os.path.getsize(path)
+            starts = [row_group_start(meta.row_group(i)) for i in range(meta.num_row_groups)]
+            groups = [i for i, at in enumerate(starts) if start <= at and (at < end or last)]
             if not groups:
                 return None
             return parquet.read_row_groups(groups, columns=fields)
