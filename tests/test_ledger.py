@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -23,7 +24,7 @@ from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage, ScoreFilter, WordCountFilter
 from curator_slurm.tasks import DocumentBatch, EmptyTask
 from executors import ExecutorFactory
-from helpers import REPO, clean_env, read_tree, run_example
+from helpers import REPO, clean_env, logged, read_tree, run_example
 
 TALLY = REPO / "tests" / "pipelines" / "tally.py"
 
@@ -222,16 +223,57 @@ def test_one_bad_task_in_a_batch_does_not_fail_its_neighbours(
 ) -> None:
     out = tmp_path / "out"
     bad = _first_source(corpus)
-    with pytest.raises(PipelineFailedError, match="1 of 12 source tasks failed") as info:
+    with (
+        logged(logging.WARNING) as warnings,
+        pytest.raises(PipelineFailedError, match="1 of 12 source tasks failed") as info,
+    ):
         _flaky_pipeline(corpus, out, tmp_path / "m", failures=99, only=bad).run(
             executor_factory(retry_backoff=0.001), shard=ShardSpec.single(), options=RunOptions()
         )
+    attempts = [w for w in warnings if f"failed on task {bad}" in w]
+    assert len(attempts) == 3 and attempts[-1].endswith("flaky failure 3 of " + bad + "')"), warnings
     result = info.value.result
     assert result.done == 11
     failed = load_status(str(out / DEFAULT_RUN_DIR_NAME)).failed
     assert list(failed) == [bad]
     assert failed[bad]["attempts"] == 3 and failed[bad]["stage"] == "flaky"
     assert "flaky failure 3" in failed[bad]["error"]
+
+
+class SplitInFour(ProcessingStage[DocumentBatch, DocumentBatch]):
+    def process(self, task: DocumentBatch) -> list[DocumentBatch]:
+        n = task.data.num_rows
+        parts = [task.data.slice(k * n // 4, (k + 1) * n // 4 - k * n // 4) for k in range(4)]
+        return [task.derive(part, task_id=f"{task.task_id}-{k}") for k, part in enumerate(parts)]
+
+
+class FailsOnBatches(ProcessingStage[DocumentBatch, DocumentBatch]):
+    """Fails whenever it is handed more than one task at once; one at a time it works."""
+
+    def process_batch(self, tasks: list[DocumentBatch]) -> list[DocumentBatch]:
+        if len(tasks) > 1:
+            raise RuntimeError(f"cannot take {len(tasks)} at once")
+        return tasks
+
+
+def test_a_failed_batch_is_logged_before_its_tasks_are_retried_one_by_one(corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    pipeline = (
+        Pipeline("batches")
+        .add_stage(JsonlReader(str(corpus)))
+        .add_stage(SplitInFour())
+        .add_stage(FailsOnBatches().with_(batch_size=4))
+        .add_stage(ParquetWriter(out))
+    )
+    with logged(logging.WARNING) as warnings:
+        result = pipeline.run(LocalExecutor(workers=1, retry_backoff=0.001), shard=ShardSpec.single())
+    assert result.done == 12 and not result.failed
+    assert len(list(out.glob("*.parquet"))) == 48, "every part written once"
+    batch = [w for w in warnings if "failed on a batch of 4 tasks" in w]
+    assert len(batch) == 12 and batch[0].endswith(
+        "RuntimeError('cannot take 4 at once'); retrying each task on its own"
+    )
+    assert not [w for w in warnings if "failed on task" in w], "one at a time, each task succeeded"
 
 
 def test_rerun_with_another_shard_count_repeats_no_done_work(corpus: Path, tmp_path: Path) -> None:

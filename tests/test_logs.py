@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import clean_env
 
 SCRIPT = """
@@ -100,20 +102,24 @@ def test_configure_logging_sets_the_level_for_driver_and_workers(corpus: Path, t
     assert len(warnings) == 1 and "| WARNING | - - | stage 'fails_once' failed on task " in warnings[0], proc.stderr
 
 
-def test_a_script_that_configures_logging_itself_gets_every_line_once_in_its_own_format(
-    corpus: Path, tmp_path: Path
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_script_that_configures_logging_itself_gets_every_line_once(
+    corpus: Path, tmp_path: Path, method: str
 ) -> None:
-    """Forked workers inherit the script's handlers; a spawned worker cannot, and prints in the package's format."""
-    proc = run_script(corpus, tmp_path, "root-handler", method="fork")
+    """Forked workers inherit the script's handlers; a spawned worker cannot, and prints its lines in
+    the package's format (to stderr, at the driver's level) rather than losing them."""
+    proc = run_script(corpus, tmp_path, "root-handler", method=method)
     lines = proc.stderr.splitlines()
-    assert lines and all(x.startswith("ROOT curator_slurm.") or x.startswith("ROOT curator_slurm ") for x in lines), (
-        proc.stderr
-    )
+    driver = [x for x in lines if "failed on task" not in x]
+    assert driver and all(x.startswith(("ROOT curator_slurm.", "ROOT curator_slurm ")) for x in driver), proc.stderr
     assert sum("pipeline 'logs': " in x for x in lines) == 1, proc.stderr
-    assert sum("failed on task" in x for x in lines) == 1, "the spawned worker's warning, printed once"
+    (worker,) = [x for x in lines if "failed on task" in x]
+    assert worker.startswith("ROOT curator_slurm.") if method == "fork" else LINE.match(worker), worker
 
 
 def test_a_root_handler_added_after_a_run_does_not_print_the_package_lines_twice(corpus: Path, tmp_path: Path) -> None:
+    """The default handler steps aside: from then on the package's lines go to the script's handler only."""
     proc = run_script(corpus, tmp_path, "root-after", method="fork")
     after = [x for x in proc.stderr.splitlines() if "one line after basicConfig" in x]
-    assert len(after) == 1 and LINE.match(after[0]), proc.stderr
+    assert after == ["ROOT one line after basicConfig"], proc.stderr
+    assert any(LINE.match(x) and "pipeline 'logs': " in x for x in proc.stderr.splitlines()), "before it: ours"

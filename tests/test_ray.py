@@ -118,6 +118,7 @@ class FailWhileFlagged(ProcessingStage[DocumentBatch, DocumentBatch]):
 
     def process(self, task: DocumentBatch) -> DocumentBatch:
         if task.source_id == self.victim and os.path.exists(self.flag):
+            logging.getLogger("user_stage").warning(f"about to break on {task.source_id}")  # the user's own logger
             raise RuntimeError(f"broken on {task.source_id}")
         _append(self.tally, task.source_id or "")
         return task
@@ -265,6 +266,7 @@ def test_failure_is_recorded_then_a_rerun_does_only_that_task(corpus: Path, tmp_
     retried = [line for line in lines if f"failed on task {victim}" in line]
     assert [r.split("(attempt ")[1][0] for r in retried] == ["1", "2", "3"], "worker warnings reach the driver's log"
     assert [r.endswith("; retrying") for r in retried] == [True, True, False]
+    assert lines.count(f"about to break on {victim}") == 3, "a stage's own logger reaches the driver too"
     assert info.value.result.done == 11  # type: ignore[attr-defined]
     state = load_status(str(out / DEFAULT_RUN_DIR_NAME))
     assert len(state.done) == 11 and victim not in state.done

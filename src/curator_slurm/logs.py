@@ -26,8 +26,16 @@ def _formatter(fmt: str = FORMAT) -> logging.Formatter:
     return logging.Formatter(fmt, DATE_FORMAT, defaults={"shard": "-", "job": "-"})
 
 
-def _console(level: int | str) -> _Handler:
-    handler = _Handler(sys.stderr)
+class _DefaultHandler(_Handler):
+    """The handler :func:`ensure_logging` installs: it steps aside once the script gives the root logger
+    a handler of its own (``logging.basicConfig`` after a first run), so no line is printed twice."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not logging.getLogger().handlers and bool(super().filter(record))
+
+
+def _console(level: int | str, kind: type[_Handler] = _Handler) -> _Handler:
+    handler = kind(sys.stderr)
     handler.setFormatter(_formatter())
     handler.setLevel(level)
     return handler
@@ -52,13 +60,13 @@ def ensure_logging(level: int | str = logging.INFO) -> None:
     """Make progress visible by default: install the console handler at ``level`` when nothing was configured.
 
     Nothing is changed when the package's logger or the root logger already has a handler (the script,
-    or a test runner, decided where lines go) or when logging was disabled for the package.
+    or a test runner, decided where lines go) or when logging was disabled for the package. The handler
+    steps aside once the root logger gets one later.
     """
     package = logging.getLogger(ROOT)
     if package.handlers or logging.getLogger().handlers or package.disabled:
         return
-    package.addHandler(_console(level))
-    package.propagate = False  # a root handler the script adds later would print every line twice
+    package.addHandler(_console(level, _DefaultHandler))
     if package.level == logging.NOTSET:
         package.setLevel(level)
 
@@ -74,12 +82,18 @@ def bound(shard: str, job: str) -> logging.LoggerAdapter:  # type: ignore[type-a
 
 
 class CollectWarnings(logging.Handler):
-    """Hands the message of every warning or error to ``sink`` (Ray workers send them to the driver)."""
+    """Hands the message of every warning or error to ``sink`` (Ray workers send them to the driver).
+
+    Ray's own loggers are left out: their lines stay in Ray's log files."""
 
     def __init__(self, sink: Callable[[str], object]) -> None:
         super().__init__(logging.WARNING)
         self.sink = sink
         self.setFormatter(logging.Formatter("%(message)s"))
+        self.addFilter(lambda record: record.name != "ray" and not record.name.startswith("ray."))
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.sink(self.format(record))
+        try:
+            self.sink(self.format(record))
+        except Exception:  # a bad format in a log call is logging's error to report, not the stage's
+            self.handleError(record)

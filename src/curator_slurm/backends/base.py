@@ -167,6 +167,10 @@ class BaseStageAdapter:
             if len(tasks) == 1:
                 return [self._retry_one(tasks[0], first_error)]
             # One bad task must not fail its neighbours: retry each on its own.
+            logger.warning(
+                f"stage {self.stage.name!r} failed on a batch of {len(tasks)} tasks: {first_error!r}; "
+                "retrying each task on its own"
+            )
             return [self._retry_one(t, None) for t in tasks]
         if not isinstance(entries, list) or len(entries) != len(tasks):  # a programming error: fail the run
             raise TypeError(

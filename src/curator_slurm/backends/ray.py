@@ -206,7 +206,10 @@ class _StageWorker:
         # The stages' warnings (e.g. a retried task) go back to the driver with each call, so the user
         # sees them in the console; everything else stays in Ray's worker log files.
         configure_logging("INFO")
-        logging.getLogger(ROOT).addHandler(CollectWarnings(self.warnings.append))
+        collect = CollectWarnings(self.warnings.append)
+        # The package's lines do not propagate (configure_logging); a stage's own logger reaches the root.
+        for name in (ROOT, ""):
+            logging.getLogger(name).addHandler(collect)
         self.adapters = set_up_adapters(self.stages, self.shard, self.retry_backoff, os.getpid())
         return os.getpid()
 
