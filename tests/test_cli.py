@@ -14,7 +14,7 @@ import pytest
 
 from curator_slurm.cli import EXAMPLES
 from curator_slurm.sample import make_corpus
-from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, load_status
+from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
 from curator_slurm.slurm.submit import (
     ArrayChunk,
     SubmitOptions,
@@ -23,6 +23,7 @@ from curator_slurm.slurm.submit import (
     render_script,
     split_shards,
 )
+from executors import requires_ray
 from helpers import EXAMPLE, REPO, clean_env, read_tree, run_example
 from slurmtools import max_array_size, show_job, wait_for_job
 
@@ -132,11 +133,39 @@ def test_multi_node_tasks_start_and_stop_a_ray_cluster() -> None:
     script = render_script(opts, ArrayChunk(0, 4))
     assert "#SBATCH --nodes=3" in script and "#SBATCH --ntasks-per-node=1" in script
     assert "/v/bin/ray start --head" in script and "--address=" in script
-    assert 'export RAY_ADDRESS="$head:$port"' in script
-    assert "/v/bin/ray stop" in script
-    assert script.index("ray start --head") < script.index("/v/bin/python /w/c.py") < script.index("ray stop")
+    assert 'export RAY_ADDRESS="$head:$port"' in script and 'export CURATOR_RAY_NODES="${#nodes[@]}"' in script
+    assert "/dev/tcp/$head/$port" in script and "sleep 10" not in script, "waits for the head, not a fixed time"
+    assert "/v/bin/ray stop" not in script, "ray stop would end the Ray of every task on the node"
+    assert script.index("ray start --head") < script.index("/v/bin/python /w/c.py") < script.rindex("kill $(jobs -p)")
     bash = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
     assert bash.returncode == 0, bash.stderr
+
+
+@pytest.mark.slurm
+@requires_ray
+def test_multi_node_tasks_run_on_their_own_ray_cluster_and_leave_nothing_behind(
+    slurm_cluster: str, corpus: Path, tmp_path: Path
+) -> None:
+    """The --nodes-per-task script for real, on this one-node cluster (`--nodes=1` overrides the
+    directive): two tasks share the node, each starts its own Ray head, its pipeline joins it, and once
+    done nothing of either Ray is left running, nor its temporary directory."""
+    reference, out = tmp_path / "reference", tmp_path / "out"
+    run_example(corpus, reference, "--workers", "1")
+    proc = cli("submit", str(EXAMPLE), "--shards", "2", "--nodes-per-task", "2", "--cpus-per-task", "1",
+               "--sbatch-arg=--nodes=1", "--", "--input", str(corpus), "--output", str(out), "--executor", "ray",
+               cwd=tmp_path, check=True)  # fmt: skip
+    (job,) = _job_ids(proc.stdout)
+    assert wait_for_job(job, timeout=600) == {"0": "COMPLETED", "1": "COMPLETED"}
+    assert read_tree(out) == read_tree(reference)
+    logs = "".join(p.read_text() for p in (out / DEFAULT_RUN_DIR_NAME / "logs").iterdir())
+    ports = re.findall(r"ray: using the Ray cluster at [\w.-]+:(\d+) \(1 node\(s\)\)", logs)
+    assert len(set(ports)) == 2, logs
+    job_ids = {str(r["job_id"]) for r in iter_records(str(out / DEFAULT_RUN_DIR_NAME))}
+    assert len(job_ids) == 2
+    for task_job in job_ids:
+        assert not Path(f"/tmp/curator-ray-{task_job}").exists()
+        left = subprocess.run(["pgrep", "-f", f"curator-ray-{task_job}"], capture_output=True, text=True)
+        assert left.stdout == "", f"Ray processes of job {task_job} outlived it: {left.stdout}"
 
 
 # --- commands without Slurm -----------------------------------------------------------------------

@@ -24,7 +24,8 @@ import pytest
 from curator_slurm import LocalExecutor, Pipeline, PipelineFailedError, ShardSpec
 from curator_slurm.backends.base import BaseExecutor, GraceExpired, PipelineResult, SourceResult
 from curator_slurm.backends.ray import RayExecutor, fuse_stages, plan_pools, ray_address
-from curator_slurm.slurm.env import RunOptions
+from curator_slurm.errors import ShardConfigError
+from curator_slurm.slurm.env import RunOptions, ray_expected_nodes
 from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
 from curator_slurm.slurm.sharding import shard_of
 from curator_slurm.stages import (
@@ -192,6 +193,9 @@ def test_ray_address_comes_from_the_given_environment() -> None:
     assert ray_address({"RAY_ADDRESS": " 10.0.0.1:6379 "}) == "10.0.0.1:6379"
     assert ray_address({"RAY_ADDRESS": ""}) is None
     assert ray_address({}) is None
+    assert ray_expected_nodes({"CURATOR_RAY_NODES": "4"}) == 4 and ray_expected_nodes({}) is None
+    with pytest.raises(ShardConfigError, match=r"CURATOR_RAY_NODES='0' must be >= 1"):
+        ray_expected_nodes({"CURATOR_RAY_NODES": "0"})
 
 
 # --- the executor's contracts -------------------------------------------------------------------------
@@ -453,11 +457,42 @@ def test_example_joins_ray_address_and_leaves_that_cluster_running(
 ) -> None:
     import ray
 
-    proc = _run_curate(corpus, tmp_path / "ray", "ray", {"RAY_ADDRESS": ray_cluster})
+    proc = _run_curate(corpus, tmp_path / "ray", "ray", {"RAY_ADDRESS": ray_cluster, "CURATOR_RAY_NODES": "1"})
     assert read_tree(tmp_path / "ray") == local_reference
-    assert f"ray: using the Ray cluster at {ray_cluster}" in proc.stderr
+    assert f"ray: using the Ray cluster at {ray_cluster} (1 node(s))" in proc.stderr
     assert not _foreign_lines(proc.stderr)
     assert ray.is_initialized() and ray.cluster_resources().get("CPU") == 2, "the joined cluster is still up"
+
+
+NODE_WAIT_SCRIPT = """
+import sys
+from curator_slurm import Pipeline
+from curator_slurm.backends.ray import RayExecutor
+from curator_slurm.stages import JsonlReader, ParquetWriter
+
+if __name__ == "__main__":
+    pipeline = Pipeline("wait").add_stage(JsonlReader(sys.argv[1])).add_stage(ParquetWriter(sys.argv[2]))
+    print(pipeline.run(RayExecutor(node_wait_seconds=2)).done)
+"""
+
+
+def test_a_node_that_never_joins_costs_a_warning_not_the_run(corpus: Path, tmp_path: Path, ray_cluster: str) -> None:
+    """A multi-node task exports how many nodes it started; the pipeline waits for them (here for 2 s),
+    then says how many joined and goes on with those."""
+    script = tmp_path / "wait.py"
+    script.write_text(NODE_WAIT_SCRIPT)
+    env = clean_env({"RAY_ADDRESS": ray_cluster, "CURATOR_RAY_NODES": "2"})
+    env.pop("RAY_AUTH_MODE", None)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(corpus), str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0 and proc.stdout.split() == ["12"], proc.stderr
+    assert "ray: 1 of 2 nodes (CURATOR_RAY_NODES) joined within 2 s; going on with them" in proc.stderr
+    assert f"ray: using the Ray cluster at {ray_cluster} (1 node(s))" in proc.stderr
 
 
 SIGTERM_SCRIPT = """

@@ -62,7 +62,7 @@ from curator_slurm.backends.base import (
     tear_down_adapters,
 )
 from curator_slurm.logs import ROOT, CollectWarnings, bound, configure_logging
-from curator_slurm.slurm.env import ShardSpec, available_cpus, ray_address
+from curator_slurm.slurm.env import ShardSpec, available_cpus, ray_address, ray_expected_nodes
 from curator_slurm.stages.base import ProcessingStage, Resources
 from curator_slurm.tasks import DocumentBatch, FailedTask, Task
 
@@ -360,6 +360,7 @@ class RayExecutor(BaseExecutor):
         temp_dir: str | None = None,
         object_store_memory: int | None = None,
         fuse: bool = True,
+        node_wait_seconds: float = 300.0,
     ) -> None:
         for name, value in (
             ("num_cpus", num_cpus),
@@ -369,6 +370,8 @@ class RayExecutor(BaseExecutor):
             if value is not None and value < 1:
                 raise ValueError(f"RayExecutor({name}={value}): must be >= 1")
         self.address = address
+        #: How long to wait for the nodes a multi-node array task started (``CURATOR_RAY_NODES``) to join.
+        self.node_wait_seconds = node_wait_seconds
         self.num_cpus = num_cpus
         self.max_in_flight = max_in_flight
         self.max_actors_per_stage = max_actors_per_stage
@@ -401,7 +404,8 @@ class RayExecutor(BaseExecutor):
             if address and address != "local":
                 _match_ray_start_auth()
                 ray.init(address=address, **quiet)
-                return _Session(started=True, where=f"the Ray cluster at {address}")
+                nodes = self._wait_for_nodes(ray, ray_expected_nodes(), log)
+                return _Session(started=True, where=f"the Ray cluster at {address} ({nodes} node(s))")
             temp_dir = self.temp_dir or _default_temp_dir(shard)
             os.makedirs(temp_dir, exist_ok=True)
             cpus = self.num_cpus or available_cpus()
@@ -416,6 +420,23 @@ class RayExecutor(BaseExecutor):
         finally:
             auth_logger.setLevel(auth_level)
             _restore_handlers(saved)
+
+    def _wait_for_nodes(self, ray: Any, expected: int | None, log: Any) -> int:
+        """Alive nodes of the cluster, after waiting up to ``node_wait_seconds`` for ``expected`` of them:
+        actors are placed on the nodes there are when they start, so a node that joins late would idle."""
+        deadline = time.monotonic() + self.node_wait_seconds
+        while True:
+            alive = sum(1 for node in ray.nodes() if node.get("Alive"))
+            if expected is None or alive >= expected:
+                return alive
+            if time.monotonic() >= deadline:
+                log.warning(
+                    f"ray: {alive} of {expected} nodes (CURATOR_RAY_NODES) joined within "
+                    f"{self.node_wait_seconds:.0f} s; going on with them (the missing nodes' `ray start` output "
+                    "is in this task's log)"
+                )
+                return alive
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
     def _disconnect(self, session: _Session, keep_files: bool, log: Any) -> None:
         import ray

@@ -312,3 +312,10 @@ def ray_address(environ: Mapping[str, str] | None = None) -> str | None:
     None (the executor starts a local Ray). Read in the driver only; Ray workers never look at it."""
     env = os.environ if environ is None else environ
     return (env.get("RAY_ADDRESS") or "").strip() or None
+
+
+def ray_expected_nodes(environ: Mapping[str, str] | None = None) -> int | None:
+    """How many nodes the Ray cluster at ``RAY_ADDRESS`` should have (``CURATOR_RAY_NODES``, exported by
+    multi-node array tasks): a RayExecutor waits for them to join before it places its actors."""
+    env = os.environ if environ is None else environ
+    return _int(env, "CURATOR_RAY_NODES", minimum=1, fix="Set it to the number of nodes of the Ray cluster.")

@@ -185,31 +185,48 @@ def render_script(opts: SubmitOptions, chunk: ArrayChunk) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Seconds a multi-node task waits for its Ray head to listen before it gives up.
+HEAD_START_SECONDS = 300
+
+
 def _ray_cluster_block(opts: SubmitOptions, command: str) -> list[str]:
     """Start Ray over this task's nodes (head on the first), run the pipeline against it, stop Ray."""
     ray = shlex.quote(os.path.join(os.path.dirname(opts.python), "ray"))
     cpus = opts.cpus_per_task or "${SLURM_CPUS_ON_NODE}"
+    wait = HEAD_START_SECONDS
     return [
         'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
         'head="${nodes[0]}"',
         "port=$((20000 + SLURM_JOB_ID % 40000))  # every array task has its own job id, so its own port",
         'export RAY_ADDRESS="$head:$port"',
+        'export CURATOR_RAY_NODES="${#nodes[@]}"  # the pipeline waits for them all to join',
         'ray_tmp="/tmp/curator-ray-${SLURM_JOB_ID}"',
         f'srun --nodes=1 --ntasks=1 -w "$head" {ray} start --head --block --port="$port" '
         f'--num-cpus={cpus} --temp-dir="$ray_tmp" --include-dashboard=false &',
-        "sleep 10",
+        "waited=0  # until the head listens on its port: a loaded node may take a while",
+        'until (exec 3<>"/dev/tcp/$head/$port") 2>/dev/null; do',
+        f'  if [ "$waited" -ge {wait} ]; then',
+        f'    echo "curator-slurm: the Ray head on $head:$port did not start in {wait} s (see its output above)" >&2',
+        "    kill $(jobs -p) 2>/dev/null || true",
+        "    exit 1",
+        "  fi",
+        "  sleep 1",
+        "  waited=$((waited + 1))",
+        "done",
         'for node in "${nodes[@]:1}"; do',
         f'  srun --nodes=1 --ntasks=1 -w "$node" {ray} start --block --address="$RAY_ADDRESS" --num-cpus={cpus} &',
         "done",
-        "sleep 5",
         f"{command} &",
         "child=$!",
         'for sig in TERM USR1 USR2; do trap "kill -s $sig $child 2>/dev/null || true" $sig; done',
         "status=0",
         'wait "$child" || status=$?',
         'while kill -0 "$child" 2>/dev/null; do wait "$child" || status=$?; done',
-        f"{ray} stop --force >/dev/null 2>&1 || true",
+        "# Stop this task's Ray by ending its srun steps (`ray stop` would end every Ray on the node,",
+        "# those of other array tasks sharing it too); Slurm ends what is left when the job ends.",
         "kill $(jobs -p) 2>/dev/null || true",
+        'for _ in $(seq 30); do [ -z "$(jobs -rp)" ] && break; sleep 1; done',
+        'if [ "$status" -eq 0 ]; then rm -rf "$ray_tmp"; fi  # kept for a look when the pipeline failed',
         'exit "$status"',
     ]
 
