@@ -11,12 +11,10 @@ from collections import Counter
 
 import pyarrow as pa
 
-from .._lazy import LazyModule
 from ..errors import InputError
 from ..tasks import DocumentBatch
+from ._kernels import call, cast, filter_table, replace_regex
 from .base import PASSTHROUGH, ProcessingStage
-
-pc = LazyModule("pyarrow.compute")
 
 
 class DocumentFilter:
@@ -43,11 +41,11 @@ class DocumentFilter:
 
 
 def _between(scores: pa.Array, low: float | None, high: float | None) -> pa.Array:
-    mask = pc.is_valid(scores)
+    mask = call("is_valid", scores)
     if low is not None:
-        mask = pc.and_(mask, pc.greater_equal(scores, low))
+        mask = call("and", mask, call("greater_equal", scores, low))
     if high is not None:
-        mask = pc.and_(mask, pc.less_equal(scores, high))
+        mask = call("and", mask, call("less_equal", scores, high))
     return mask
 
 
@@ -57,15 +55,15 @@ _SPACE = r"\s\x0b\x1c-\x1f\x85\p{Z}"
 
 def _texts(texts: pa.ChunkedArray) -> pa.ChunkedArray:
     if pa.types.is_null(texts.type):  # a column that was null in every row of a JSON file
-        texts = texts.cast(pa.string())
-    return pc.fill_null(texts, "")
+        texts = cast(texts, pa.string())
+    return call("coalesce", texts, "")
 
 
 def _word_counts(texts: pa.ChunkedArray) -> pa.Array:
     """Words as str.split() counts them (no empty pieces from leading or trailing space)."""
-    trimmed = pc.utf8_trim_whitespace(_texts(texts))
-    counts = pc.list_value_length(pc.utf8_split_whitespace(trimmed))
-    return pc.if_else(pc.equal(pc.utf8_length(trimmed), 0), 0, counts)
+    trimmed = call("utf8_trim_whitespace", _texts(texts))
+    counts = call("list_value_length", call("utf8_split_whitespace", trimmed))
+    return call("if_else", call("equal", call("utf8_length", trimmed), 0), 0, counts)
 
 
 class WordCountFilter(DocumentFilter):
@@ -111,10 +109,10 @@ class MeanWordLengthFilter(DocumentFilter):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.Array:
         texts = _texts(texts)
-        letters = pc.utf8_length(pc.replace_substring_regex(texts, f"[{_SPACE}]+", ""))
+        letters = call("utf8_length", replace_regex(texts, f"[{_SPACE}]+", ""))
         words = _word_counts(texts)
-        mean = pc.divide(pc.cast(letters, pa.float64()), pc.cast(pc.max_element_wise(words, 1), pa.float64()))
-        return pc.if_else(pc.equal(words, 0), 0.0, mean)
+        mean = call("divide", cast(letters, pa.float64()), cast(call("max_element_wise", words, 1), pa.float64()))
+        return call("if_else", call("equal", words, 0), 0.0, mean)
 
     def keep_array(self, scores: pa.Array) -> pa.Array:
         return _between(scores, self.min_mean_word_length, self.max_mean_word_length)
@@ -138,9 +136,9 @@ class SymbolRatioFilter(DocumentFilter):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.Array:
         texts = _texts(texts)
-        visible = pc.utf8_length(pc.replace_substring_regex(texts, f"[{_SPACE}]+", ""))
-        symbols = pc.utf8_length(pc.replace_substring_regex(texts, f"[\\p{{L}}\\p{{N}}{_SPACE}]+", ""))
-        ratio = pc.divide(pc.cast(symbols, pa.float64()), pc.cast(pc.max_element_wise(visible, 1), pa.float64()))
+        visible = call("utf8_length", replace_regex(texts, f"[{_SPACE}]+", ""))
+        symbols = call("utf8_length", replace_regex(texts, f"[\\p{{L}}\\p{{N}}{_SPACE}]+", ""))
+        ratio = call("divide", cast(symbols, pa.float64()), cast(call("max_element_wise", visible, 1), pa.float64()))
         return ratio
 
     def keep_array(self, scores: pa.Array) -> pa.Array:
@@ -205,11 +203,11 @@ class ScoreFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         scores = self.filter_obj.score_array(table.column(self.text_field))
         keep = self.filter_obj.keep_array(scores)
         if self.invert:
-            keep = pc.invert(keep)
+            keep = call("invert", keep)
         if self.score_field:
             table = (
                 table.append_column(self.score_field, scores)
                 if self.score_field not in table.column_names
                 else (table.set_column(table.column_names.index(self.score_field), self.score_field, scores))
             )
-        return task.derive(table.filter(keep))
+        return task.derive(filter_table(table, keep))

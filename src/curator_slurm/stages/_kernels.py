@@ -1,0 +1,39 @@
+"""Arrow compute kernels called by name, without importing ``pyarrow.compute``.
+
+Importing ``pyarrow.compute`` builds a Python wrapper, docstring included, for each of its ~300
+kernels: about 35 ms of CPU in every process that does it. Every array task pays its imports once,
+and at 16 shards of 50 MB that was a sixth of all that sharding added (docs/performance.md, row 3).
+These calls reach the same C++ kernels through ``pyarrow._compute.call_function``, the function
+those wrappers call; ``pyarrow.compute`` re-exports it and the option classes used here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from .._lazy import LazyModule
+
+_compute = LazyModule("pyarrow._compute")
+
+
+def call(name: str, *args: Any, options: Any = None) -> Any:
+    """The kernel ``name`` (as ``pyarrow.compute.call_function`` names it) on ``args``; Python numbers
+    and strings become Arrow scalars."""
+    return _compute.call_function(name, list(args), options)
+
+
+def cast(values: Any, to: pa.DataType) -> Any:
+    """``values`` as ``to``, refusing lossy conversions (as ``Array.cast`` does by default)."""
+    return call("cast", values, options=_compute.CastOptions.safe(to))
+
+
+def replace_regex(values: Any, pattern: str, replacement: str) -> Any:
+    """Every match of the RE2 ``pattern`` in each string replaced by ``replacement``."""
+    return call("replace_substring_regex", values, options=_compute.ReplaceSubstringOptions(pattern, replacement))
+
+
+def filter_table(table: pa.Table, mask: Any) -> pa.Table:
+    """The rows of ``table`` where ``mask`` is true (a null drops the row, as ``Table.filter`` does)."""
+    return call("filter", table, mask)
