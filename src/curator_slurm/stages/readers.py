@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -198,19 +199,29 @@ def _parse_json(path: str, data: bytes | None = None, explicit: pa.Schema | None
         return pj.read_json(stream, read_options=options, parse_options=parse)
 
 
-def read_parquet(path: str, fields: list[str] | None = None) -> pa.Table:
-    """Read one Parquet file, turning pyarrow's low-level errors into one that names the file."""
+@contextlib.contextmanager
+def _parquet_errors(path: str, where: str) -> Iterator[None]:
+    """pyarrow's low-level errors while reading a Parquet file, as one InputError that names it."""
     try:
-        if fields is not None:
-            names = pq.read_schema(path).names
-            missing = [f for f in fields if f not in names]
-            if missing:
-                raise InputError(f"{path}: missing field(s) {missing}; the file has {names}")
-        return pq.read_table(path, columns=fields)
+        yield
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
         if isinstance(e, FileNotFoundError):
             raise InputError(f"{path}: no such file; was it removed after the run started?") from e
-        raise InputError(f"{path}: not a readable Parquet file ({e}); it may be truncated or not Parquet") from e
+        raise InputError(f"{where}: not a readable Parquet file ({e}); it may be truncated or not Parquet") from e
+
+
+def _require_fields(fields: list[str] | None, names: list[str], where: str) -> None:
+    missing = [f for f in fields or [] if f not in names]
+    if missing:
+        raise InputError(f"{where}: missing field(s) {missing}; the file has {names}")
+
+
+def read_parquet(path: str, fields: list[str] | None = None) -> pa.Table:
+    """Read one Parquet file, turning pyarrow's low-level errors into one that names the file."""
+    with _parquet_errors(path, path):
+        if fields is not None:
+            _require_fields(fields, pq.read_schema(path).names, path)
+        return pq.read_table(path, columns=fields)
 
 
 def row_group_start(group: Any) -> int:
@@ -229,32 +240,22 @@ def read_parquet_range(path: str, start: int, end: int, fields: list[str] | None
     """The row groups of a Parquet file that start in ``[start, end)``; None when none does (row groups
     are not cut, so a range smaller than one row group may hold none)."""
     where = f"{path} (bytes {start}-{end})"
-    try:
-        with pq.ParquetFile(path) as parquet:
-            names = parquet.schema_arrow.names
-            missing = [f for f in fields or [] if f not in names]
-            if missing:
-                raise InputError(f"{where}: missing field(s) {missing}; the file has {names}")
-            meta = parquet.metadata
-            # A start at or past the end (metadata that is off) belongs to the last piece, so no row is lost.
-            last = end >= os.path.getsize(path)
-            starts = [row_group_start(meta.row_group(i)) for i in range(meta.num_row_groups)]
-            groups = [i for i, at in enumerate(starts) if start <= at and (at < end or last)]
-            if not groups:
-                return None
-            return parquet.read_row_groups(groups, columns=fields)
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
-        if isinstance(e, FileNotFoundError):
-            raise InputError(f"{path}: no such file; was it removed after the run started?") from e
-        raise InputError(f"{where}: not a readable Parquet file ({e}); it may be truncated or not Parquet") from e
+    with _parquet_errors(path, where), pq.ParquetFile(path) as parquet:
+        _require_fields(fields, parquet.schema_arrow.names, where)
+        meta = parquet.metadata
+        # A start at or past the end (metadata that is off) belongs to the last piece, so no row is lost.
+        last = end >= os.path.getsize(path)
+        starts = [row_group_start(meta.row_group(i)) for i in range(meta.num_row_groups)]
+        groups = [i for i, at in enumerate(starts) if start <= at and (at < end or last)]
+        if not groups:
+            return None
+        return parquet.read_row_groups(groups, columns=fields)
 
 
 def _select(table: pa.Table, fields: list[str] | None, path: str) -> pa.Table:
     if fields is None:
         return table
-    missing = [f for f in fields if f not in table.column_names]
-    if missing:
-        raise InputError(f"{path}: missing field(s) {missing}; the file has {table.column_names}")
+    _require_fields(fields, table.column_names, path)
     return table.select(fields)
 
 
