@@ -361,10 +361,7 @@ def collect_status(run_dir: str) -> dict[str, Any]:
     rate = len(done) / elapsed if elapsed > 0 else None
     shards: dict[str, dict[str, Any]] = {}
     for r in [*done.values(), *failed.values()]:
-        s = shards.setdefault(
-            r.get("shard", "?"),
-            {"shard": r.get("shard", "?"), "done": 0, "failed": 0, "seconds": 0.0, "rows_in": 0, "job": None},
-        )
+        s = shards.setdefault(r.get("shard", "?"), _shard_row(r.get("shard", "?"), None))
         s["done" if r["status"] == "done" else "failed"] += 1
         s["seconds"] += r.get("seconds", 0.0)
         s["rows_in"] += r.get("rows_in", 0)
@@ -377,17 +374,7 @@ def collect_status(run_dir: str) -> dict[str, Any]:
         for a in sub["arrays"] if sub.get("shards") else []:
             for index in range(int(a.get("size", 0))):
                 label = f"{int(a['offset']) + index}/{sub['shards']}"
-                shards.setdefault(
-                    label,
-                    {
-                        "shard": label,
-                        "done": 0,
-                        "failed": 0,
-                        "seconds": 0.0,
-                        "rows_in": 0,
-                        "job": f"{a['job_id']}_{index}",
-                    },
-                )
+                shards.setdefault(label, _shard_row(label, f"{a['job_id']}_{index}"))
     job_ids = [str(a["job_id"]) for sub in submissions for a in sub["arrays"]]
     states = job_states(job_ids)
     active = None
@@ -411,6 +398,11 @@ def collect_status(run_dir: str) -> dict[str, Any]:
         "jobs": job_ids,
         "job_states": active,
     }
+
+
+def _shard_row(label: str, job: str | None) -> dict[str, Any]:
+    """A row of the status table for a shard that has recorded nothing yet."""
+    return {"shard": label, "done": 0, "failed": 0, "seconds": 0.0, "rows_in": 0, "job": job}
 
 
 def _shard_order(row: dict[str, Any]) -> tuple[int, int, str]:

@@ -115,8 +115,9 @@ class FileGroupTask(Task[list[str]]):
 
     @classmethod
     def from_range(cls, path: str, start: int, end: int, dataset_name: str = "") -> FileGroupTask:
-        """The piece ``[start, end)`` of one file: it holds the lines that start in that range. Its id
-        hashes the path and the range, so pieces of one file never share an id with it or each other."""
+        """The piece ``[start, end)`` of one file: it holds the lines (JSONL) or row groups (Parquet) that
+        start in that range. Its id hashes the path and the range, so pieces of one file never share an id
+        with it or each other."""
         absolute = os.path.abspath(path)
         return cls(
             task_id=content_id(absolute, f"bytes={start}-{end}"),
