@@ -9,7 +9,6 @@ and name its outputs after it.
 from __future__ import annotations
 
 import os
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -62,7 +61,7 @@ class Task(Generic[T]):
 
     def __post_init__(self) -> None:
         if not self.task_id:
-            self.task_id = "rand-" + uuid.uuid4().hex[:16]
+            self.task_id = "rand-" + os.urandom(8).hex()
             self.has_deterministic_id = False
 
     @property

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
-import subprocess
 
 from curator_slurm.slurm.env import JobInfo
 
@@ -17,6 +15,9 @@ def requeue(job: JobInfo) -> bool:
     After the requeue the job starts again with ``SLURM_RESTART_COUNT`` one higher and resumes from
     the ledger.
     """
+    import shutil  # here, not at the top: every array task imports this module, few ever requeue
+    import subprocess
+
     if not job.job_id:
         logger.warning("requeue requested, but this process is not part of a Slurm job; not requeued")
         return False

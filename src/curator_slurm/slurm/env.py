@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -46,6 +45,15 @@ def _int(env: Mapping[str, str], name: str, minimum: int | None = None, fix: str
     return value
 
 
+def _host_name() -> str:
+    """This machine's name, as ``socket.gethostname()`` gives it, without importing socket in every task."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket
+
+    return socket.gethostname()
+
+
 @dataclass(frozen=True)
 class JobInfo:
     """Which Slurm job (if any) this process belongs to; recorded with every ledger record."""
@@ -54,7 +62,7 @@ class JobInfo:
     array_job_id: str | None = None
     array_task_id: str | None = None
     restart_count: int = 0
-    host: str = field(default_factory=socket.gethostname)
+    host: str = field(default_factory=_host_name)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> JobInfo:

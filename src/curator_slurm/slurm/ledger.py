@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,7 +81,7 @@ def _write_once(path: str, payload: dict[str, Any]) -> dict[str, Any]:
     The content goes to a temporary file that is hard-linked into place, so a reader never sees a
     half-written file and exactly one of many concurrent creators wins.
     """
-    tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(payload, f, indent=1, sort_keys=True)
         f.flush()
@@ -179,7 +178,7 @@ class LedgerWriter:
         os.makedirs(directory, exist_ok=True)
         job = shard.job
         tag = f"{job.array_job_id}_{job.array_task_id}" if job.array_job_id else (job.job_id or "local")
-        self.path = os.path.join(directory, f"{tag}-{job.host}-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl")
+        self.path = os.path.join(directory, f"{tag}-{job.host}-{os.getpid()}-{os.urandom(4).hex()}.jsonl")
         self._file = None
         self._common = {
             "shard": f"{shard.index}/{shard.count}",
