@@ -89,7 +89,7 @@ NOISY = 0.25
 #: Other processes keeping more than this fraction of the CPUs busy during a row get a warning note.
 BUSY = 0.05
 #: What every process of the demo job imports whatever the framework does: the floor of row 3.
-BARE_IMPORTS = "import pyarrow.parquet, pyarrow.json, pyarrow._compute"
+BARE_IMPORTS = "import pyarrow.json, pyarrow._compute, pyarrow._parquet"
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -316,7 +316,9 @@ class ChildRun:
 #: at least this process's RSS. The launcher (``python -S``, a few MB) is the only floor left.
 LAUNCHER = """
 import json, os, sys, time
-report, cmd = sys.argv[1], sys.argv[2:]
+report, cpu, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
+if cpu != "-":
+    os.sched_setaffinity(0, {int(cpu)})
 start = time.perf_counter()
 pid = os.fork()
 if pid == 0:
@@ -332,12 +334,12 @@ with open(report, "w") as f:
 """
 
 
-def run_child(cmd: Sequence[str], env: dict[str, str]) -> ChildRun:
+def run_child(cmd: Sequence[str], env: dict[str, str], cpu: int | None = None) -> ChildRun:
     """Run ``cmd`` to completion and return its own wall time (fork to exit), CPU time (user + sys, all
-    threads) and peak RSS, as wait4 reports them for that one process."""
+    threads) and peak RSS, as wait4 reports them for that one process; ``cpu`` pins it to that core."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "rusage.json"
-        launcher = [sys.executable, "-S", "-c", LAUNCHER, str(report), *cmd]
+        launcher = [sys.executable, "-S", "-c", LAUNCHER, str(report), "-" if cpu is None else str(cpu), *cmd]
         proc = subprocess.run(launcher, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL, check=False)
         out.seek(0)
         stdout = out.read().decode("utf-8", "replace")
@@ -554,33 +556,46 @@ def bench_sharded_cpu(b: Bench) -> list[Row]:
 
     The two sides of each pair run at the same time, one stream of processes per core: the CPU seconds
     of an 800 MB pass moved by 5-10 % from one minute to the next on a shared machine (32.5-38.7 s),
-    more than 3b's margin, and a pair that shares the minutes shares that drift. The value is the
-    median of the pairs' ratios."""
+    more than 3b's margin, and a pair that shares the minutes shares that drift. Each side is pinned to
+    its own core, and the cores swap from one pair to the next (so the number of pairs is even): one
+    vCPU can be slower than the other for minutes (3a's pairs once gave 1.011 three times, and 1.05-1.07
+    in another run). The value is the geometric mean of the median ratio with the shards on each core,
+    in which that difference cancels; unpinned (one core available) it is the median of the ratios."""
     corpus = b.corpus("sharded")
     b.warm_children()
     counts = (4, 16)
+    cores = sorted(os.sched_getaffinity(0))[:2] if hasattr(os, "sched_getaffinity") else []
+    pinned = len(cores) == 2
+    pairs = b.repeat + b.repeat % 2 if pinned else b.repeat
     sharded: dict[int, list[float]] = {n: [] for n in counts}
     whole: dict[int, list[float]] = {n: [] for n in counts}  # the unsharded run paired with each
     bare: list[float] = []  # CPU of a process that only imports what the demo job needs
 
-    def one_process(out: Path) -> float:
-        return run_child(curate_cmd(corpus.path, out), clean_env()).cpu
+    def one_process(out: Path, cpu: int | None) -> float:
+        return run_child(curate_cmd(corpus.path, out), clean_env(), cpu).cpu
 
-    def shards(n: int, out: Path) -> float:
+    def shards(n: int, out: Path, cpu: int | None) -> float:
         env = {"CURATOR_NUM_SHARDS": str(n)}
         return sum(
-            run_child(curate_cmd(corpus.path, out), clean_env({**env, "CURATOR_SHARD_INDEX": str(i)})).cpu
+            run_child(curate_cmd(corpus.path, out), clean_env({**env, "CURATOR_SHARD_INDEX": str(i)}), cpu).cpu
             for i in range(n)
         )
 
-    for rep in range(b.repeat):
+    def side_cores(pair: int) -> tuple[int | None, int | None]:
+        """(core of the shards, core of the unsharded process) for this pair."""
+        return (cores[pair % 2], cores[1 - pair % 2]) if pinned else (None, None)
+
+    for pair in range(pairs):
         bare += [run_child([sys.executable, "-c", BARE_IMPORTS], clean_env()).cpu for _ in range(3)]
-        for n in rotated(list(counts), rep):
-            progress(f"row 3: {n} shards beside 1 process, repeat {rep + 1}/{b.repeat} ({corpus.size}, "
-                     f"{len(corpus.files)} files)")  # fmt: skip
+        on_shards, on_single = side_cores(pair)
+        for n in rotated(list(counts), pair):
+            where = f", shards on cpu {on_shards}, 1 process on cpu {on_single}" if pinned else ""
+            progress(f"row 3: {n} shards beside 1 process, pair {pair + 1}/{pairs} ({corpus.size}, "
+                     f"{len(corpus.files)} files{where})")  # fmt: skip
             with fresh_dir(b.out(f"shards-{n}")) as out_n, fresh_dir(b.out("shards-1")) as out_1:
                 with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-                    split, single = pool.submit(shards, n, out_n), pool.submit(one_process, out_1)
+                    split = pool.submit(shards, n, out_n, on_shards)
+                    single = pool.submit(one_process, out_1, on_single)
                     sharded[n].append(split.result())
                     whole[n].append(single.result())
                 files = [{p.name: p.stat().st_size for p in out.glob("*.parquet")} for out in (out_n, out_1)]
@@ -589,22 +604,31 @@ def bench_sharded_cpu(b: Bench) -> list[Row]:
                                  "or not the files of the unsharded run")  # fmt: skip
     start_cpu = statistics.median(bare)
 
+    def ratios(n: int) -> list[float]:
+        return [a / c for a, c in zip(sharded[n], whole[n], strict=True)]
+
+    def value(n: int) -> float:
+        if not pinned:
+            return statistics.median(ratios(n))
+        by_core = [statistics.median(ratios(n)[first::2]) for first in (0, 1)]
+        return math.sqrt(by_core[0] * by_core[1])
+
     def note(n: int) -> str:
         base = statistics.median(whole[n])
         extra = (statistics.median(sharded[n]) - base) / (n - 1)
         floor = (base + (n - 1) * start_cpu) / base
-        pairs = ", ".join(f"{a / c:.3f}" for a, c in zip(sharded[n], whole[n], strict=True))
+        where = [f" (shards on cpu {side_cores(i)[0]})" if pinned else "" for i in range(pairs)]
+        shown = [f"{r:.3f}{w}" for r, w in zip(ratios(n), where, strict=True)]
         return (
-            f"pairs (each run at the same time): {pairs}; {extra:.3f} s CPU per extra process, of which "
-            f'{start_cpu:.3f} s is `python -c "{BARE_IMPORTS}"`; with nothing but that start-up added per '
-            f"process the ratio would be {floor:.3f}"
+            f"pairs (each run at the same time): {', '.join(shown)}; {extra:.3f} s CPU per extra process, of "
+            f'which {start_cpu:.3f} s is `python -c "{BARE_IMPORTS}"`; with nothing but that start-up added '
+            f"per process the ratio would be {floor:.3f}"
         )
 
     return [
         Row(f"3{'ab'[k]}", f"simulated {n}-shard array: sum of CPU s / one unsharded process beside it "
             f"({corpus.size}, {len(corpus.files)} files)", Measure(f"{n} processes", "s CPU", sharded[n]),
-            Measure("1 process", "s CPU", whole[n]), "<=", 1.1,
-            value=statistics.median(a / c for a, c in zip(sharded[n], whole[n], strict=True)), note=note(n))
+            Measure("1 process", "s CPU", whole[n]), "<=", 1.1, value=value(n), note=note(n))
         for k, n in enumerate(counts)
     ]  # fmt: skip
 
