@@ -169,8 +169,10 @@ def read_jsonl(
     declared = set(schema.names) if schema is not None else set()
     try:
         table = _parse_json(path, data, schema)
-        # pyarrow turns ISO-8601-looking strings into timestamps; keep the text as it was written.
-        dates = [f.name for f in table.schema if pa.types.is_timestamp(f.type) and f.name not in declared]
+        # pyarrow turns ISO-8601-looking strings into timestamps; keep the text as it was written. Reading
+        # column_names decodes every key, which is where pyarrow 14 (not validate) finds one not in UTF-8.
+        types = zip(table.column_names, table.schema.types, strict=True)
+        dates = [name for name, type_ in types if pa.types.is_timestamp(type_) and name not in declared]
         if dates:
             strings = pa.schema([*(schema or []), *((name, pa.string()) for name in dates)])
             table = _parse_json(path, data, strings).select(table.column_names)
