@@ -6,11 +6,14 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import types
 from pathlib import Path
 
 import pytest
 
 from curator_slurm import LocalExecutor, Pipeline, PipelineFailedError, ShardSpec, Task
+from curator_slurm.backends.local import choose_start_method
 from curator_slurm.slurm.env import RunOptions
 from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage, ScoreFilter, WordCountFilter
@@ -194,6 +197,27 @@ def test_after_a_crash_the_new_pool_forks_again_so_an_unguarded_script_is_not_ru
     assert proc.stderr.count("starting 2 worker processes by fork") == 1 and "spawned" not in proc.stderr
     records = list(iter_records(str(tmp_path / "out" / DEFAULT_RUN_DIR_NAME)))
     assert len(records) == 12 and {r["status"] for r in records} == {"done"}, "each task recorded once"
+
+
+def test_a_driver_with_numpy_loaded_is_told_how_to_keep_forking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where numpy is installed pyarrow imports it, and its OpenBLAS starts threads, so workers spawn; the
+    reason then names numpy and the setting that avoids it. numpy is not a dependency here: a stand-in
+    module plays its part in sys.modules, and a Python thread plays OpenBLAS's."""
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        method, why = choose_start_method()
+        assert method == "spawn"
+        assert "numpy" not in why
+        monkeypatch.setitem(sys.modules, "numpy", types.ModuleType("numpy"))
+        method, why = choose_start_method()
+    finally:
+        stop.set()
+        thread.join()
+    assert method == "spawn"
+    assert "numpy is loaded" in why
+    assert "OPENBLAS_NUM_THREADS=1" in why
 
 
 @pytest.mark.parametrize("thread", [False, True], ids=["one-thread-forks", "threaded-spawns"])

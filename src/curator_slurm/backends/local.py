@@ -246,7 +246,14 @@ def choose_start_method() -> tuple[str, str]:
         return "spawn", "cannot list this process's threads (/proc/self/task)"
     others = [n for n in names if n not in FORK_SAFE_THREADS]
     if len(others) > 1:
-        return "spawn", f"this process runs {len(others)} threads; forking it could copy a lock one of them holds"
+        why = f"this process runs {len(others)} threads; forking it could copy a lock one of them holds"
+        if "numpy" in sys.modules:  # pyarrow imports numpy when it is installed
+            why += (
+                ". numpy is loaded, and its OpenBLAS starts a thread pool when imported: set OPENBLAS_NUM_THREADS=1 "
+                "before the script starts to keep workers forking, or pass start_method='fork' if every other "
+                "thread is known to be fork-safe"
+            )
+        return "spawn", why
     return "fork", "this process runs no other thread"
 
 
