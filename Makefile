@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 SAMPLE := build/sample
 DEMO_OUT := build/demo-out
 
-.PHONY: venv demo test lint format bench slurm-up slurm-down clean
+.PHONY: venv demo test test-pyarrow-floor lint format bench slurm-up slurm-down clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,24 @@ demo: venv
 
 test: venv
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The oldest pyarrow that pyproject.toml admits, in a venv of its own, under the tests that exercise
+# pyarrow (no Slurm, no Ray). That pyarrow needs numpy 1.x, whose OpenBLAS would start threads and make
+# the pool's workers spawn (the tests check that they fork): OPENBLAS_NUM_THREADS=1 keeps it to one.
+FLOOR_VENV ?= .venv-pyarrow-floor
+PYARROW_FLOOR := 14.0.2
+FLOOR_TESTS := tests/test_io.py tests/test_filters.py tests/test_ledger.py tests/test_local_executor.py \
+	tests/test_sharding.py tests/test_shard_env.py
+
+$(FLOOR_VENV)/.installed: pyproject.toml
+	@test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(FLOOR_VENV)/bin/python -m pip install --quiet 'pyarrow==$(PYARROW_FLOOR)' 'numpy<2' xxhash pytest pytest-mock hypothesis
+	$(FLOOR_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	@touch $@
+
+test-pyarrow-floor: $(FLOOR_VENV)/.installed
+	OPENBLAS_NUM_THREADS=1 $(FLOOR_VENV)/bin/python -m pytest -q -m "not slurm" $(FLOOR_TESTS)
 
 lint: venv
 	$(VENV)/bin/ruff check .
