@@ -856,6 +856,46 @@ def test_parquet_writer_writes_the_bytes_pyarrow_parquet_writes(tmp_path: Path, 
     assert pq.read_table(written.data[0]).to_pylist() == ROWS
 
 
+def test_a_pipeline_writing_parquet_never_imports_pyarrow_parquet(jsonl_input: Path, tmp_path: Path) -> None:
+    """The fast path is the one taken: a fresh process that reads JSONL, filters and writes Parquet has
+    not imported pyarrow.parquet or pyarrow.fs (so it has not fallen back to the public writer)."""
+    script = (
+        "import sys\n"
+        "from curator_slurm import LocalExecutor, Pipeline, ShardSpec\n"
+        "from curator_slurm.stages import JsonlReader, ParquetWriter, ScoreFilter, WordCountFilter\n"
+        "p = Pipeline('p').add_stage(JsonlReader(sys.argv[1])).add_stage(ScoreFilter(WordCountFilter(min_words=0)))\n"
+        "result = p.add_stage(ParquetWriter(sys.argv[2])).run(LocalExecutor(workers=1), shard=ShardSpec.single())\n"
+        "print(len(result.output_files), sorted(m for m in ('pyarrow.parquet', 'pyarrow.fs') if m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(jsonl_input), str(tmp_path / "out")],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["3", "[]"]
+
+
+def test_a_pyarrow_whose_private_writer_differs_gets_the_public_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If pyarrow's private ParquetWriter no longer takes these arguments (it is not a public API), the
+    writer falls back to pyarrow.parquet.write_table and writes the same file."""
+    from curator_slurm.stages import writers
+
+    def changed_signature(*args: Any, **kwargs: Any) -> None:
+        raise TypeError("__cinit__() got an unexpected keyword argument 'writer_engine_version'")
+
+    monkeypatch.setattr(writers._parquet, "ParquetWriter", changed_signature)
+    table = pa.Table.from_pylist(ROWS)
+    written = ParquetWriter(tmp_path / "ours").process(DocumentBatch(task_id="t", data=table))
+    reference = tmp_path / "reference.parquet"
+    pq.write_table(table, reference, compression="snappy")
+    assert Path(written.data[0]).read_bytes() == reference.read_bytes()
+
+
 def test_writer_failing_mid_write_leaves_no_partial_file(corpus: Path, tmp_path: Path) -> None:
     """A writer that fails while writing (bad compression codec) records the failure and leaves the
     output directory without any final or temporary file."""
