@@ -249,9 +249,9 @@ def choose_start_method() -> tuple[str, str]:
         why = f"this process runs {len(others)} threads; forking it could copy a lock one of them holds"
         if "numpy" in sys.modules:  # pyarrow imports numpy when it is installed
             why += (
-                ". numpy is loaded, and its OpenBLAS starts a thread pool when imported unless OPENBLAS_NUM_THREADS=1 "
-                "is set before the script starts; that keeps workers forking, as does start_method='fork' where "
-                "every other thread is known to be fork-safe"
+                ". numpy is loaded: if the other threads are its BLAS pool (OpenBLAS starts one when imported), "
+                "OPENBLAS_NUM_THREADS=1 (OMP_NUM_THREADS=1 for MKL) set before the script starts keeps workers "
+                "forking, as does start_method='fork' where every other thread is known to be fork-safe"
             )
         return "spawn", why
     return "fork", "this process runs no other thread"
