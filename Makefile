@@ -27,12 +27,13 @@ test: venv
 # The oldest pyarrow that pyproject.toml admits, in a venv of its own, under the tests that exercise
 # pyarrow (no Slurm, no Ray). That pyarrow needs numpy 1.x, whose OpenBLAS would start threads and make
 # the pool's workers spawn (the tests check that they fork): OPENBLAS_NUM_THREADS=1 keeps it to one.
+# pyarrow 14 has wheels for Python 3.8-3.12 only: PYTHON must be one of those.
 FLOOR_VENV ?= .venv-pyarrow-floor
 PYARROW_FLOOR := 14.0.2
 FLOOR_TESTS := tests/test_io.py tests/test_filters.py tests/test_ledger.py tests/test_local_executor.py \
 	tests/test_sharding.py tests/test_shard_env.py
 
-$(FLOOR_VENV)/.installed: pyproject.toml
+$(FLOOR_VENV)/.installed: pyproject.toml Makefile
 	@test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
 	$(FLOOR_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(FLOOR_VENV)/bin/python -m pip install --quiet 'pyarrow==$(PYARROW_FLOOR)' 'numpy<2' xxhash pytest pytest-mock hypothesis
