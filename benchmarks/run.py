@@ -489,8 +489,9 @@ class Bench:
 
     @property
     def pairs(self) -> int:
-        """Row 3's pairs: an even number when the sides swap cores, so each side has each core as often."""
-        return self.repeat + self.repeat % 2 if self.pinned_cores else self.repeat
+        """Row 3's pairs: ``repeat`` with the shards on each core when the sides swap cores (so each side
+        has each core as often, and each core's median is a median of ``repeat``), else ``repeat``."""
+        return 2 * self.repeat if self.pinned_cores else self.repeat
 
     def corpus(self, role: str) -> Corpus:
         """The corpus for a role; each is generated once and shared by every row that names it."""
@@ -1079,8 +1080,8 @@ def main(argv: list[str] | None = None) -> int:
     base = bench.corpora.get("base")
     print()
     print(
-        f"curator-slurm benchmark: medians of {args.repeat} run(s) ({bench.micro_repeat} for row 4, "
-        f"{bench.select_repeat} for row 5, {bench.pairs} pairs for row 3)"
+        f"curator-slurm benchmark: {args.repeat} run(s) per measurement ({bench.micro_repeat} for row 4, "
+        f"{bench.select_repeat} for row 5, {bench.pairs} pairs for row 3); medians unless a note says otherwise"
         + (f", base corpus {base.size} in {len(base.files)} files" if base else "")
         + (" [QUICK: smoke test, not a record]" if args.quick else "")
     )
