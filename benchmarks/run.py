@@ -479,7 +479,7 @@ class Bench:
     @property
     def select_repeat(self) -> int:
         """Repeats for row 5, whose samples take a tenth of a second."""
-        return self.repeat if self.quick else max(self.micro_repeat, 9)
+        return self.repeat if self.quick else max(self.repeat, 9)
 
     @property
     def pinned_cores(self) -> list[int]:
