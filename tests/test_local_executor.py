@@ -199,6 +199,72 @@ def test_after_a_crash_the_new_pool_forks_again_so_an_unguarded_script_is_not_ru
     assert len(records) == 12 and {r["status"] for r in records} == {"done"}, "each task recorded once"
 
 
+KILLED_MID_WRITE = """
+import os, sys, time
+from pathlib import Path
+from curator_slurm import LocalExecutor, Pipeline, configure_logging
+from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage, ScoreFilter, WordCountFilter
+
+inp, out, markers, victim = sys.argv[1:5]
+
+
+def wait_for(name):
+    deadline = time.monotonic() + 60
+    while not Path(markers, name).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+class DieOnceOtherIsWriting(ProcessingStage):
+    def process(self, task):
+        if task.source_id == victim and not Path(markers, "death").exists():
+            wait_for("writing")
+            Path(markers, "death").write_text(str(os.getpid()))
+            os._exit(9)
+        return task
+
+
+class StallsOnceMidWrite(ParquetWriter):
+    def write_table(self, table, f):
+        if not Path(markers, "writing").exists():
+            f.write(b"PAR1 half a file")
+            f.flush()
+            Path(markers, "writing").write_text(str(os.getpid()))
+            time.sleep(120)  # until the pool, broken by the other worker's death, kills this one
+        super().write_table(table, f)
+
+
+if __name__ == "__main__":
+    configure_logging()
+    pipeline = Pipeline("local").add_stage(JsonlReader(inp)).add_stage(DieOnceOtherIsWriting())
+    pipeline.add_stage(ScoreFilter(WordCountFilter(min_words=50))).add_stage(StallsOnceMidWrite(out))
+    result = pipeline.run(LocalExecutor(workers=2))
+    print(result.done, len(result.failed))
+"""
+
+
+def test_a_worker_killed_while_writing_leaves_no_temporary_file(
+    corpus: Path, tmp_path: Path, reference: dict[str, bytes]
+) -> None:
+    """When one worker dies, the pool's other worker is killed too, possibly half-way through a file:
+    its hidden temporary file is deleted, and the output is that of an undisturbed run."""
+    script, markers, out = tmp_path / "killed_mid_write.py", tmp_path / "markers", tmp_path / "out"
+    script.write_text(KILLED_MID_WRITE)
+    markers.mkdir()
+    proc = subprocess.run(
+        [sys.executable, str(script), str(corpus), str(out), str(markers), first_source(corpus)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=clean_env(),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["12", "0"]
+    writer_pid = int((markers / "writing").read_text())
+    assert writer_pid != int((markers / "death").read_text())
+    assert f"removed 1 temporary file(s) that killed workers left in {out}" in proc.stderr
+    assert read_tree(out) == reference
+
+
 def test_a_driver_with_numpy_loaded_is_told_how_to_keep_forking(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where numpy is installed pyarrow imports it, and its OpenBLAS starts threads, so workers spawn; the
     reason then names numpy and the setting that avoids it. numpy is not a dependency here: a stand-in

@@ -33,6 +33,7 @@ from curator_slurm.errors import WorkerStartError
 from curator_slurm.logs import bound, effective_level, ensure_logging
 from curator_slurm.slurm.env import ShardSpec, available_cpus
 from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.stages.writers import BaseWriter
 from curator_slurm.tasks import FailedTask, Task
 
 if TYPE_CHECKING:  # the pool's modules are imported only when a pool is used
@@ -207,15 +208,20 @@ class LocalExecutor(BaseExecutor):
                         f"a worker process died; re-running {len(suspects)} source task(s) one at a time on a new pool"
                     )
                     # The old pool's threads must be gone before a fork (their results are not wanted).
+                    old = _worker_pids(pool)
                     _kill_workers(pool)
                     pool.shutdown(wait=True, cancel_futures=True)
+                    _remove_temporaries(stages, old, log)
                     if method == "fork" and not self.start_method:
                         method, why = _settled_start_method()
                         if method != "fork":
                             log.warning(f"the new pool's workers are spawned: {why}")
                     pool = self._pool(stages, shard, workers, started, method)
         except BaseException:  # grace period over, or the driver is going down: do not wait for workers
+            old = _worker_pids(pool)
             _kill_workers(pool)
+            pool.shutdown(wait=True, cancel_futures=True)
+            _remove_temporaries(stages, old, log)
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -269,6 +275,20 @@ def _settled_start_method(timeout: float = 2.0) -> tuple[str, str]:
         if method == "fork" or threading.active_count() > 1 or time.monotonic() > deadline:
             return method, why
         time.sleep(0.01)
+
+
+def _worker_pids(pool: ProcessPoolExecutor) -> set[int]:
+    return set(getattr(pool, "_processes", None) or {})
+
+
+def _remove_temporaries(stages: list[ProcessingStage], pids: set[int], log: Any) -> None:
+    """Delete what the writers of killed workers left half-written (hidden temporary files; a final
+    name is only ever written by a rename, so no output is lost)."""
+    for stage in stages:
+        if isinstance(stage, BaseWriter):
+            removed = stage.remove_temporaries(pids)
+            if removed:
+                log.info(f"removed {len(removed)} temporary file(s) that killed workers left in {stage.path}")
 
 
 def _kill_workers(pool: ProcessPoolExecutor) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Collection
 from typing import Any, BinaryIO
 
 import pyarrow as pa
@@ -45,6 +46,28 @@ def atomic_write(final_path: str, write: Any) -> None:
         raise
 
 
+def remove_temporaries(directory: str, pids: Collection[int]) -> list[str]:
+    """Delete the temporary files that :func:`atomic_write` in processes ``pids`` left in ``directory``
+    (a process killed while writing cannot remove its own); return their names. Nothing else is
+    touched: only hidden names ending in ``.tmp-<pid>-<8 hex digits>`` for one of ``pids``."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    removed = []
+    for name in names:
+        _, mark, tail = name.rpartition(TMP_MARK)
+        pid, _, suffix = tail.partition("-")
+        if not (name.startswith(".") and mark and pid.isdigit() and int(pid) in pids and len(suffix) == 8):
+            continue
+        try:
+            os.unlink(os.path.join(directory, name))
+        except FileNotFoundError:
+            continue
+        removed.append(name)
+    return removed
+
+
 def _json_default(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
@@ -68,6 +91,10 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         os.makedirs(self.path, exist_ok=True)
+
+    def remove_temporaries(self, pids: Collection[int]) -> list[str]:
+        """The temporary files that processes ``pids`` (killed while writing) left in ``path``, deleted."""
+        return remove_temporaries(self.path, pids)
 
     def output_path(self, task: DocumentBatch) -> str:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in task.task_id)
