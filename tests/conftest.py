@@ -36,6 +36,27 @@ def slurm_cluster() -> str:
     return why
 
 
+MULTINODE_STATE = os.environ.get("CURATOR_SLURM_MN_STATE", "/var/tmp/curator-slurm-mn")
+
+
+@pytest.fixture
+def multinode_cluster(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The real 3-node cluster of scripts/slurm-multinode-up.sh, selected for this test by SLURM_CONF
+    (so the Slurm commands of the test and of what it starts use it); returns that config's path.
+    Skips without it, unless CURATOR_REQUIRE_SLURM=1 (as in CI), where a missing cluster is a failure."""
+    from slurmtools import cluster_available
+
+    conf = os.path.join(MULTINODE_STATE, "slurm.conf")
+    monkeypatch.setenv("SLURM_CONF", conf)
+    ok, why = cluster_available(min_nodes=3) if os.path.isfile(conf) else (False, f"no {conf}")
+    if not ok:
+        if REQUIRE_SLURM:
+            pytest.fail(f"CURATOR_REQUIRE_SLURM=1 but the multi-node cluster is missing ({why}); start it with "
+                        "scripts/slurm-multinode-up.sh")  # fmt: skip
+        pytest.skip(f"multi-node cluster missing ({why}); start it with scripts/slurm-multinode-up.sh (as root)")
+    return conf
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """With CURATOR_REQUIRE_SLURM=1 a skipped Slurm test counts as failed, whatever skipped it."""

@@ -90,11 +90,11 @@ def _run(
     return proc.stdout
 
 
-def cluster_available() -> tuple[bool, str]:
-    """Tell whether a Slurm cluster answers and has a node that accepts work.
+def cluster_available(min_nodes: int = 1) -> tuple[bool, str]:
+    """Tell whether a Slurm cluster answers and has ``min_nodes`` nodes that accept work.
 
-    Returns ``(True, description)`` if ``sinfo`` answers and at least one node
-    is idle, mixed or allocated (and responding), else ``(False, reason)``,
+    Returns ``(True, description)`` if ``sinfo`` answers and at least ``min_nodes``
+    nodes are idle, mixed or allocated (and responding), else ``(False, reason)``,
     suitable for ``pytest.skip(reason)``.
     """
     try:
@@ -106,7 +106,7 @@ def cluster_available() -> tuple[bool, str]:
         return False, "sinfo lists no nodes"
     # A trailing '*' (e.g. 'idle*') means the node is not responding.
     usable = [name for name, state in nodes if state in _USABLE_NODE_STATES]
-    if usable:
+    if len(set(usable)) >= min_nodes:
         return True, f"Slurm nodes usable: {', '.join(sorted(set(usable)))}"
     seen = ", ".join(f"{name}={state}" for name, state in nodes)
     return False, f"no usable Slurm node (run scripts/slurm-up.sh): {seen}"
