@@ -25,12 +25,14 @@ from curator_slurm.slurm.env import RunOptions, ShardSpec
 from curator_slurm.slurm.ledger import RunDir
 from curator_slurm.slurm.sharding import Selection, check_source_ids, format_bytes, read_source_list, select
 from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.stages.writers import LINEAGE_KEY
 from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, FileGroupTask, NoneTask, Task
 
 logger = logging.getLogger(__name__)
 
-#: Errors that come from the data itself: retrying cannot help, so they fail on the first attempt.
-NOT_RETRIED: tuple[type[BaseException], ...] = (InputError,)
+#: Errors that retrying cannot help, so they fail on the first attempt: bad data (:class:`InputError`), a
+#: programming error in a stage (a wrong argument or attribute, an undefined name, a missing module).
+NOT_RETRIED: tuple[type[BaseException], ...] = (InputError, TypeError, AttributeError, NameError, ImportError)
 
 
 def _rows(task: Task) -> int:
@@ -119,18 +121,26 @@ class BaseStageAdapter:
                 outputs.append(entry)
                 continue
             items = entry if isinstance(entry, list) else [entry]
-            for item in items:
+            wrong = next((i for i in items if i is not None and not isinstance(i, Task)), None)
+            if wrong is not None:
+                self.stats.failures += 1
+                outputs.append(self._wrong_type(source, wrong))
+                continue
+            parent = source.metadata.get(LINEAGE_KEY, "") if source.metadata else ""
+            for position, item in enumerate(items):
                 if item is None or isinstance(item, NoneTask):
                     continue
-                if not isinstance(item, Task):
-                    raise TypeError(
-                        f"stage {self.stage.name!r} returned {type(item).__name__}; process() must return a Task, "
-                        "a list of Tasks or None"
-                    )
                 if self.stage.is_source_stage:
                     item.source_id = item.task_id
-                elif item.source_id is None:
-                    item.source_id = source.source_id
+                else:
+                    # Lineage, not the stage's ids, names the outputs: a stage may build a new task with a
+                    # random id (``DocumentBatch(data=...)``) or reuse one for several parts.
+                    if source.source_id is not None or item.source_id is None:
+                        item.source_id = source.source_id
+                    lineage = parent if len(items) == 1 else f"{parent}-{position}" if parent else str(position)
+                    if lineage or LINEAGE_KEY in item.metadata:
+                        # A new dict: a stage may have handed several outputs one metadata dict.
+                        item.metadata = {**item.metadata, LINEAGE_KEY: lineage}
                 attempts = max(item.metadata.get("attempts", 1), source.metadata.get("attempts", 1))
                 if attempts > 1:
                     item.metadata["attempts"] = attempts
@@ -180,6 +190,33 @@ class BaseStageAdapter:
             )
         return entries
 
+    def _wrong_type(self, task: Task, item: object) -> FailedTask:
+        """A stage returned something that is not a task: a programming error, failed without retries."""
+        hint = (
+            "; wrap a table as task.derive(table), which keeps the task's lineage"
+            if type(item).__name__ in ("Table", "RecordBatch", "DataFrame")
+            else "; build outputs with task.derive(data)"
+        )
+        error = TypeError(
+            f"stage {self.stage.name!r} returned {type(item).__name__}; process() must return a Task, a list of "
+            f"Tasks or None{hint}"
+        )
+        logger.warning(f"stage {self.stage.name!r} failed on task {task.task_id} (attempt 1): {error!r}")
+        return self._failed(task, error, "", 1)
+
+    def _failed(self, task: Task, error: BaseException, tb: str, attempts: int) -> FailedTask:
+        return FailedTask(
+            source_id=task.source_id,
+            dataset_name=task.dataset_name,
+            metadata={"task_id": task.task_id, "files": task.metadata.get("files", task.data)}
+            if not isinstance(task, DocumentBatch)
+            else {"task_id": task.task_id, "files": task.metadata.get("files", [])},
+            stage=self.stage.name,
+            error=f"{type(error).__name__}: {error}",
+            traceback=tb,
+            attempts=max(attempts, 1),
+        )
+
     def _log_failure(self, task: Task, attempt: int, error: BaseException) -> None:
         will_retry = attempt <= self.stage.max_retries and not isinstance(error, NOT_RETRIED)
         logger.warning(
@@ -211,17 +248,7 @@ class BaseStageAdapter:
                         item.metadata["attempts"] = max(attempt, item.metadata.get("attempts", 1))
             return entry
         assert error is not None
-        return FailedTask(
-            source_id=task.source_id,
-            dataset_name=task.dataset_name,
-            metadata={"task_id": task.task_id, "files": task.metadata.get("files", task.data)}
-            if not isinstance(task, DocumentBatch)
-            else {"task_id": task.task_id, "files": task.metadata.get("files", [])},
-            stage=self.stage.name,
-            error=f"{type(error).__name__}: {error}",
-            traceback=tb,
-            attempts=max(attempt, 1),
-        )
+        return self._failed(task, error, tb, attempt)
 
 
 def set_up_adapters(

@@ -1,7 +1,9 @@
 """JSONL and Parquet writers.
 
-Each batch becomes one file named after the batch's task id (which comes from its source task), written
-under a hidden temporary name in the same directory and renamed into place. So a crash never leaves a
+Each batch becomes one file named by its lineage: the id of the source task it descends from plus its
+position among that source task's outputs (see :func:`output_stem`), never an id a stage happened to
+give it, so a re-run names every output the same way. A file is written under a hidden temporary name
+in the same directory and renamed into place. So a crash never leaves a
 partial file under a final name, a re-run overwrites the same names with the same bytes, and many
 independent processes can write into one directory. Writers never delete anything.
 """
@@ -16,7 +18,7 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 
 from .._lazy import LazyModule
-from ..tasks import DocumentBatch, FileGroupTask
+from ..tasks import DocumentBatch, FileGroupTask, Task
 from .base import ProcessingStage
 
 #: ``pyarrow.parquet`` imports ``pyarrow.fs``, which loads the S3, GCS, Azure and HDFS bindings and ``ssl``:
@@ -28,6 +30,22 @@ _parquet = LazyModule("pyarrow._parquet")
 pq = LazyModule("pyarrow.parquet")
 
 TMP_MARK = ".tmp-"
+
+#: ``task.metadata`` key under which the stage adapter records a task's position within its source task:
+#: ``""`` while every stage so far gave one output per input, else the output's index at each stage
+#: that gave several, joined by ``-`` (``"2"``, ``"2-0"``). Stages need not (and should not) set it.
+LINEAGE_KEY = "_lineage"
+
+
+def output_stem(task: Task) -> str:
+    """The file name (without extension) of ``task``'s output: ``<source id>`` for the usual one output
+    per source task, ``<source id>-<lineage>`` when a stage split it. Depends only on the source task and
+    the output's position within it, so it is the same in every shard, executor and re-run."""
+    stem = task.source_id or task.task_id
+    lineage = task.metadata.get(LINEAGE_KEY, "") if task.metadata else ""
+    if lineage:
+        stem = f"{stem}-{lineage}"
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)
 
 
 def atomic_write(final_path: str, write: Any) -> None:
@@ -75,7 +93,7 @@ def _json_default(value: Any) -> Any:
 
 
 class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
-    """One output file per batch, named after its task id, written atomically into ``path``."""
+    """One output file per batch, named by its lineage (:func:`output_stem`), written atomically into ``path``."""
 
     extension = ""
 
@@ -97,8 +115,7 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
         return remove_temporaries(self.path, pids)
 
     def output_path(self, task: DocumentBatch) -> str:
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in task.task_id)
-        return os.path.join(self.path, safe + self.extension)
+        return os.path.join(self.path, output_stem(task) + self.extension)
 
     def write_table(self, table: pa.Table, f: BinaryIO) -> None:
         raise NotImplementedError
