@@ -15,6 +15,7 @@ from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, RunDir
 from curator_slurm.slurm.sharding import check_source_ids
 from curator_slurm.stages.base import PASSTHROUGH, CompositeStage, ProcessingStage
 from curator_slurm.stages.writers import BaseWriter
+from curator_slurm.tasks import ID_SCHEME
 
 
 class Pipeline:
@@ -122,6 +123,7 @@ class Pipeline:
         """What identifies this pipeline's work: stage names, types and parameters."""
         return {
             "name": self.name,
+            "id_scheme": ID_SCHEME,
             "stages": [
                 {"name": s.name, "type": f"{type(s).__module__}.{type(s).__qualname__}", "params": s.params()}
                 for s in (stages if stages is not None else self.build())

@@ -20,6 +20,18 @@ T = TypeVar("T")
 #: Seed of every id hash in the project. Changing it changes every output name: never do that.
 ID_HASH_SEED = 0
 
+#: How source task ids are made; recorded in every run's fingerprint, so a run directory written under
+#: another scheme is refused (its ledger's ids would never match) instead of silently redone.
+#: 1: hashes of absolute paths. 2: hashes of paths relative to the reader's root.
+ID_SCHEME = 2
+
+
+def id_paths(absolute: list[str], root: str | None) -> list[str]:
+    """What a file group's id hashes: the paths relative to ``root`` (always with ``/``), else as given."""
+    if root is None:
+        return absolute
+    return [os.path.relpath(p, root).replace(os.sep, "/") for p in absolute]
+
 
 def content_id(*parts: str) -> str:
     """A short, stable id for content: xxh64 (seed 0) of the parts joined by NUL, as 16 hex digits.
@@ -105,24 +117,43 @@ class FileGroupTask(Task[list[str]]):
     """A group of file paths: the usual source task, and what writers report as written."""
 
     @classmethod
-    def from_paths(cls, paths: list[str], dataset_name: str = "", **metadata: Any) -> FileGroupTask:
-        """A file group whose id is a hash of its sorted absolute paths (so listing order never matters)."""
+    def from_paths(
+        cls, paths: list[str], dataset_name: str = "", root: str | None = None, **metadata: Any
+    ) -> FileGroupTask:
+        """A file group whose id hashes its sorted paths (so listing order never matters).
+
+        With ``root`` (the directory a reader was pointed at), the id hashes the paths relative to it, so the
+        same data reached through another mount point, or moved, keeps its ids (and its outputs' names, and
+        what the ledger says is done). Without it the absolute paths are hashed. ``data`` is always absolute.
+        """
         absolute = sorted(os.path.abspath(p) for p in paths)
         if "bytes" not in metadata:
             metadata["bytes"] = sum(os.path.getsize(p) for p in absolute)
-        return cls(task_id=content_id(*absolute), dataset_name=dataset_name, data=absolute, metadata=metadata)
+        if root is not None:
+            metadata["root"] = os.path.abspath(root)
+        return cls(
+            task_id=content_id(*id_paths(absolute, metadata.get("root"))),
+            dataset_name=dataset_name,
+            data=absolute,
+            metadata=metadata,
+        )
 
     @classmethod
-    def from_range(cls, path: str, start: int, end: int, dataset_name: str = "") -> FileGroupTask:
+    def from_range(
+        cls, path: str, start: int, end: int, dataset_name: str = "", root: str | None = None, **metadata: Any
+    ) -> FileGroupTask:
         """The piece ``[start, end)`` of one file: it holds the lines (JSONL) or row groups (Parquet) that
-        start in that range. Its id hashes the path and the range, so pieces of one file never share an id
-        with it or each other."""
+        start in that range. Its id hashes the path (relative to ``root`` when given) and the range, so
+        pieces of one file never share an id with it or each other."""
         absolute = os.path.abspath(path)
+        metadata.update(bytes=end - start, byte_range=[start, end])
+        if root is not None:
+            metadata["root"] = os.path.abspath(root)
         return cls(
-            task_id=content_id(absolute, f"bytes={start}-{end}"),
+            task_id=content_id(*id_paths([absolute], metadata.get("root")), f"bytes={start}-{end}"),
             dataset_name=dataset_name,
             data=[absolute],
-            metadata={"bytes": end - start, "byte_range": [start, end]},
+            metadata=metadata,
         )
 
     @property

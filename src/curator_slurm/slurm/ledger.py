@@ -265,6 +265,12 @@ def _difference(old: Any, new: dict[str, Any]) -> str:
     """The first difference between two fingerprints, in words."""
     if not isinstance(old, dict):
         return "the recorded fingerprint is unreadable"
+    if old.get("id_scheme", 1) != new.get("id_scheme", 1):
+        return (
+            f"it was written with source-task id scheme {old.get('id_scheme', 1)} (1: absolute paths), this "
+            f"version uses scheme {new.get('id_scheme', 1)} (2: paths relative to the reader's root), so none of "
+            "its records can match"
+        )
     if old.get("name") != new.get("name"):
         return f"pipeline name was {old.get('name')!r}, now {new.get('name')!r}"
     before, after = old.get("stages", []), new.get("stages", [])

@@ -7,6 +7,7 @@ import os
 import re
 from collections.abc import Iterable
 from itertools import pairwise
+from typing import Any
 
 from ..errors import InputError
 from ..tasks import EmptyTask, FileGroupTask
@@ -125,6 +126,11 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], []
 
+    def params(self) -> dict[str, Any]:
+        """Everything but where the input is mounted: the inputs are identified by the source task ids (paths
+        relative to the root), so nodes that mount the data at different paths, or a moved copy, agree."""
+        return {k: v for k, v in super().params().items() if k != "file_paths"}
+
     def process(self, task: EmptyTask) -> list[FileGroupTask]:
         files = list_files(self.file_paths, self.file_extensions, self.recursive)
         sizes = {f: os.path.getsize(f) for f in files}
@@ -164,9 +170,22 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
         dataset = task.dataset_name
         if not dataset and isinstance(self.file_paths, (str, os.PathLike)):
             dataset = os.path.basename(os.path.normpath(os.fspath(self.file_paths)))
+        root = input_root(self.file_paths)
+        index = {f: i for i, f in enumerate(files)}  # a file's place in the sorted listing (document keys)
         return [
-            FileGroupTask.from_range(*g, dataset_name=dataset)
+            FileGroupTask.from_range(*g, dataset_name=dataset, root=root, file_indices=[index[g[0]]])
             if isinstance(g, tuple)
-            else FileGroupTask.from_paths(g, dataset_name=dataset, bytes=sum(sizes[f] for f in g))
+            else FileGroupTask.from_paths(
+                g, dataset_name=dataset, root=root, bytes=sum(sizes[f] for f in g), file_indices=[index[f] for f in g]
+            )
             for g in groups
         ]
+
+
+def input_root(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> str:
+    """The directory that input paths are taken relative to: the directory given (or holding the file
+    given); for several paths, their deepest common directory. Source task ids and document positions
+    hash paths relative to it, so they survive a move or another mount point of the same data."""
+    roots = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    dirs = [p if os.path.isdir(p) else os.path.dirname(p) for p in (os.path.abspath(os.fspath(r)) for r in roots)]
+    return os.path.commonpath(dirs) if dirs else os.getcwd()

@@ -303,9 +303,14 @@ class _FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
             table = self.read_range(task.data[0], *byte_range)
             if table is None:  # no record starts in this piece of the file
                 return None
+            file_rows = [table.num_rows]
         else:
-            table = _concat([self.read_file(p) for p in task.data], list(task.data))
-        return task.derive(table, cls=DocumentBatch, files=list(task.data))
+            tables = [self.read_file(p) for p in task.data]
+            file_rows = [t.num_rows for t in tables]
+            table = _concat(tables, list(task.data))
+        # files and file_rows (with root, file_indices and byte_range from the source task) are what
+        # curator_slurm.positions turns into each document's position, when a stage asks for it.
+        return task.derive(table, cls=DocumentBatch, files=list(task.data), file_rows=file_rows)
 
 
 class JsonlReaderStage(_FileReaderStage):
