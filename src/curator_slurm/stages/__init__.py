@@ -9,26 +9,50 @@ from .filters import (
     SymbolRatioFilter,
     WordCountFilter,
 )
+from .modifiers import (
+    BoilerPlateStringModifier,
+    DocumentModifier,
+    FunctionModifier,
+    LineRemover,
+    MarkdownRemover,
+    Modify,
+    NewlineNormalizer,
+    QuotationRemover,
+    Slicer,
+    UnicodeReformatter,
+    UrlRemover,
+)
 from .partitioning import FilePartitioningStage
 from .readers import JsonlReader, JsonlReaderStage, ParquetReader, ParquetReaderStage
 from .writers import JsonlWriter, ParquetWriter
 
 __all__ = [
     "PASSTHROUGH",
+    "BoilerPlateStringModifier",
     "CompositeStage",
     "DocumentFilter",
+    "DocumentModifier",
     "FilePartitioningStage",
+    "FunctionModifier",
     "JsonlReader",
     "JsonlReaderStage",
     "JsonlWriter",
+    "LineRemover",
+    "MarkdownRemover",
     "MeanWordLengthFilter",
+    "Modify",
+    "NewlineNormalizer",
     "ParquetReader",
     "ParquetReaderStage",
     "ParquetWriter",
     "ProcessingStage",
+    "QuotationRemover",
     "RepeatedLinesFilter",
     "Resources",
     "ScoreFilter",
+    "Slicer",
     "SymbolRatioFilter",
+    "UnicodeReformatter",
+    "UrlRemover",
     "WordCountFilter",
 ]
