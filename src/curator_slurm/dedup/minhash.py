@@ -1,0 +1,464 @@
+"""MinHash signatures and LSH banding for fuzzy deduplication, as whole-array computations.
+
+The fuzzy-dedup phases call these plain functions on a batch's text column; nothing here knows about
+files, shards or Slurm. Every step is vectorised over the batch (Arrow kernels for text, numpy for
+arithmetic): there is no Python loop per shingle, per word or per document, which is what makes the
+signature phase a large multiple of a per-document loop (datatrove's tokenizer alone runs at ~56 docs/s).
+
+The chain, for ``n`` documents::
+
+    normalize(texts)                        -> the texts lowercased, punctuation and symbols as spaces
+    shingle_hashes(texts, ngram, seed)      -> (offsets[n+1], hashes[S] uint32): word n-gram shingles, CSR
+    minhash_signatures(offsets, hashes, ..) -> (n, num_perm) uint32
+    band_hashes(signatures, bands, rows)    -> (n, bands) uint64: one bucket value per band
+    candidate_edges(band_ids, values, keys) -> (u, v): documents sharing a (band, value), as stars
+
+Every hash is a fixed arithmetic function of the bytes and the seed (FNV-1a, the murmur3 finaliser,
+multiply-add-shift with parameters drawn from splitmix64), never Python's ``hash`` or numpy's random
+generators, so every process, host and numpy version computes the same signatures for the same text:
+a requirement when phase 1 of a workflow runs as thousands of array tasks.
+
+Documents are identified by an int64 ``doc_key = (file_index << 32) | row`` (see
+:mod:`curator_slurm.positions`): sorting keys sorts by (input path, row), so the survivor of a group of
+near-duplicates, the smallest key, is its first occurrence, the rule exact dedup uses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow._compute as _pc
+
+from ..stages._kernels import call
+
+__all__ = [
+    "DEFAULT_BANDS",
+    "DEFAULT_NGRAM",
+    "DEFAULT_ROWS",
+    "DEFAULT_SEED",
+    "EMPTY_SIGNATURE_VALUE",
+    "band_hashes",
+    "candidate_edges",
+    "candidate_probability",
+    "exact_jaccard",
+    "flatten_bands",
+    "minhash_signatures",
+    "normalize",
+    "shingle_hashes",
+    "signature_similarity",
+]
+
+#: Words per shingle. Five-word shingles are common practice (datatrove's default): short enough that a
+#: copy with a few words changed keeps most of its shingles, long enough that unrelated documents
+#: written in the same language share almost none.
+DEFAULT_NGRAM = 5
+#: LSH bands and rows per band: 20 x 8 = 160 permutations. A pair at Jaccard similarity s becomes a
+#: candidate with probability ``1 - (1 - s**8)**20`` (:func:`candidate_probability`): 0.975 at s = 0.8,
+#: 0.998 at 0.85, 0.29 at 0.6, 0.075 at 0.5, 0.001 at 0.3. The aim is to *find* pairs at s >= 0.8;
+#: NeMo Curator's 20 x 13 centres its S-curve on 0.8 and so misses a third of the pairs at exactly 0.8
+#: (p = 0.68), and datatrove's 14 x 8 misses 7.6 % there (p = 0.924). The cost of the lower rise is more
+#: candidates between 0.6 and 0.8, which are still near-duplicates and which ``candidate_edges``'s
+#: ``threshold`` can drop.
+DEFAULT_BANDS = 20
+DEFAULT_ROWS = 8
+DEFAULT_SEED = 42
+#: The signature of a document with no words after normalisation (every permutation's minimum over an
+#: empty set). All such documents share it, so they form one group: their normalised texts are equal.
+EMPTY_SIGNATURE_VALUE = np.uint32(0xFFFFFFFF)
+
+_U64 = np.uint64
+_MASK64 = (1 << 64) - 1
+_FNV_OFFSET = _U64(0xCBF29CE484222325)
+_FNV_PRIME = _U64(0x100000001B3)
+#: Odd 64-bit multipliers for combining word hashes into shingle hashes and row values into band hashes.
+_COMBINE = 0x9E3779B97F4A7C15
+_BAND_MULT = _U64(0xBF58476D1CE4E5B9)
+#: Whitespace as ``str.split()`` sees it (RE2's ``\s`` alone is ASCII-only).
+_SPACE = r"[\s\x0b\x1c-\x1f\x85\p{Z}]+"
+#: Punctuation (\p{P}) and symbols (\p{S}: currency, math, emoji, ...), as spaces.
+_PUNCTUATION = r"[\p{P}\p{S}]+"
+#: Upper bound on the (shingles x permutations) scratch array of one step of ``minhash_signatures``.
+_SCRATCH_ELEMENTS = 1 << 20
+
+
+# ----------------------------------------------------------------------------------------------------
+# text
+# ----------------------------------------------------------------------------------------------------
+
+
+def _as_string_array(texts: pa.Array | pa.ChunkedArray | list[str | None]) -> pa.Array:
+    """One ``large_string`` array (64-bit offsets: a batch's text may exceed 2 GiB), nulls as ""."""
+    if isinstance(texts, list):
+        texts = pa.array(texts, type=pa.large_string())
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks() if texts.num_chunks != 1 else texts.chunk(0)
+    if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
+        raise TypeError(f"texts: expected a string column, got {texts.type}; cast it or pick the text field")
+    if texts.type != pa.large_string():
+        texts = texts.cast(pa.large_string())
+    if texts.null_count:
+        texts = call("coalesce", texts, pa.scalar("", pa.large_string()))
+    return texts
+
+
+def normalize(texts: pa.Array | pa.ChunkedArray | list[str | None]) -> pa.Array:
+    """The text that shingles are taken from: NFKC, lowercased, punctuation and symbols turned into
+    spaces, whitespace runs collapsed to one space, trimmed. A ``large_string`` array; nulls become "".
+
+    Why each step: near-duplicates differ in exactly these ways (a re-encoded page has full-width or
+    ligature forms, NFKC folds them; a copy re-cased or re-punctuated is still a copy). Punctuation
+    becomes a space rather than nothing so that ``end.Start`` is two words, not a new third one; the
+    cost is that ``don't`` is the two words ``don t``, the same in every copy. Digits are kept: numbers
+    often are what tells two templated pages apart. All of it runs as Arrow kernels over the column.
+    """
+    arr = _as_string_array(texts)
+    arr = call("utf8_normalize", arr, options=_pc.Utf8NormalizeOptions("NFKC"))
+    arr = call("utf8_lower", arr)
+    arr = call("replace_substring_regex", arr, options=_pc.ReplaceSubstringOptions(_PUNCTUATION, " "))
+    arr = call("replace_substring_regex", arr, options=_pc.ReplaceSubstringOptions(_SPACE, " "))
+    return call("utf8_trim_whitespace", arr)
+
+
+def _fmix64(h: np.ndarray) -> np.ndarray:
+    """The murmur3 64-bit finaliser (in place on a uint64 array): every input bit flips about half the
+    output bits, so FNV's weak low bits and polynomial sums become uniform hashes."""
+    h ^= h >> _U64(33)
+    h *= _U64(0xFF51AFD7ED558CCD)
+    h ^= h >> _U64(33)
+    h *= _U64(0xC4CEB9FE1A85EC53)
+    h ^= h >> _U64(33)
+    return h
+
+
+def _splitmix64(seed: int, count: int) -> np.ndarray:
+    """``count`` uint64 from splitmix64 seeded with ``seed``: parameters that are the same on every
+    machine and numpy version (numpy's Generator streams are not promised stable across releases)."""
+    out = np.empty(count, dtype=_U64)
+    state = seed & _MASK64
+    for i in range(count):
+        state = (state + 0x9E3779B97F4A7C15) & _MASK64
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+        out[i] = z ^ (z >> 31)
+    return out
+
+
+def _word_hashes(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """FNV-1a over each word's UTF-8 bytes, vectorised across words: step j hashes byte j of every word
+    longer than j, so the work is the total byte count and the number of numpy calls the longest word's
+    length. Then the murmur3 finaliser, for uniform bits."""
+    h = np.full(len(starts), _FNV_OFFSET, dtype=_U64)
+    active = np.flatnonzero(lengths > 0)
+    j = 0
+    while len(active):
+        byte = data[starts[active] + j].astype(_U64)
+        h[active] = (h[active] ^ byte) * _FNV_PRIME
+        j += 1
+        active = active[lengths[active] > j]
+    return _fmix64(h)
+
+
+def _words(texts: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The words of each (normalised) text: (data bytes, word starts, word lengths, document of each word),
+    from Arrow's whitespace split, flattened; empty tokens (an empty text) dropped."""
+    lists = call("utf8_split_whitespace", texts)
+    parents = np.asarray(call("list_parent_indices", lists)).astype(np.int64, copy=False)
+    flat = call("list_flatten", lists)
+    if isinstance(flat, pa.ChunkedArray):
+        flat = flat.combine_chunks()
+    if flat.type != pa.large_string():
+        flat = flat.cast(pa.large_string())
+    _, offsets_buf, data_buf = flat.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64, count=len(flat) + 1, offset=flat.offset * 8)
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    starts = offsets[:-1]
+    lengths = np.diff(offsets)
+    keep = lengths > 0
+    if not keep.all():
+        starts, lengths, parents = starts[keep], lengths[keep], parents[keep]
+    return data, starts, lengths, parents
+
+
+def shingle_hashes(
+    texts: pa.Array | pa.ChunkedArray | list[str | None],
+    ngram: int = DEFAULT_NGRAM,
+    seed: int = DEFAULT_SEED,
+    *,
+    normalized: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each document's word ``ngram``-shingles, hashed to uint32, in CSR layout: document i's shingle
+    hashes are ``hashes[offsets[i]:offsets[i + 1]]`` (``offsets`` int64, ``len(texts) + 1``).
+
+    ``texts`` are normalised with :func:`normalize` first unless ``normalized``. A document with at
+    least ``ngram`` words has ``words - ngram + 1`` shingles (in order, duplicates kept: MinHash takes
+    minima, so repeats cost nothing but a little time); one with 1 to ``ngram - 1`` words has a single
+    shingle of all its words, so short documents can still match their copies; one with no words has
+    none (see :data:`EMPTY_SIGNATURE_VALUE`).
+
+    How, without a loop per shingle: Arrow splits the whole column into words (``utf8_split_whitespace``,
+    ``list_flatten``, ``list_parent_indices``); numpy hashes every word at once (:func:`_word_hashes`);
+    shingle i is ``sum(word[i + k] * C**k)`` over k < ngram, built with ``ngram`` shifted adds over the
+    word array; windows that cross a document boundary are masked out; the murmur3 finaliser mixed with
+    the seed gives the 32-bit hash. 32 bits suffice: two of a document's few hundred shingles collide
+    with probability ~1e-5, and the band hashes built on top are 64-bit.
+    """
+    if ngram < 1:
+        raise ValueError(f"ngram: must be at least 1 word, got {ngram}")
+    arr = _as_string_array(texts) if normalized else normalize(texts)
+    n = len(arr)
+    data, starts, lengths, parents = _words(arr)
+    words = len(starts)
+    g = _word_hashes(data, starts, lengths)
+    counts = np.bincount(parents, minlength=n).astype(np.int64)
+    first = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=first[1:])
+    short = np.flatnonzero((counts > 0) & (counts < ngram))
+
+    acc = np.zeros(words, dtype=_U64)
+    short_value = np.zeros(len(short), dtype=_U64)
+    mult = 1
+    for k in range(ngram):
+        if k < words:
+            acc[: words - k] += g[k:] * _U64(mult)
+        done = counts[short] == k + 1  # short documents whose single shingle is complete at this step
+        short_value[done] = acc[first[short[done]]]
+        mult = (mult * _COMBINE) & _MASK64
+
+    # A window starting at word i is a shingle when its last word is in the same document.
+    valid = np.zeros(words, dtype=bool)
+    if words >= ngram:
+        valid[: words - ngram + 1] = parents[ngram - 1 :] == parents[: words - ngram + 1]
+    if len(short):
+        acc[first[short]] = short_value
+        valid[first[short]] = True
+    per_doc = np.where(counts >= ngram, counts - ngram + 1, 0) + (counts > 0) * (counts < ngram)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(per_doc, out=offsets[1:])
+    values = acc[valid]
+    values ^= _splitmix64(seed, 1)[0]
+    return offsets, (_fmix64(values) >> _U64(32)).astype(np.uint32)
+
+
+# ----------------------------------------------------------------------------------------------------
+# signatures and bands
+# ----------------------------------------------------------------------------------------------------
+
+
+def _permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    params = _splitmix64(seed ^ 0x5EED5EED5EED5EED, 2 * num_perm)
+    return params[:num_perm], params[num_perm:]
+
+
+def minhash_signatures(
+    offsets: np.ndarray,
+    hashes: np.ndarray,
+    num_perm: int = DEFAULT_BANDS * DEFAULT_ROWS,
+    seed: int = DEFAULT_SEED,
+) -> np.ndarray:
+    """The MinHash signature of each document of a CSR shingle set: ``(n, num_perm)`` uint32, entry
+    ``[i, p]`` the minimum over document i's shingles x of hash function p.
+
+    The hash functions are multiply-add-shift, ``h(x) = ((a * x + b) mod 2**64) >> 32`` with ``a, b``
+    drawn per permutation from splitmix64(seed): a strongly universal family on 32-bit keys
+    (Dietzfelbinger 1996), like datasketch's ``(a * x + b) mod p``, but with no modulo (the costly
+    step), only a wrapping multiply and add. Because the shift is monotone, the minimum is taken on the
+    64-bit values and shifted once at the end.
+
+    Vectorised over shingles x permutations in slices of at most ~1M elements (8 MiB of scratch), each
+    reduced per document with ``np.minimum.reduceat``; a document spanning two slices takes the minimum
+    of both. Documents with no shingles get :data:`EMPTY_SIGNATURE_VALUE` everywhere (``reduceat``
+    would otherwise copy a neighbour's row).
+    """
+    if num_perm < 1:
+        raise ValueError(f"num_perm: must be at least 1, got {num_perm}")
+    offsets = np.asarray(offsets, dtype=np.int64)
+    x = np.asarray(hashes).astype(_U64, copy=False)
+    n = len(offsets) - 1
+    if n < 0 or offsets[0] != 0 or offsets[-1] != len(x):
+        raise ValueError("offsets: expected len(documents) + 1 entries from 0 to len(hashes) (shingle_hashes' CSR)")
+    a, b = _permutations(num_perm, seed)
+    mins = np.full((n, num_perm), np.iinfo(np.uint64).max, dtype=_U64)
+    nonempty = np.flatnonzero(np.diff(offsets) > 0)
+    ne_start, ne_end = offsets[nonempty], offsets[nonempty + 1]
+    step = max(1, _SCRATCH_ELEMENTS // num_perm)
+    scratch = np.empty((min(step, len(x)), num_perm), dtype=_U64)
+    for s0 in range(0, len(x), step):
+        s1 = min(s0 + step, len(x))
+        buf = scratch[: s1 - s0]
+        np.multiply(x[s0:s1, None], a[None, :], out=buf)
+        buf += b
+        i0 = np.searchsorted(ne_end, s0, side="right")
+        i1 = np.searchsorted(ne_start, s1, side="left")
+        docs = nonempty[i0:i1]
+        part = np.minimum.reduceat(buf, np.maximum(ne_start[i0:i1], s0) - s0, axis=0)
+        if len(docs) and (ne_start[i0] < s0 or ne_end[i1 - 1] > s1):  # a document cut by the slice edge
+            np.minimum(mins[docs], part, out=part)
+        mins[docs] = part
+    out = (mins >> _U64(32)).astype(np.uint32)
+    return out
+
+
+def band_hashes(
+    signatures: np.ndarray, bands: int = DEFAULT_BANDS, rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED
+) -> np.ndarray:
+    """One uint64 per (document, band): a hash of the band's ``rows`` signature values, ``(n, bands)``.
+
+    Two documents land in the same bucket of band j exactly when their signatures agree on all of band
+    j's rows (up to a 64-bit collision, ~n^2 / 2^65 per band: none expected below billions of
+    documents). The band index is mixed in, so equal values in two bands are different buckets even if a
+    caller forgets to key buckets by band. Uses the first ``bands * rows`` columns of ``signatures``.
+    """
+    if bands < 1 or rows < 1:
+        raise ValueError(f"bands, rows: must be at least 1, got {bands} x {rows}")
+    sig = np.asarray(signatures)
+    if sig.ndim != 2 or sig.shape[1] < bands * rows:
+        raise ValueError(
+            f"signatures: need at least bands * rows = {bands * rows} columns, got shape {sig.shape}; "
+            "compute them with minhash_signatures(num_perm=bands * rows)"
+        )
+    n = sig.shape[0]
+    view = sig[:, : bands * rows].reshape(n, bands, rows).astype(_U64)
+    h = np.broadcast_to(_splitmix64(seed ^ 0xBA4D5BA4D5, bands), (n, bands)).copy()
+    for k in range(rows):
+        h *= _BAND_MULT
+        h += view[:, :, k]
+        h = _fmix64(h)
+    return h
+
+
+def candidate_probability(s: float | np.ndarray, bands: int = DEFAULT_BANDS, rows: int = DEFAULT_ROWS) -> np.ndarray:
+    """The probability that two documents at Jaccard similarity ``s`` share at least one band, and so
+    become a candidate pair: ``1 - (1 - s**rows)**bands`` (the LSH S-curve). Its steep part is near
+    ``(1 / bands) ** (1 / rows)``; the defaults (20 x 8) give 0.975 at s = 0.8."""
+    s = np.asarray(s, dtype=np.float64)
+    return 1.0 - (1.0 - s**rows) ** bands
+
+
+def flatten_bands(bands_of_docs: np.ndarray, doc_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(band_id int32, value uint64, doc_key int64)``, one row per (document, band), the long form that a
+    shuffle partitions by (band, value) so every bucket holds all members of its groups."""
+    n, bands = bands_of_docs.shape
+    keys = np.asarray(doc_keys, dtype=np.int64)
+    if len(keys) != n:
+        raise ValueError(f"doc_keys: {len(keys)} keys for {n} documents")
+    band_ids = np.tile(np.arange(bands, dtype=np.int32), n)
+    return band_ids, np.ascontiguousarray(bands_of_docs).reshape(-1), np.repeat(keys, bands)
+
+
+# ----------------------------------------------------------------------------------------------------
+# candidates and verification
+# ----------------------------------------------------------------------------------------------------
+
+
+def signature_similarity(sig_a: np.ndarray, sig_b: np.ndarray, bits: int | None = None) -> np.ndarray:
+    """The estimated Jaccard similarity of each row pair: the fraction of permutations whose minima agree
+    (an unbiased estimate with standard error ``sqrt(s (1 - s) / num_perm)``, 0.032 at s = 0.8 with 160).
+
+    ``bits``: the signatures keep only their lowest ``bits`` bits (``sig.astype(np.uint8)`` keeps 8):
+    unrelated minima then agree by chance with probability 2**-bits, which this corrects for. b-bit
+    signatures are how verification stays affordable when each bucket row must carry one (160 bytes
+    instead of 640 per row at 8 bits)."""
+    a, b = np.asarray(sig_a), np.asarray(sig_b)
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(f"sig_a, sig_b: expected two (pairs, num_perm) arrays of one shape, got {a.shape}, {b.shape}")
+    agree = (a == b).mean(axis=1)
+    if bits is None:
+        return agree
+    chance = 2.0**-bits
+    return np.clip((agree - chance) / (1.0 - chance), 0.0, 1.0)
+
+
+def candidate_edges(
+    band_ids: np.ndarray,
+    band_values: np.ndarray,
+    doc_keys: np.ndarray,
+    *,
+    signatures: np.ndarray | None = None,
+    threshold: float | None = None,
+    bits: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The candidate edges of one bucket of (band, value, doc_key) rows: every group of rows sharing a
+    (band, value) is joined as a star to its smallest key, ``|group| - 1`` edges rather than all
+    ``|group|^2 / 2`` pairs (connected components need no more: a star connects the group, and a
+    templated page copied 100,000 times gives 99,999 edges, not 5e9). Returns ``(u, v)`` int64 with
+    ``u < v`` (u the group's smallest key), sorted and without repeats, for the edges of every band.
+
+    Verification (optional): with ``signatures`` (one row per input row, e.g. b-bit signatures carried
+    through the shuffle, see :func:`signature_similarity`) and ``threshold``, an edge is kept only when
+    the member's estimated similarity to the group's smallest key is at least ``threshold``. Memory
+    stays that of the bucket (no join, no other bucket). The trade-off: each member is checked against
+    the group's root only, so a member similar to another member but not to the root loses that edge
+    here (it may keep it through another band), and every bucket row carries a signature: bucket volume
+    grows from 20 to 20 + num_perm * bits / 8 bytes per row.
+    """
+    band_ids = np.asarray(band_ids)
+    band_values = np.asarray(band_values)
+    keys = np.asarray(doc_keys, dtype=np.int64)
+    if not (len(band_ids) == len(band_values) == len(keys)):
+        raise ValueError(
+            f"band_ids, band_values, doc_keys: lengths differ ({len(band_ids)}, {len(band_values)}, {len(keys)})"
+        )
+    if (signatures is None) != (threshold is None):
+        raise ValueError("signatures and threshold: give both to verify candidates, or neither")
+    order = np.lexsort((keys, band_values, band_ids))
+    bid, val, k = band_ids[order], band_values[order], keys[order]
+    m = len(k)
+    new_group = np.ones(m, dtype=bool)
+    if m > 1:
+        new_group[1:] = (bid[1:] != bid[:-1]) | (val[1:] != val[:-1])
+    root_pos = np.maximum.accumulate(np.where(new_group, np.arange(m), 0)) if m else np.zeros(0, np.int64)
+    u, v = k[root_pos], k
+    keep = ~new_group & (u != v)
+    if signatures is not None:
+        sig = np.asarray(signatures)[order]
+        idx = np.flatnonzero(keep)
+        sim = signature_similarity(sig[root_pos[idx]], sig[idx], bits=bits)
+        keep[idx[sim < threshold]] = False
+    return _unique_edges(u[keep], v[keep])
+
+
+def _unique_edges(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Edges sorted by (u, v), repeats removed."""
+    order = np.lexsort((v, u))
+    u, v = u[order], v[order]
+    if len(u) > 1:
+        first = np.ones(len(u), dtype=bool)
+        first[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
+        u, v = u[first], v[first]
+    return u, v
+
+
+def exact_jaccard(offsets: np.ndarray, hashes: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """The exact Jaccard similarity of the shingle sets of documents ``left[i]`` and ``right[i]`` (indices
+    into the CSR arrays of :func:`shingle_hashes`), float64 per pair; 1.0 for two empty sets.
+
+    Vectorised over all pairs: each side's (pair, shingle) rows are made unique, the two sides are sorted
+    together, and an intersection is a row that appears twice. Memory is O(total shingles of the pairs
+    given): a caller checking many candidate pairs passes them in slices. This is the check that removes
+    LSH false positives exactly, when the shingles of both ends are at hand (e.g. re-shingled from
+    the texts of a bucket's documents); it is also the ground truth the tests measure recall against.
+    """
+    offsets = np.asarray(offsets, dtype=np.int64)
+    hashes = np.asarray(hashes)
+    left, right = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+    if left.shape != right.shape:
+        raise ValueError(f"left, right: expected as many of each, got {left.shape} and {right.shape}")
+    pairs = len(left)
+
+    def side(docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lengths = offsets[docs + 1] - offsets[docs]
+        pair = np.repeat(np.arange(pairs, dtype=np.int64), lengths)
+        within = np.arange(len(pair), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        values = hashes[np.repeat(offsets[docs], lengths) + within].astype(np.int64)
+        combined = (pair << 32) | values  # (pair, shingle) as one sortable int64
+        unique = np.unique(combined)
+        return unique, np.bincount(unique >> 32, minlength=pairs)
+
+    a, size_a = side(left)
+    b, size_b = side(right)
+    both = np.sort(np.concatenate([a, b]))
+    dup = both[1:][both[1:] == both[:-1]]
+    inter = np.bincount(dup >> 32, minlength=pairs)
+    union = size_a + size_b - inter
+    return np.where(union > 0, inter / np.maximum(union, 1), 1.0)
