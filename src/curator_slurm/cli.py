@@ -85,7 +85,10 @@ def run_plan(script: str, script_args: Sequence[str]) -> dict[str, Any]:
                 detail = "it finished without running a Pipeline"
             raise UsageError(f"listing the work of {script} failed (exit {proc.returncode}): {detail}")
         with open(out, encoding="utf-8") as f:
-            return json.load(f)
+            plans = [json.loads(line) for line in f if line.strip()]
+        # A script may run several pipelines (or a workflow of several phases): each wrote one plan line. The
+        # first is the one submitted and followed; a workflow's line holds all of its phases.
+        return {**plans[0], "plans": plans}
 
 
 def shard_loads(tasks: list[list[Any]], shards: int, strategy: str) -> list[tuple[int, float]]:
@@ -333,7 +336,7 @@ def check_run_dir(path: str) -> None:
 def collect_status(run_dir: str) -> dict[str, Any]:
     """Everything `status` shows, as data."""
     from curator_slurm.slurm.ledger import RERUN_REMEDY, SOURCES_FILE, iter_records, read_json
-    from curator_slurm.slurm.submit import job_states, load_submissions
+    from curator_slurm.slurm.submit import ACTIVE_STATES, ENDED_BADLY_STATES, job_states, load_submissions
 
     check_run_dir(run_dir)
     plan_path = os.path.join(run_dir, "plan.json")
@@ -378,10 +381,27 @@ def collect_status(run_dir: str) -> dict[str, Any]:
     job_ids = [str(a["job_id"]) for sub in submissions for a in sub["arrays"]]
     states = job_states(job_ids)
     active = None
+    tasks = array_tasks(run_dir, submissions, states)
     if states is not None:
         active = {}
-        for state in states.values():
+        for task in tasks:
+            state = task["state"] or "UNKNOWN"  # forgotten by Slurm (older than MinJobAge)
             active[state] = active.get(state, 0) + 1
+        for row in shards.values():
+            row["state"] = None
+        for task in reversed(tasks):  # the newest submission's task of a shard wins
+            if task["shard"] in shards and shards[task["shard"]].get("state") is None:
+                shards[task["shard"]]["state"] = task["state"]
+    running = sum(1 for t in tasks if t["state"] in ACTIVE_STATES)
+    # Pending work with nothing queued or running will never finish by itself: no ETA, but the tasks that
+    # ended without doing it and the retry command.
+    stalled = bool(pending) and states is not None and running == 0
+    recorded = {r.get("shard") for r in [*done.values(), *failed.values()]}
+    ended = [
+        {**t, "recorded": t["shard"] in recorded}
+        for t in tasks
+        if t["state"] in ENDED_BADLY_STATES and (pending or failed)
+    ]
     return {
         "run_dir": os.path.abspath(run_dir),
         "total": total,
@@ -393,11 +413,33 @@ def collect_status(run_dir: str) -> dict[str, Any]:
         "rows_out": rows_out,
         "tasks_per_second": rate,
         "docs_per_second": rows_in / elapsed if elapsed > 0 else None,
-        "eta_seconds": pending / rate if rate and pending else (0.0 if not pending else None),
+        "eta_seconds": None if stalled else pending / rate if rate and pending else (0.0 if not pending else None),
+        "stalled": stalled,
         "shards": sorted(shards.values(), key=_shard_order),
         "jobs": job_ids,
         "job_states": active,
+        "ended_tasks": ended,
     }
+
+
+def array_tasks(run_dir: str, submissions: list[dict[str, Any]], states: dict[str, str] | None) -> list[dict[str, Any]]:
+    """Every array task of every submission, oldest first: ``job`` (``123_4``), ``shard`` (``i/N``),
+    ``state`` (from squeue; None when Slurm no longer knows the task or cannot be asked) and ``log``."""
+    tasks = []
+    for sub in submissions:
+        logs = sub.get("options", {}).get("output_logs") or os.path.join(run_dir, "logs")
+        for a in sub.get("arrays", []):
+            for index in range(int(a.get("size", 0))):
+                job = f"{a['job_id']}_{index}"
+                tasks.append(
+                    {
+                        "job": job,
+                        "shard": f"{int(a['offset']) + index}/{sub['shards']}",
+                        "state": (states or {}).get(job),
+                        "log": os.path.join(logs, f"{job}.log"),
+                    }
+                )
+    return tasks
 
 
 def _shard_row(label: str, job: str | None) -> dict[str, Any]:
@@ -422,14 +464,24 @@ def _print_status(status: dict[str, Any], show_all: bool) -> None:
         f"source tasks: {status['total']} total, {status['done']} done, {status['failed']} failed, "
         f"{status['pending']} pending ({status['percent']:.1f}% done)"
     )
+    eta = "stalled" if status["stalled"] else f"ETA {num(status['eta_seconds'], '{:.0f}')} s"
     print(
         f"documents: {status['rows_in']} in, {status['rows_out']} out; "
         f"throughput {num(status['docs_per_second'], '{:.0f}')}"
-        f" docs/s, {num(status['tasks_per_second'], '{:.2f}')} tasks/s; ETA {num(status['eta_seconds'], '{:.0f}')} s"
+        f" docs/s, {num(status['tasks_per_second'], '{:.2f}')} tasks/s; {eta}"
     )
     if status["job_states"] is not None:
-        states = ", ".join(f"{n} {s}" for s, n in sorted(status["job_states"].items())) or "none in the queue"
-        print(f"jobs {', '.join(status['jobs']) or '-'}: {states}")
+        states = ", ".join(f"{n} {s}" for s, n in sorted(status["job_states"].items())) or "none known to Slurm"
+        print(f"array tasks of jobs {', '.join(status['jobs']) or '-'}: {states}")
+    for t in status["ended_tasks"]:
+        what = "after recording some work" if t["recorded"] else "without recording any work"
+        print(f"array task {t['job']} (shard {t['shard']}) ended {t['state']} {what}; log: {t['log']}")
+    if status["stalled"]:
+        print(
+            f"stalled: {status['pending']} source tasks pending and no array task of this run is queued or running; "
+            f"see the logs above and `curator-slurm failures {status['run_dir']}`, then "
+            f"`curator-slurm retry {status['run_dir']}`"
+        )
     shards = status["shards"]
     if not shards:
         return
@@ -441,13 +493,17 @@ def _print_status(status: dict[str, Any], show_all: bool) -> None:
         print(f"shards with failures and the 5 slowest of {len(shards)} (--all for every shard):")
     print(f"{'shard':>10} {'done':>6} {'failed':>6} {'seconds':>9} {'docs in':>10}  job")
     for s in shown:
+        state = f" {s['state']}" if s.get("state") else ""
         print(
             f"{s['shard']:>10} {s['done']:>6} {s['failed']:>6} {s['seconds']:>9.1f} {s['rows_in']:>10}  "
-            f"{s['job'] or '-'}"
+            f"{s['job'] or '-'}{state}"
         )
 
 
-_ACTIVE_STATES = frozenset({"RUNNING", "PENDING", "CONFIGURING", "COMPLETING", "REQUEUED", "SUSPENDED"})
+def status_exit_code(status: dict[str, Any]) -> int:
+    """1 when some source task failed or the run is stalled (work pending, nothing queued or running),
+    else 0 (complete, or still going)."""
+    return 1 if status["failed"] or status["stalled"] else 0
 
 
 def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
@@ -457,14 +513,9 @@ def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
             _print_json(status)
         else:
             _print_status(status, args.all)
-        queued = sum(n for state, n in (status["job_states"] or {}).items() if state in _ACTIVE_STATES)
-        if not args.watch or status["pending"] == 0 or (status["job_states"] is not None and not queued):
-            if args.watch and status["pending"] and not args.json:
-                print(
-                    f"no job of this run is queued or running, {status['pending']} source tasks never finished: "
-                    f"see `curator-slurm failures`, then `curator-slurm retry {args.run_dir}`"
-                )
-            return 0 if status["failed"] == 0 and status["pending"] == 0 else 1
+        if not args.watch or status["pending"] == 0 or status["stalled"]:
+            return status_exit_code(status)
+        sys.stdout.flush()
         time.sleep(args.watch)
         print()
 
@@ -502,11 +553,36 @@ def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
                 "traceback": r.get("traceback"),
             }
         )
+    # Array tasks that ended badly while work is pending: a task that died at import, was cancelled or ran
+    # out of time recorded nothing for the source tasks it never finished.
+    ended = collect_status(args.run_dir)["ended_tasks"]
+    for t in ended:
+        rows.append(
+            {
+                "source": None,
+                "stage": None,
+                "error": f"array task {t['job']} ended {t['state']}"
+                + ("" if t["recorded"] else " without recording any work"),
+                "files": None,
+                "attempts": None,
+                "shard": t["shard"],
+                "host": None,
+                "job": t["job"],
+                "log": t["log"],
+                "traceback": None,
+            }
+        )
     if args.json:
         _print_json(rows if args.traceback else [{k: v for k, v in r.items() if k != "traceback"} for r in rows])
         return 0
     if not rows:
         print("no failed source tasks")
+        return 0
+    for r in rows[len(rows) - len(ended) :]:
+        print(f"- {r['error']} (shard {r['shard']}); log: {r['log']}")
+    rows = rows[: len(rows) - len(ended)]
+    if not rows:
+        print("no failed source tasks recorded; the array tasks above ended before recording theirs")
         return 0
     print(f"{len(rows)} failed source task(s):")
     for r in rows:
@@ -527,7 +603,7 @@ def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
 def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
     from curator_slurm.slurm.ledger import load_status, read_json
     from curator_slurm.slurm.sharding import write_source_list
-    from curator_slurm.slurm.submit import SubmitOptions, job_states, load_submissions
+    from curator_slurm.slurm.submit import ACTIVE_STATES, SubmitOptions, job_states, load_submissions
 
     run_dir = os.path.abspath(args.run_dir)
     submissions = load_submissions(run_dir)
@@ -541,7 +617,7 @@ def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
         print(f"nothing to retry: all {len(all_ids)} source tasks are done")
         return 0
     states = job_states([str(a["job_id"]) for sub in submissions for a in sub["arrays"]]) or {}
-    busy = sorted(j for j, s in states.items() if s in _ACTIVE_STATES)
+    busy = sorted(j for j, s in states.items() if s in ACTIVE_STATES)
     if busy and not args.force:
         raise UsageError(
             f"{len(busy)} task(s) of this run are still queued or running ({', '.join(busy[:5])}); "

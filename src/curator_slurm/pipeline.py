@@ -103,9 +103,21 @@ class Pipeline:
         options = options if options is not None else RunOptions.from_env()
         executor = executor or LocalExecutor()
         directory = run_dir or options.run_dir or default_run_dir(stages[-1])
-        if options.plan_out:
-            self._write_plan(options.plan_out, stages, directory)
-            raise SystemExit(0)
+        if options.plan_out:  # list the work for `curator-slurm plan/submit`; do none of it, and go on
+            tasks = self._write_plan(options.plan_out, stages, directory)
+            return PipelineResult(
+                shard=spec,
+                stages=[],
+                output_files=[],
+                output_tasks=[],
+                source_tasks_total=len(tasks),
+                source_tasks_mine=0,
+                source_tasks_skipped=0,
+                done=0,
+                failed=[],
+                seconds=0.0,
+                run_dir=os.fspath(directory) if directory else None,
+            )
         ensure_logging()
         bound(spec.label, spec.job.label).info(
             f"pipeline {self.name!r}: {' -> '.join(s.name for s in stages)} on {type(executor).__name__} "
@@ -134,18 +146,24 @@ class Pipeline:
             ],
         }
 
-    def _write_plan(self, path: str, stages: list[ProcessingStage], run_dir: str | os.PathLike | None) -> None:
-        """List the source tasks (no data is read) into ``path`` for `curator-slurm plan/submit`."""
+    def plan(self, stages: list[ProcessingStage], run_dir: str | os.PathLike | None) -> tuple[dict[str, Any], list]:
+        """What `curator-slurm plan/submit` needs to know of this pipeline: its source tasks (no data is read)."""
         tasks = list_sources(stages[0], ShardSpec.single()).sources
         check_source_ids(tasks, stages[0].name)  # the shards will need deterministic, unique ids
-        plan = {
+        return {
+            "kind": "pipeline",
             "pipeline": self.name,
             "run_dir": os.path.abspath(run_dir) if run_dir else None,
+            "fingerprint": self.fingerprint(stages),
             "has_bytes": all("bytes" in t.metadata for t in tasks),
             "tasks": [[t.task_id, t.weight] for t in tasks],
-        }
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(plan, f)
+        }, tasks
+
+    def _write_plan(self, path: str, stages: list[ProcessingStage], run_dir: str | os.PathLike | None) -> list:
+        """Append this pipeline's plan to ``path`` (one JSON line per pipeline or workflow the script runs)."""
+        plan, tasks = self.plan(stages, run_dir)
+        append_plan(path, plan)
+        return tasks
 
     def __repr__(self) -> str:
         return f"Pipeline({self.name!r}, stages={[s.name for s in self.stages]})"
@@ -211,3 +229,9 @@ def default_run_dir(sink: ProcessingStage) -> str | None:
     if isinstance(sink, BaseWriter):
         return os.path.join(sink.path, DEFAULT_RUN_DIR_NAME)
     return None
+
+
+def append_plan(path: str, plan: dict[str, Any]) -> None:
+    """Add one plan (a pipeline's or a workflow's) as a JSON line: a script may run several."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(plan) + "\n")

@@ -279,6 +279,9 @@ class RunOptions:
     #: ``CURATOR_PLAN_OUT``: set by ``curator-slurm plan/submit``; the run lists its source tasks into
     #: this JSON file and exits without processing anything.
     plan_out: str | None = None
+    #: ``CURATOR_PHASE``: set in the array tasks that `curator-slurm submit` starts for one phase of a
+    #: workflow; ``Workflow.run`` then runs that phase's shard only.
+    phase: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RunOptions:
@@ -298,6 +301,7 @@ class RunOptions:
             requeue=_flag(env, "CURATOR_REQUEUE"),
             grace_seconds=grace,
             plan_out=env.get("CURATOR_PLAN_OUT") or None,
+            phase=(env.get("CURATOR_PHASE") or "").strip() or None,
         )
 
 

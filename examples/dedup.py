@@ -1,0 +1,58 @@
+"""Remove exact duplicates from a JSONL corpus across all of it, and write Parquet.
+
+python examples/dedup.py --input data/ --output out/ [--text-field text] [--id-field id] [--identify-only]
+
+The same file runs every phase in order on a laptop, and as one array per phase under
+`curator-slurm submit examples/dedup.py --shards 8 -- --input data/ --output out/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from curator_slurm import CuratorError, LocalExecutor, PipelineFailedError, configure_logging
+from curator_slurm.dedup.exact import ExactDuplicates
+from curator_slurm.stages import JsonlReader, ParquetWriter
+
+
+def build_workflow(args: argparse.Namespace) -> ExactDuplicates:
+    return ExactDuplicates(
+        reader=JsonlReader(args.input, files_per_partition=args.files_per_partition),
+        writer=ParquetWriter(args.output),
+        text_field=args.text_field,
+        id_field=args.id_field,
+        buckets=args.buckets,
+        identify_only=args.identify_only,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--input", required=True, help="directory (or file) of JSONL documents")
+    parser.add_argument("--output", required=True, help="directory for the deduplicated Parquet output")
+    parser.add_argument("--text-field", default="text")
+    parser.add_argument("--id-field", default=None, help="a column to name duplicates by in the list")
+    parser.add_argument("--identify-only", action="store_true", help="write the list of duplicates, not the corpus")
+    parser.add_argument("--buckets", type=int, default=64, help="shuffle buckets (tasks of the find phase)")
+    parser.add_argument("--files-per-partition", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all usable CPUs)")
+    args = parser.parse_args(argv)
+
+    configure_logging()
+    workflow = build_workflow(args)
+    try:
+        result = workflow.run(LocalExecutor(workers=args.workers))
+    except PipelineFailedError as e:
+        print(f"dedup: {e}", file=sys.stderr)
+        return 1
+    except CuratorError as e:  # bad configuration or input, or a phase whose predecessor is not complete
+        print(f"dedup: {e}", file=sys.stderr)
+        return 2
+    if not result.planned:
+        print(f"dedup: {result.summary()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""What exact and fuzzy deduplication share: the list of documents to drop, and the stage that drops them.
+
+The "find" side of a dedup workflow writes, per bucket (or component partition), the documents that do not
+survive as a Parquet file sorted by document key (:mod:`curator_slurm.positions`: ``file_index << 32 | row``,
+which sorts as (relative path, row) does), in row groups of :data:`ROW_GROUP` rows with key statistics.
+The "write" side re-reads the input with the same reader, so its source tasks and output names are those
+of a plain pipeline over the same input, and :class:`RemoveDuplicates` drops the listed documents: each
+task reads only the row groups whose key range overlaps its own files' keys.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, BinaryIO
+
+import numpy as np
+import pyarrow as pa
+
+from .._lazy import LazyModule
+from ..positions import document_positions
+from ..stages.base import PASSTHROUGH, ProcessingStage
+from ..stages.writers import atomic_write
+from ..tasks import DocumentBatch, FileGroupTask
+
+pq = LazyModule("pyarrow.parquet")
+
+KEY = "key"
+#: Rows per row group of a duplicates file: a write task reads whole row groups, so smaller groups mean
+#: less reading for a narrow key range, larger ones fewer footer entries.
+ROW_GROUP = 65_536
+
+
+class SortedKeyWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
+    """Write a batch sorted by ``key`` into ``<path>/<source id>.parquet`` (row groups with key statistics).
+
+    Every source task gets a file, also an empty one, so a reader can tell "nothing to drop" from "not
+    written yet" by the ledger, never by a missing file."""
+
+    name = "sorted_key_writer"
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.fspath(path)
+
+    def inputs(self) -> tuple[list[str], list[str]]:
+        return ["data"], [KEY]
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], []
+
+    def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
+        os.makedirs(self.path, exist_ok=True)
+
+    def process(self, task: DocumentBatch) -> FileGroupTask:
+        table = task.data
+        table = table.take(pa.array(np.argsort(table.column(KEY).to_numpy(), kind="stable")))
+        final = os.path.join(self.path, f"{task.source_id or task.task_id}.parquet")
+
+        def write(f: BinaryIO) -> None:
+            writer = pq.ParquetWriter(f, table.schema, compression="zstd", write_statistics=[KEY])
+            try:
+                writer.write_table(table, row_group_size=ROW_GROUP)
+            finally:
+                writer.close()
+
+        atomic_write(final, write)
+        return FileGroupTask(
+            task_id=task.task_id,
+            dataset_name=task.dataset_name,
+            data=[final],
+            metadata={"rows": table.num_rows},
+            source_id=task.source_id,
+        )
+
+
+def keys_in_range(directory: str, low: int, high: int) -> np.ndarray:
+    """Every key in ``[low, high]`` listed by the sorted key files of ``directory`` (row groups whose
+    statistics overlap the range are read; others are skipped)."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".parquet") and not n.startswith("."))
+    except FileNotFoundError:
+        return np.empty(0, np.int64)
+    found = []
+    for name in names:
+        with pq.ParquetFile(os.path.join(directory, name)) as f:
+            meta = f.metadata
+            column = meta.schema.to_arrow_schema().get_field_index(KEY)
+            groups = []
+            for i in range(meta.num_row_groups):
+                stats = meta.row_group(i).column(column).statistics
+                if stats is not None and stats.has_min_max and stats.min <= high and stats.max >= low:
+                    groups.append(i)
+            if groups:
+                keys = f.read_row_groups(groups, columns=[KEY]).column(KEY).to_numpy()
+                found.append(keys[(keys >= low) & (keys <= high)])
+    return np.concatenate(found) if found else np.empty(0, np.int64)
+
+
+class RemoveDuplicates(ProcessingStage[DocumentBatch, DocumentBatch]):
+    """Drop the documents that ``duplicates_dir`` lists (by document key). Put it right after the reader:
+    keys are document positions, known only while the batch still has every row the reader read."""
+
+    name = "remove_duplicates"
+
+    def __init__(self, duplicates_dir: str | os.PathLike) -> None:
+        self.duplicates_dir = os.fspath(duplicates_dir)
+
+    def params(self) -> dict[str, Any]:
+        return {}  # where the list lives is not what the stage does; the phase before is fingerprinted
+
+    def inputs(self) -> tuple[list[str], list[str]]:
+        return ["data"], []
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], [PASSTHROUGH]
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        if task.num_items == 0:
+            return task
+        keys = document_positions(task).keys
+        dropped = keys_in_range(self.duplicates_dir, int(keys.min()), int(keys.max()))
+        if not len(dropped):
+            return task
+        keep = ~np.isin(keys, dropped)
+        return task.derive(task.data.filter(pa.array(keep)))

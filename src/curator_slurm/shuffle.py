@@ -1,0 +1,176 @@
+"""The hash shuffle that joins the phases of a workflow, through the shared filesystem.
+
+A phase that feeds a global step ends in a :class:`BucketWriter`: each source task writes ONE Parquet file,
+``<dir>/<source id>.parquet``, whose rows carry a ``bucket`` column (the key's hash modulo ``buckets``) and
+are sorted by it, one row group per bucket. The next phase starts from a :class:`BucketSource`, whose
+source tasks are the buckets (ids from the phase name and bucket number, known before any file exists),
+and a :class:`BucketReader` that reads bucket ``b``'s row group from every file of the directory.
+
+Scale, stated: a shuffle phase creates one file per source task (never one per source task and bucket);
+a bucket task opens every file of the directory once (O(source tasks of the phase before) opens, reading
+one row group of each, found from the footer's statistics) and holds one bucket in memory; the memory of
+a bucket is the phase's rows divided by ``buckets``, so choose ``buckets`` for the corpus (the dedup
+workflows default to 64 and take ``buckets=``). File names derive from source task ids, and files are
+written atomically (hidden temporary name, then rename), so a re-run rewrites the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, BinaryIO
+
+import numpy as np
+import pyarrow as pa
+
+from ._lazy import LazyModule
+from .errors import InputError
+from .stages.base import ProcessingStage
+from .stages.writers import atomic_write
+from .tasks import DocumentBatch, EmptyTask, FileGroupTask, content_id
+
+pq = LazyModule("pyarrow.parquet")
+
+BUCKET = "bucket"
+_SPLIT = np.uint64(11400714819323198485)  # Fibonacci hashing: spreads keys that differ in low bits
+
+
+def bucket_of(keys: np.ndarray, buckets: int) -> np.ndarray:
+    """The bucket of each uint64/int64 key: a multiplicative hash of the key, modulo ``buckets``.
+
+    Keys are hashes already, but mixing again keeps buckets even when a caller passes something regular
+    (e.g. document keys)."""
+    mixed = keys.astype(np.uint64, copy=False) * _SPLIT
+    return (mixed >> np.uint64(32)) % np.uint64(buckets)
+
+
+class BucketWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
+    """Write a batch that has a ``bucket`` column into ``<path>/<source id>.parquet``, one row group per
+    bucket, sorted by bucket: the map side of the shuffle. Empty batches still write a file (with the
+    schema), so the next phase sees that this source task produced nothing rather than nothing at all."""
+
+    name = "bucket_writer"
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.fspath(path)
+
+    def inputs(self) -> tuple[list[str], list[str]]:
+        return ["data"], [BUCKET]
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], []
+
+    def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
+        os.makedirs(self.path, exist_ok=True)
+
+    def process(self, task: DocumentBatch) -> FileGroupTask:
+        table = task.data
+        if BUCKET not in table.column_names:
+            raise InputError(f"stage {self.name!r}: the batch of task {task.task_id} has no {BUCKET!r} column")
+        buckets = table.column(BUCKET).to_numpy()
+        order = np.argsort(buckets, kind="stable")
+        table = table.take(pa.array(order))
+        bounds = np.flatnonzero(np.diff(buckets[order])) + 1
+        pieces = np.split(np.arange(table.num_rows), bounds) if table.num_rows else []
+        final = os.path.join(self.path, f"{task.source_id or task.task_id}.parquet")
+
+        def write(f: BinaryIO) -> None:
+            writer = pq.ParquetWriter(
+                f, table.schema, compression="zstd", use_dictionary=False, write_statistics=[BUCKET]
+            )
+            try:
+                for piece in pieces:
+                    writer.write_table(table.slice(int(piece[0]), len(piece)), row_group_size=len(piece))
+                if not pieces:
+                    writer.write_table(table, row_group_size=1)
+            finally:
+                writer.close()
+
+        atomic_write(final, write)
+        return FileGroupTask(
+            task_id=task.task_id,
+            dataset_name=task.dataset_name,
+            data=[final],
+            metadata={"rows": table.num_rows},
+            source_id=task.source_id,
+        )
+
+
+class BucketSource(ProcessingStage[EmptyTask, FileGroupTask]):
+    """One source task per bucket of a shuffle directory: the reduce side's work list.
+
+    Ids depend only on the shuffle's name and the bucket number, so they are known (for planning and
+    submission) before the phase that writes the files has run; the files are listed when the task runs."""
+
+    name = "bucket_source"
+
+    def __init__(self, path: str | os.PathLike, buckets: int, shuffle_name: str) -> None:
+        if buckets < 1:
+            raise ValueError(f"buckets={buckets} must be >= 1")
+        self.path = os.fspath(path)
+        self.buckets = buckets
+        self.shuffle_name = shuffle_name
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], []
+
+    def params(self) -> dict[str, Any]:
+        return {k: v for k, v in super().params().items() if k != "path"}  # like inputs: not where it is mounted
+
+    def process(self, task: EmptyTask) -> list[FileGroupTask]:
+        return [
+            FileGroupTask(
+                task_id=content_id(self.shuffle_name, f"bucket={b}"),
+                dataset_name=self.shuffle_name,
+                data=[],
+                metadata={"bucket": b, "shuffle_dir": os.path.abspath(self.path), "bytes": 1},
+            )
+            for b in range(self.buckets)
+        ]
+
+
+def shuffle_files(directory: str) -> list[str]:
+    """The finished files of a shuffle directory (hidden temporaries excluded), sorted."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(os.path.join(directory, n) for n in names if n.endswith(".parquet") and not n.startswith("."))
+
+
+def read_bucket(files: list[str], bucket: int, columns: list[str] | None = None) -> pa.Table | None:
+    """The rows of ``bucket`` from every file: the row groups whose bucket statistics say ``bucket``."""
+    tables = []
+    for path in files:
+        with pq.ParquetFile(path) as f:
+            meta = f.metadata
+            index = meta.schema.to_arrow_schema().get_field_index(BUCKET)
+            groups = []
+            for i in range(meta.num_row_groups):
+                group = meta.row_group(i)
+                stats = group.column(index).statistics
+                if group.num_rows and stats is not None and stats.has_min_max and stats.min <= bucket <= stats.max:
+                    groups.append(i)
+            if groups:
+                tables.append(f.read_row_groups(groups, columns=columns))
+    if not tables:
+        return None
+    table = pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
+    mask = pa.array(table.column(BUCKET).to_numpy() == bucket) if columns is None or BUCKET in columns else None
+    return table.filter(mask) if mask is not None else table
+
+
+class BucketReader(ProcessingStage[FileGroupTask, DocumentBatch]):
+    """Read one bucket (the source task from :class:`BucketSource`) from every file of the shuffle."""
+
+    name = "bucket_reader"
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], None
+
+    def process(self, task: FileGroupTask) -> DocumentBatch | None:
+        directory = task.metadata["shuffle_dir"]
+        files = shuffle_files(directory)
+        table = read_bucket(files, int(task.metadata["bucket"]))
+        if table is None:
+            return None
+        return task.derive(table, cls=DocumentBatch, files=files)

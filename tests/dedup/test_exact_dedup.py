@@ -1,0 +1,183 @@
+"""Exact deduplication as a workflow: the kept documents equal a brute-force global dedup with the survivor
+rule "first occurrence in (relative path, row) order", for any shard count per phase, and the phases are
+exactly-once, resumable and refuse to start before the phase they read is complete."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from curator_slurm import LocalExecutor, PipelineFailedError, ShardSpec
+from curator_slurm.dedup.exact import ExactDuplicates
+from curator_slurm.slurm.env import RunOptions
+from curator_slurm.slurm.ledger import iter_records
+from curator_slurm.stages import JsonlReader, ParquetWriter
+from curator_slurm.workflow import PhaseNotReadyError
+from helpers import REPO, clean_env
+
+DEDUP = REPO / "examples" / "dedup.py"
+
+
+def make_dup_corpus(root: Path, files: int = 8, docs: int = 40, seed: int = 7) -> None:
+    """JSONL files whose texts come from a small pool, so duplicates fall inside files, across files and
+    (for any shard count) across shards; some copies differ only in whitespace, which normalisation joins."""
+    rng = random.Random(seed)
+    pool = [f"document {i} " + " ".join(rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(30))
+            for i in range(120)]  # fmt: skip
+    n = 0
+    for f in range(files):
+        sub = root / ("a" if f % 2 else "b")
+        sub.mkdir(parents=True, exist_ok=True)
+        with (sub / f"part-{f:02d}.jsonl").open("w") as out:
+            for _ in range(docs):
+                text = rng.choice(pool)
+                if rng.random() < 0.2:
+                    text = "  " + text.replace(" ", "  \n ", 3) + "\n"
+                out.write(json.dumps({"id": f"doc-{n}", "text": text, "n": n}) + "\n")
+                n += 1
+
+
+def brute_force(root: Path) -> tuple[list[str], dict[str, str]]:
+    """Kept ids in (relative path, row) order, and duplicate id -> survivor id."""
+    seen: dict[str, str] = {}
+    kept, dropped = [], {}
+    for path in sorted(root.rglob("*.jsonl"), key=lambda p: p.relative_to(root).as_posix()):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            norm = " ".join(record["text"].split())
+            if norm in seen:
+                dropped[record["id"]] = seen[norm]
+            else:
+                seen[norm] = record["id"]
+                kept.append(record["id"])
+    return kept, dropped
+
+
+def workflow(input_dir: Path, output: Path, **kwargs: object) -> ExactDuplicates:
+    return ExactDuplicates(JsonlReader(input_dir), ParquetWriter(output), id_field="id", buckets=5, **kwargs)
+
+
+def kept_ids(output: Path) -> list[str]:
+    files = sorted(p for p in output.glob("*.parquet"))
+    return sorted(i for f in files for i in pq.read_table(f).column("id").to_pylist())
+
+
+def output_tree(output: Path) -> dict[str, pa.Table]:
+    return {p.name: pq.read_table(p) for p in sorted(output.glob("*.parquet"))}
+
+
+def run_phase(wf: ExactDuplicates, phase: str, shards: int) -> None:
+    for i in range(shards):
+        wf.run(LocalExecutor(workers=1), shard=ShardSpec.explicit(i, shards), options=RunOptions(phase=phase))
+
+
+@pytest.fixture(scope="module")
+def dup_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("dups")
+    make_dup_corpus(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def unsharded(dup_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("unsharded") / "out"
+    result = workflow(dup_corpus, out).run(LocalExecutor(workers=2), shard=ShardSpec.single(), options=RunOptions())
+    assert list(result.phases) == ["hash", "find", "write"]
+    return out
+
+
+def test_kept_documents_equal_a_brute_force_global_dedup(dup_corpus: Path, unsharded: Path) -> None:
+    kept, dropped = brute_force(dup_corpus)
+    assert dropped, "the corpus has duplicates"
+    assert kept_ids(unsharded) == sorted(kept)
+    # Every other column comes through unchanged.
+    table = pa.concat_tables(output_tree(unsharded).values())
+    assert set(table.column_names) == {"id", "text", "n"}
+    assert all(int(i.split("-")[1]) == n for i, n in zip(table["id"].to_pylist(), table["n"].to_pylist(), strict=True))
+
+
+@pytest.mark.parametrize("layout", [(4, 4, 4), (4, 3, 2), (1, 5, 3)], ids=["4-4-4", "4-3-2", "1-5-3"])
+def test_any_shard_count_per_phase_gives_the_unsharded_output(
+    dup_corpus: Path, unsharded: Path, tmp_path: Path, layout: tuple[int, int, int]
+) -> None:
+    out = tmp_path / "out"
+    wf = workflow(dup_corpus, out)
+    for phase, shards in zip(["hash", "find", "write"], layout, strict=True):
+        run_phase(wf, phase, shards)
+    mine, theirs = output_tree(out), output_tree(unsharded)
+    assert list(mine) == list(theirs), "same file names as the unsharded run"
+    assert all(mine[name].equals(theirs[name]) for name in mine), "same rows, file for file"
+
+
+def test_a_phase_refuses_to_start_before_the_phase_it_reads(dup_corpus: Path, tmp_path: Path) -> None:
+    wf = workflow(dup_corpus, tmp_path / "out")
+    wf.run(LocalExecutor(workers=1), shard=ShardSpec.explicit(0, 3), options=RunOptions(phase="hash"))
+    with pytest.raises(PhaseNotReadyError, match=r"phase 'find' cannot start: \d+ source task\(s\) of phase 'hash'"):
+        wf.run(LocalExecutor(workers=1), shard=ShardSpec.single(), options=RunOptions(phase="find"))
+    with pytest.raises(Exception, match="no such phase"):
+        wf.run(LocalExecutor(workers=1), options=RunOptions(phase="nope"))
+
+
+def test_identify_only_lists_each_duplicate_with_its_survivor(dup_corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "dups"
+    result = workflow(dup_corpus, out, identify_only=True).run(LocalExecutor(workers=1), options=RunOptions())
+    assert list(result.phases) == ["hash", "find"]
+    table = pa.concat_tables(pq.read_table(p) for p in sorted(out.glob("*.parquet")))
+    _, dropped = brute_force(dup_corpus)
+    assert dict(zip(table["id"].to_pylist(), table["survivor_id"].to_pylist(), strict=True)) == dropped
+
+
+def test_a_failed_hash_task_blocks_the_find_phase_until_fixed(dup_corpus: Path, tmp_path: Path) -> None:
+    data = tmp_path / "in"
+    make_dup_corpus(data)
+    bad = data / "a" / "part-01.jsonl"
+    good = bad.read_text()
+    bad.write_text(good + '{"id": "broken", "text": \n')
+    wf = workflow(data, tmp_path / "out")
+    with pytest.raises(PipelineFailedError, match=r"part-01\.jsonl"):
+        wf.run(LocalExecutor(workers=1), options=RunOptions())
+    with pytest.raises(PhaseNotReadyError, match=r"1 failed: .*part-01\.jsonl"):
+        wf.run(LocalExecutor(workers=1), options=RunOptions(phase="find"))
+    bad.write_text(good)
+    result = wf.run(LocalExecutor(workers=1), options=RunOptions())
+    assert result.phases["hash"].done == 1 and result.phases["hash"].source_tasks_skipped == 7
+    kept, _ = brute_force(data)
+    assert kept_ids(tmp_path / "out") == sorted(kept)
+
+
+def test_kill_9_in_the_find_phase_then_rerun(dup_corpus: Path, unsharded: Path, tmp_path: Path) -> None:
+    """A driver killed in the middle of phase 2 is finished by running the same command again: no phase-1 work
+    is redone and the output is identical to an uninterrupted run (with other buckets: the kept documents and
+    the output names do not depend on them)."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(DEDUP), "--input", str(dup_corpus), "--output", str(out), "--id-field", "id",
+           "--buckets", "300", "--workers", "1"]  # fmt: skip
+    find_ledger = out / ".curator-work" / ".curator-run" / "find" / "ledger"
+    # 300 buckets make the find phase long enough (300 tasks) to be caught in the middle.
+    proc = subprocess.Popen(cmd, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if find_ledger.is_dir() and any(f.stat().st_size for f in find_ledger.iterdir()):
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before the find phase recorded anything"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    hash_dir = out / ".curator-work" / ".curator-run" / "hash"
+    hash_records = len(list(iter_records(str(hash_dir))))
+    find_done = sum(r["status"] == "done" for r in iter_records(str(find_ledger.parent)))
+    assert 0 < find_done < 300, "killed in the middle of the find phase"
+    subprocess.run(cmd, env=clean_env(), check=True, capture_output=True)
+    assert len(list(iter_records(str(hash_dir)))) == hash_records, "no phase-1 work redone"
+    mine, theirs = output_tree(out), output_tree(unsharded)
+    assert list(mine) == list(theirs) and all(mine[n].equals(theirs[n]) for n in mine)
