@@ -41,6 +41,14 @@ def _open(edges: EdgeChunks) -> Iterable[tuple[np.ndarray, np.ndarray]]:
     return edges() if callable(edges) else edges
 
 
+def _check_rereadable(edges: EdgeChunks) -> None:
+    if not callable(edges) and iter(edges) is edges:
+        raise TypeError(
+            "edges: an iterator can be read only once, and the edges are read twice; pass a list of (u, v) "
+            "chunks or a function that returns a fresh iterator (e.g. lambda: read_chunks(paths))"
+        )
+
+
 def _rechunk(edges: EdgeChunks, chunk_edges: int) -> Iterable[tuple[np.ndarray, np.ndarray]]:
     """The edges again, regrouped into chunks of about ``chunk_edges`` (many small files, one step)."""
     us: list[np.ndarray] = []
@@ -125,6 +133,7 @@ def connected_components(edges: EdgeChunks, *, chunk_edges: int = DEFAULT_CHUNK_
     """
     if chunk_edges < 1:
         raise ValueError(f"chunk_edges: must be at least 1, got {chunk_edges}")
+    _check_rereadable(edges)
     keys = _nodes(edges, chunk_edges)
     parent = np.arange(len(keys), dtype=np.int64)
     for u, v in _rechunk(edges, chunk_edges):

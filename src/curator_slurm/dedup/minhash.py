@@ -44,6 +44,7 @@ __all__ = [
     "flatten_bands",
     "minhash_signatures",
     "normalize",
+    "permutations",
     "shingle_hashes",
     "signature_similarity",
 ]
@@ -245,7 +246,10 @@ def shingle_hashes(
 # ----------------------------------------------------------------------------------------------------
 
 
-def _permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def permutations(num_perm: int, seed: int = DEFAULT_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """The parameters ``(a, b)`` (uint64 each, ``num_perm`` long) of :func:`minhash_signatures`' hash
+    functions ``h_p(x) = ((a[p] * x + b[p]) mod 2**64) >> 32``: public so that a check, or another
+    implementation, can reproduce signatures exactly."""
     params = _splitmix64(seed ^ 0x5EED5EED5EED5EED, 2 * num_perm)
     return params[:num_perm], params[num_perm:]
 
@@ -277,7 +281,7 @@ def minhash_signatures(
     n = len(offsets) - 1
     if n < 0 or offsets[0] != 0 or offsets[-1] != len(x):
         raise ValueError("offsets: expected len(documents) + 1 entries from 0 to len(hashes) (shingle_hashes' CSR)")
-    a, b = _permutations(num_perm, seed)
+    a, b = permutations(num_perm, seed)
     mins = np.full((n, num_perm), np.iinfo(np.uint64).max, dtype=_U64)
     nonempty = np.flatnonzero(np.diff(offsets) > 0)
     ne_start, ne_end = offsets[nonempty], offsets[nonempty + 1]
