@@ -9,6 +9,8 @@ from .filters import (
     SymbolRatioFilter,
     WordCountFilter,
 )
+from .ids import AddId
+from .language import LanguageFilter
 from .modifiers import (
     BoilerPlateStringModifier,
     DocumentModifier,
@@ -28,6 +30,7 @@ from .writers import JsonlWriter, ParquetWriter
 
 __all__ = [
     "PASSTHROUGH",
+    "AddId",
     "BoilerPlateStringModifier",
     "CompositeStage",
     "DocumentFilter",
@@ -37,6 +40,7 @@ __all__ = [
     "JsonlReader",
     "JsonlReaderStage",
     "JsonlWriter",
+    "LanguageFilter",
     "LineRemover",
     "MarkdownRemover",
     "MeanWordLengthFilter",
