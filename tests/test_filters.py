@@ -62,7 +62,7 @@ FILTERS: dict[str, DocumentFilter] = {
     "word_count": WordCountFilter(min_words=3, max_words=8),
     "mean_word_length": MeanWordLengthFilter(min_mean_word_length=3.0, max_mean_word_length=6.0),
     "symbol_ratio": SymbolRatioFilter(max_symbol_ratio=0.2),
-    "repeated_lines": RepeatedLinesFilter(max_repeated_line_fraction=0.3),
+    "repeated_lines": RepeatedLinesFilter(max_repeated_line_fraction=0.7),
 }
 
 
@@ -116,8 +116,8 @@ def test_score_array_agrees_with_score_document(name: str, texts: list[str | Non
         (MeanWordLengthFilter(), "ab abcd", 3.0),
         (SymbolRatioFilter(), "ab!!", 0.5),
         (SymbolRatioFilter(), "日本!", 1 / 3),
-        (RepeatedLinesFilter(), "a\nb\na\na", 0.5),
-        (RepeatedLinesFilter(), "a\n\n  \nb", 0.0),
+        (RepeatedLinesFilter(), "a\nb\na\na", 0.5),  # NeMo's meaning: 2 distinct of 4 non-blank lines
+        (RepeatedLinesFilter(), "a\n\n  \nb", 1.0),
     ],
 )
 def test_score_document_known_values(f: DocumentFilter, text: str, score: float) -> None:

@@ -48,3 +48,32 @@ def replace_regex(values: Any, pattern: str, replacement: str) -> Any:
 def filter_table(table: pa.Table, mask: Any) -> pa.Table:
     """The rows of ``table`` where ``mask`` is true (a null drops the row, as ``Table.filter`` does)."""
     return call("filter", table, mask)
+
+
+def match_substring(values: Any, pattern: str, regex: bool = False) -> Any:
+    """Whether each string contains ``pattern`` (an RE2 pattern when ``regex``)."""
+    options = _compute.MatchSubstringOptions(pattern)
+    return call("match_substring_regex" if regex else "match_substring", values, options=options)
+
+
+def count_substring(values: Any, pattern: str, regex: bool = False) -> Any:
+    """Non-overlapping occurrences of ``pattern`` (an RE2 pattern when ``regex``) in each string, as
+    ``str.count`` counts them for a literal."""
+    options = _compute.MatchSubstringOptions(pattern)
+    return call("count_substring_regex" if regex else "count_substring", values, options=options)
+
+
+def starts_or_ends_with(values: Any, pattern: str, end: bool) -> Any:
+    """Whether each string starts (or, with ``end``, ends) with the literal ``pattern``."""
+    return call("ends_with" if end else "starts_with", values, options=_compute.MatchSubstringOptions(pattern))
+
+
+def is_in(values: Any, value_set: pa.Array) -> Any:
+    """Whether each value is one of ``value_set``."""
+    return call("is_in", values, options=_compute.SetLookupOptions(value_set))
+
+
+def split_pattern(values: Any, pattern: str) -> Any:
+    """Each string split at every (non-overlapping) occurrence of the literal ``pattern``, as
+    ``str.split(pattern)`` splits it."""
+    return call("split_pattern", values, options=_compute.SplitPatternOptions(pattern))

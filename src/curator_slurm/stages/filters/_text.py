@@ -1,0 +1,292 @@
+"""Whole-column text measurements for the heuristic filters.
+
+NeMo Curator's filters are defined on one Python string at a time (``len``, ``str.split``,
+``str.strip``, regular expressions). These helpers compute the same quantities for every document of
+an Arrow string column at once: character classes are counted on the column's UTF-8 bytes with numpy
+(a byte below 0x80 is one ASCII character; only the few multi-byte characters are decoded), and words,
+lines and paragraphs come from Arrow's split kernels, whose whitespace is exactly Python's
+``str.isspace``. Every function takes one chunk (a ``StringArray`` or ``LargeStringArray`` without
+nulls) and returns one value per document as a numpy array.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from .._kernels import call, cast, split_pattern
+
+#: Python's whitespace (``str.isspace``, what ``str.split()`` and ``str.strip()`` use) below 0x80.
+ASCII_SPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
+
+
+def texts_of(texts: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
+    """The column as a chunked string column with nulls read as empty text (NeMo's filters see
+    ``str`` only; a null has no text)."""
+    if isinstance(texts, pa.Array):
+        texts = pa.chunked_array([texts])
+    if pa.types.is_null(texts.type):  # a column that was null in every row of a JSON file
+        texts = cast(texts, pa.string())
+    elif not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
+        texts = cast(texts, pa.large_string())  # string_view and friends
+    if texts.null_count:
+        texts = call("coalesce", texts, "")
+    return texts
+
+
+def per_chunk(
+    texts: pa.ChunkedArray | pa.Array, score: Callable[[pa.Array], np.ndarray], type: pa.DataType
+) -> pa.ChunkedArray:
+    """``score`` applied to each chunk of the column, as one chunked column of ``type``."""
+    column = texts_of(texts)
+    out = [pa.array(score(chunk), type=type) for chunk in column.chunks]
+    return pa.chunked_array(out, type=type)
+
+
+# --------------------------------------------------------------------------------------------------
+# bytes and characters
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Utf8:
+    """A string chunk's UTF-8 bytes and the byte offsets of its documents (``n + 1`` of them, the
+    first 0)."""
+
+    data: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return len(self.offsets) - 1
+
+
+def utf8(chunk: pa.Array) -> Utf8:
+    """A zero-copy view of ``chunk``'s bytes (a slice of a larger array included)."""
+    width = 8 if pa.types.is_large_string(chunk.type) else 4
+    _, offsets_buf, data_buf = chunk.buffers()
+    n = len(chunk)
+    offsets = np.frombuffer(
+        offsets_buf, dtype=np.int64 if width == 8 else np.int32, count=n + 1, offset=chunk.offset * width
+    )
+    offsets = offsets.astype(np.int64)
+    start, end = int(offsets[0]), int(offsets[-1])
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8, count=end - start, offset=start)
+        if end > start
+        else np.zeros(0, np.uint8)
+    )
+    return Utf8(data, offsets - start)
+
+
+def segment_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The sum of ``values[offsets[i]:offsets[i + 1]]`` for each ``i`` (int64)."""
+    n = len(offsets) - 1
+    if n == 0 or len(values) == 0:
+        return np.zeros(n, np.int64)
+    padded = np.zeros(len(values) + 1, dtype=values.dtype)  # reduceat needs every start inside the array
+    padded[:-1] = values
+    starts = offsets[:-1]
+    sums = np.add.reduceat(padded, starts, dtype=np.int64)
+    sums[starts == offsets[1:]] = 0  # reduceat gives an empty segment the element at its start
+    return sums
+
+
+def ascii_table(chars: Iterable[str]) -> np.ndarray:
+    """A 256-entry lookup table marking the bytes of the given ASCII characters."""
+    table = np.zeros(256, dtype=np.uint8)
+    for c in chars:
+        if ord(c) >= 0x80:
+            raise ValueError(f"ascii_table: {c!r} is not ASCII")
+        table[ord(c)] = 1
+    return table
+
+
+def code_points(data: np.ndarray, lead: np.ndarray) -> np.ndarray:
+    """The code points of the multi-byte characters whose first bytes are at positions ``lead``."""
+    last = len(data) - 1
+    b0 = data[lead].astype(np.int32)
+    b1 = data[np.minimum(lead + 1, last)].astype(np.int32) & 0x3F
+    b2 = data[np.minimum(lead + 2, last)].astype(np.int32) & 0x3F
+    b3 = data[np.minimum(lead + 3, last)].astype(np.int32) & 0x3F
+    two = ((b0 & 0x1F) << 6) | b1
+    three = ((b0 & 0x0F) << 12) | (b1 << 6) | b2
+    four = ((b0 & 0x07) << 18) | (b1 << 12) | (b2 << 6) | b3
+    return np.where(b0 < 0xE0, two, np.where(b0 < 0xF0, three, four))
+
+
+def classify(cps: np.ndarray, predicate: Callable[[str], bool]) -> np.ndarray:
+    """``predicate(chr(cp))`` for each code point, calling it once per distinct code point."""
+    if len(cps) == 0:
+        return np.zeros(0, bool)
+    distinct, inverse = np.unique(cps, return_inverse=True)
+    flags = np.fromiter((predicate(chr(c)) for c in distinct.tolist()), dtype=bool, count=len(distinct))
+    return flags[inverse.reshape(-1)]
+
+
+def count_chars(view: Utf8, table: np.ndarray, non_ascii: Callable[[str], bool] | None = None) -> np.ndarray:
+    """Per document, the number of characters that are ASCII and marked in ``table``, or non-ASCII
+    and satisfy ``non_ascii``."""
+    counts = segment_sums(table[view.data], view.offsets)
+    if non_ascii is not None and len(view.data):
+        lead = np.flatnonzero(view.data >= 0xC0)
+        if len(lead):
+            hit = lead[classify(code_points(view.data, lead), non_ascii)]
+            if len(hit):
+                docs = np.searchsorted(view.offsets, hit, side="right") - 1
+                counts += np.bincount(docs, minlength=view.size)
+    return counts
+
+
+def char_lengths(chunk: pa.Array) -> np.ndarray:
+    """``len(text)`` of each document: code points, as Python counts them."""
+    return np.asarray(call("utf8_length", chunk).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _is_space(c: str) -> bool:
+    return c.isspace()
+
+
+SPACE_TABLE = ascii_table(ASCII_SPACE)
+
+
+def count_space(view: Utf8) -> np.ndarray:
+    """Per document, the characters ``str.isspace`` accepts."""
+    return count_chars(view, SPACE_TABLE, _is_space)
+
+
+# --------------------------------------------------------------------------------------------------
+# words, lines, paragraphs
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """The pieces (words, lines, paragraphs) of every document of a chunk, flattened in order:
+    ``values[starts[d]:starts[d] + counts[d]]`` are document ``d``'s, ``doc[i]`` is piece ``i``'s
+    document."""
+
+    values: pa.Array
+    doc: np.ndarray
+    counts: np.ndarray
+    starts: np.ndarray
+
+    @classmethod
+    def from_lists(cls, lists: pa.Array, n: int, keep: Callable[[pa.Array], np.ndarray] | None = None) -> Pieces:
+        values = call("list_flatten", lists)
+        doc = np.asarray(call("list_parent_indices", lists).to_numpy(zero_copy_only=False), dtype=np.int64)
+        if keep is not None:
+            mask = keep(values)
+            if not mask.all():
+                values = call("filter", values, pa.array(mask))
+                doc = doc[mask]
+        counts = np.bincount(doc, minlength=n).astype(np.int64)
+        starts = np.zeros(n, np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        return cls(values, doc, counts, starts)
+
+    def lengths(self) -> np.ndarray:
+        """``len`` of each piece."""
+        return char_lengths(self.values)
+
+    def per_doc(self, flags: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """Per document, how many of its pieces have ``flags`` set (or the sum of their ``weights``)."""
+        n = len(self.counts)
+        if weights is None:
+            return np.bincount(self.doc[flags], minlength=n).astype(np.int64)
+        return np.bincount(self.doc[flags], weights=weights[flags], minlength=n)
+
+
+def _non_empty(values: pa.Array) -> np.ndarray:
+    return np.asarray(call("binary_length", values).to_numpy(zero_copy_only=False)) > 0
+
+
+def words(chunk: pa.Array) -> Pieces:
+    """``text.strip().split()`` of every document (English, and every language but Chinese and
+    Japanese, in NeMo Curator)."""
+    return Pieces.from_lists(call("utf8_split_whitespace", chunk), len(chunk), _non_empty)
+
+
+def _not_blank(values: pa.Array) -> np.ndarray:
+    return count_space(utf8(values)) < char_lengths(values)
+
+
+def lines(chunk: pa.Array) -> Pieces:
+    """NeMo Curator's sentences: ``[x for x in text.split("\\n") if x.strip()]`` (lines unstripped)."""
+    return Pieces.from_lists(split_pattern(chunk, "\n"), len(chunk), _not_blank)
+
+
+def paragraphs(chunk: pa.Array) -> Pieces:
+    """NeMo Curator's paragraphs: ``text.split("\\n\\n")``, empty pieces included (at least one)."""
+    return Pieces.from_lists(split_pattern(chunk, "\n\n"), len(chunk))
+
+
+def first_occurrences(pieces: Pieces, codes: np.ndarray | None = None) -> np.ndarray:
+    """For each piece, whether it is the first piece of its document with its value (or its
+    ``codes``): what ``set(pieces)`` keeps."""
+    if codes is None:
+        codes = dictionary_codes(pieces.values)
+    if len(codes) == 0:
+        return np.zeros(0, bool)
+    key = pieces.doc * (int(codes.max()) + 1) + codes
+    _, first = np.unique(key, return_index=True)
+    flags = np.zeros(len(codes), bool)
+    flags[first] = True
+    return flags
+
+
+def dictionary_codes(values: pa.Array) -> np.ndarray:
+    """An integer per value, equal for equal strings."""
+    if len(values) == 0:
+        return np.zeros(0, np.int64)
+    encoded = call("dictionary_encode", values)
+    return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def ngram_codes(words: Pieces, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The positions (indices into ``words.values``) where an ``n``-gram of words starts inside one
+    document, and an integer per n-gram, equal for equal n-grams."""
+    total = len(words.values)
+    codes = dictionary_codes(words.values)
+    ends = (words.starts + words.counts)[words.doc] if total else np.zeros(0, np.int64)
+    positions = np.flatnonzero(np.arange(total) + n <= ends)
+    grams = codes[positions]
+    for k in range(1, n):
+        nxt = codes[positions + k]
+        key = grams * (int(nxt.max()) + 1 if len(nxt) else 1) + nxt
+        grams = np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return positions, grams
+
+
+def space_bytes(view: Utf8) -> np.ndarray:
+    """1 for each byte that belongs to a whitespace character (``str.isspace``), else 0."""
+    space = SPACE_TABLE[view.data]
+    if len(view.data):
+        lead = np.flatnonzero(view.data >= 0xC0)
+        if len(lead):
+            cps = code_points(view.data, lead)
+            hit = classify(cps, _is_space)
+            if hit.any():
+                at, cp = lead[hit], cps[hit]
+                for k in (0, 1, 2):  # every non-ASCII whitespace character is 2 or 3 bytes long
+                    inside = (k < 2) | (cp >= 0x800)
+                    space[at[inside] + k] = 1
+    return space
+
+
+def word_counts(view: Utf8) -> np.ndarray:
+    """``len(text.split())`` of each document, from its bytes: a word starts at each non-space
+    byte that follows a space byte or starts its document (a multi-byte character's inner bytes
+    follow its own first byte, so they start nothing)."""
+    if len(view.data) == 0:
+        return np.zeros(view.size, np.int64)
+    space = space_bytes(view)
+    after_space = np.empty_like(space)
+    after_space[0] = 1
+    after_space[1:] = space[:-1]
+    doc_starts = view.offsets[:-1]
+    after_space[doc_starts[doc_starts < len(space)]] = 1
+    return segment_sums((space ^ 1) & after_space, view.offsets)
