@@ -310,11 +310,47 @@ def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
         run_dir=run_dir,
         **{k: v for k, v in fields.items() if k in SubmitOptions.__dataclass_fields__},
     )
+    if plan.get("kind") == "workflow":
+        return _submit_workflow(args, opts, plan)
     if not args.dry_run:
         os.makedirs(run_dir, exist_ok=True)
         with open(os.path.join(run_dir, "plan.json"), "w", encoding="utf-8") as f:
             json.dump(plan, f)
     return _submit(opts, "submit", args.dry_run, args.json)
+
+
+def _submit_workflow(args: argparse.Namespace, opts: Any, plan: dict[str, Any]) -> int:
+    """Every phase of a workflow at once, each phase's arrays behind the phase before (afterok)."""
+    from curator_slurm.slurm.phases import parse_phase_shards, phase_options, phase_shard_counts, submit_phases
+    from curator_slurm.slurm.submit import render_script, split_shards
+
+    names = [p["phase"] for p in plan["phases"]]
+    counts = phase_shard_counts(plan, args.shards, parse_phase_shards(args.phase_shards, names))
+    limits = _array_limits(args.dry_run)[:2]
+    if args.dry_run:
+        previous = ["<none>"]
+        for phase in plan["phases"]:
+            phase_opts = phase_options(
+                opts, phase, counts[phase["phase"]], previous if phase is not plan["phases"][0] else ()
+            )
+            chunks = split_shards(phase_opts.shards, *limits)
+            print(f"# === phase {phase['phase']!r}: {phase_opts.shards} shards in {len(chunks)} array(s)")
+            for chunk in chunks:
+                print(render_script(phase_opts, chunk), end="")
+            previous = [f"<jobs of {phase['phase']}>"]
+        return 0
+    from curator_slurm.slurm.phases import save_submission
+
+    save_submission(plan["run_dir"], opts, counts, plan)
+    submitted = submit_phases(opts, plan, counts, limits)
+    if args.json:
+        _print_json({name: asdict(record) for name, record in submitted})
+        return 0
+    for name, record in submitted:
+        jobs = ", ".join(str(a["job_id"]) for a in record.arrays)
+        print(f"phase {name}: {record.shards} shards as {len(record.arrays)} array(s): {jobs}")
+    print(f"run directory: {plan['run_dir']}\nfollow with: curator-slurm status {plan['run_dir']}")
+    return 0
 
 
 # --- status -----------------------------------------------------------------------------------------
@@ -473,12 +509,15 @@ def _print_status(status: dict[str, Any], show_all: bool) -> None:
     if status["job_states"] is not None:
         states = ", ".join(f"{n} {s}" for s, n in sorted(status["job_states"].items())) or "none known to Slurm"
         print(f"array tasks of jobs {', '.join(status['jobs']) or '-'}: {states}")
-    for t in status["ended_tasks"]:
+    ended = status["ended_tasks"]
+    for t in ended if show_all else ended[:10]:
         what = "after recording some work" if t["recorded"] else "without recording any work"
         print(f"array task {t['job']} (shard {t['shard']}) ended {t['state']} {what}; log: {t['log']}")
+    if len(ended) > 10 and not show_all:
+        print(f"... and {len(ended) - 10} more array tasks that ended badly (--all lists them)")
     if status["stalled"]:
         print(
-            f"stalled: {status['pending']} source tasks pending and no array task of this run is queued or running; "
+            f"stalled: {status['pending']} source tasks pending and no job of this run is queued or running; "
             f"see the logs above and `curator-slurm failures {status['run_dir']}`, then "
             f"`curator-slurm retry {status['run_dir']}`"
         )
@@ -506,16 +545,52 @@ def status_exit_code(status: dict[str, Any]) -> int:
     return 1 if status["failed"] or status["stalled"] else 0
 
 
+def _workflow_phase_dirs(run_dir: str) -> list[tuple[str, str]] | None:
+    """(phase, run directory) of each phase when ``run_dir`` is a workflow's, else None."""
+    from curator_slurm.workflow import workflow_phases
+
+    phases = workflow_phases(run_dir)
+    return None if phases is None else [(p, os.path.join(run_dir, p)) for p in phases]
+
+
+def _workflow_status(args: argparse.Namespace, phases: list[tuple[str, str]]) -> int:
+    """Each phase's status in order; a phase with no run directory yet has not started."""
+    statuses: dict[str, Any] = {}
+    code = 0
+    for name, directory in phases:
+        if not os.path.isdir(directory):
+            statuses[name] = None
+            if not args.json:
+                print(f"== phase {name}: not started")
+            continue
+        status = collect_status(directory)
+        statuses[name] = status
+        code = max(code, status_exit_code(status))
+        if not args.json:
+            print(f"== phase {name}")
+            _print_status(status, args.all)
+    if args.json:
+        _print_json({"workflow": args.run_dir, "phases": statuses})
+    return code
+
+
 def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
+    phases = _workflow_phase_dirs(args.run_dir)
+    if phases is not None:
+        return _workflow_status(args, phases)
     while True:
         status = collect_status(args.run_dir)
-        if args.json:
-            _print_json(status)
-        else:
-            _print_status(status, args.all)
+        try:
+            if args.json:
+                _print_json(status)
+            else:
+                _print_status(status, args.all)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `status | head -1`: the reader is gone, the exit code still tells
+            _silence_stdout()
+            return status_exit_code(status)
         if not args.watch or status["pending"] == 0 or status["stalled"]:
             return status_exit_code(status)
-        sys.stdout.flush()
         time.sleep(args.watch)
         print()
 
@@ -524,6 +599,14 @@ def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
 
 
 def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
+    phases = _workflow_phase_dirs(args.run_dir)
+    if phases is not None:
+        code = 0
+        for name, directory in phases:
+            if os.path.isdir(directory):
+                print(f"== phase {name}", file=sys.stderr if args.json else sys.stdout)
+                code = max(code, cmd_failures(argparse.Namespace(**{**vars(args), "run_dir": directory}), []))
+        return code
     from curator_slurm.slurm.ledger import load_status
     from curator_slurm.slurm.submit import load_submissions
 
@@ -555,7 +638,8 @@ def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
         )
     # Array tasks that ended badly while work is pending: a task that died at import, was cancelled or ran
     # out of time recorded nothing for the source tasks it never finished.
-    ended = collect_status(args.run_dir)["ended_tasks"]
+    status = collect_status(args.run_dir)
+    ended = status["ended_tasks"] if status["pending"] else []  # else the failed source tasks say it all
     for t in ended:
         rows.append(
             {
@@ -600,7 +684,54 @@ def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
 # --- retry ------------------------------------------------------------------------------------------
 
 
+def _retry_workflow(args: argparse.Namespace, run_root: str) -> int:
+    """Resubmit the first phase that is not complete (done work is skipped) and every phase after it."""
+    from curator_slurm.slurm.phases import first_incomplete_phase, load_submission, submit_phases
+    from curator_slurm.slurm.submit import ACTIVE_STATES, job_states, load_submissions
+
+    saved = load_submission(run_root)
+    if saved is None:
+        raise UsageError(f"{run_root} has no workflow submission to retry; submit it first with curator-slurm submit")
+    base, counts, plan = saved
+    incomplete = first_incomplete_phase(plan)
+    if incomplete is None:
+        print(f"nothing to retry: every phase of {plan['workflow']!r} is complete")
+        return 0
+    phase, missing = incomplete
+    jobs = [str(a["job_id"]) for p in plan["phases"] for sub in load_submissions(p["run_dir"]) for a in sub["arrays"]]
+    busy = sorted(j for j, state in (job_states(jobs) or {}).items() if state in ACTIVE_STATES)
+    if busy and not args.force:
+        raise UsageError(
+            f"{len(busy)} task(s) of this workflow are still queued or running ({', '.join(busy[:5])}); "
+            "wait, scancel them, or pass --force"
+        )
+    fields = _options_from_args(args, {})
+    base = replace(base, **{k: (tuple(v) if isinstance(v, list) else v) for k, v in fields.items()
+                            if k in _submit_option_names() and k not in ("shards", "run_dir")})  # fmt: skip
+    if args.shards:
+        counts = {**counts, phase: args.shards}
+    later = [p["phase"] for p in plan["phases"]][[p["phase"] for p in plan["phases"]].index(phase) + 1 :]
+    print(
+        f"retrying phase {phase} ({missing} source task(s) not done)"
+        + (f" and then {', '.join(later)}" if later else "")
+    )
+    if args.dry_run:
+        return 0
+    for name, record in submit_phases(base, plan, counts, _array_limits(False)[:2], start=phase):
+        print(f"phase {name}: {record.shards} shards as {len(record.arrays)} array(s): "
+              + ", ".join(str(a["job_id"]) for a in record.arrays))  # fmt: skip
+    return 0
+
+
+def _submit_option_names() -> set[str]:
+    from curator_slurm.slurm.submit import SubmitOptions
+
+    return set(SubmitOptions.__dataclass_fields__)
+
+
 def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
+    if _workflow_phase_dirs(args.run_dir) is not None:
+        return _retry_workflow(args, os.path.abspath(args.run_dir))
     from curator_slurm.slurm.ledger import load_status, read_json
     from curator_slurm.slurm.sharding import write_source_list
     from curator_slurm.slurm.submit import ACTIVE_STATES, SubmitOptions, job_states, load_submissions
@@ -663,10 +794,29 @@ def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
 def cmd_local(args: argparse.Namespace, script_args: list[str]) -> int:
     if not os.path.isfile(args.script):
         raise UsageError(f"{args.script}: no such pipeline script")
-    n = args.shards
-    parallel = args.parallel or min(n, os.cpu_count() or 1)
     logs = args.logs or tempfile.mkdtemp(prefix="curator-local-")
     os.makedirs(logs, exist_ok=True)
+    plan = run_plan(args.script, script_args)
+    if plan.get("kind") != "workflow":
+        return _local_array(args, script_args, args.shards, logs, {}, "shard")
+    from curator_slurm.slurm.phases import parse_phase_shards, phase_shard_counts
+
+    counts = phase_shard_counts(
+        plan, args.shards, parse_phase_shards(args.phase_shards, [p["phase"] for p in plan["phases"]])
+    )
+    for phase, n in counts.items():  # in order: a phase starts when every shard of the one before ended well
+        print(f"phase {phase}:")
+        code = _local_array(args, script_args, n, logs, {"CURATOR_PHASE": phase}, f"{phase}-shard")
+        if code:
+            return code
+    return 0
+
+
+def _local_array(
+    args: argparse.Namespace, script_args: list[str], n: int, logs: str, extra: dict[str, str], name: str
+) -> int:
+    """Run ``n`` shard processes of the script with ``extra`` in their environment, as an array would."""
+    parallel = args.parallel or min(n, os.cpu_count() or 1)
     job = f"local{os.getpid()}"
     running: dict[int, tuple[subprocess.Popen[bytes], Any]] = {}
     codes: dict[int, int] = {}
@@ -683,11 +833,12 @@ def cmd_local(args: argparse.Namespace, script_args: list[str]) -> int:
                     "SLURM_ARRAY_TASK_MIN": "0",
                     "SLURM_ARRAY_TASK_MAX": str(n - 1),
                     "SLURM_ARRAY_TASK_STEP": "1",
+                    **extra,
                 }
             )
             if args.strategy:
                 env["CURATOR_SHARD_STRATEGY"] = args.strategy
-            log = open(os.path.join(logs, f"shard-{i}.log"), "wb")  # noqa: SIM115 - closed when the shard ends
+            log = open(os.path.join(logs, f"{name}-{i}.log"), "wb")  # noqa: SIM115 - closed when the shard ends
             proc = subprocess.Popen(
                 [sys.executable, args.script, *script_args], env=env, stdout=log, stderr=subprocess.STDOUT
             )
@@ -702,7 +853,7 @@ def cmd_local(args: argparse.Namespace, script_args: list[str]) -> int:
     failed = sorted(i for i, c in codes.items() if c != 0)
     if failed:
         print(
-            f"{len(failed)} of {n} shards failed: {', '.join(map(str, failed))}; see {logs}/shard-<i>.log",
+            f"{len(failed)} of {n} shards failed: {', '.join(map(str, failed))}; see {logs}/{name}-<i>.log",
             file=sys.stderr,
         )
         return 1
@@ -759,6 +910,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shards", type=int, required=True, help="number of shards (array tasks in all)")
     p.add_argument("--run-dir", help="run directory (default: the pipeline's, inside the writer's output)")
     p.add_argument("--strategy", choices=["hash", "balanced"], help="shard strategy (default: hash)")
+    p.add_argument("--phase-shards", metavar="PHASE=N,...", help="a workflow's shards per phase, e.g. find=4,write=16")
     _add_sbatch_options(p)
     p.add_argument("--json", action="store_true")
 
@@ -791,6 +943,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parallel", type=int, help="processes at once (default: min(shards, CPUs))")
     p.add_argument("--logs", help="directory for shard-<i>.log (default: a new temporary directory)")
     p.add_argument("--strategy", choices=["hash", "balanced"], help="shard strategy (default: hash)")
+    p.add_argument("--phase-shards", metavar="PHASE=N,...", help="a workflow's shards per phase, e.g. find=4,write=16")
 
     p = command("shard", "print which shard this process would take, from the environment")
     p.add_argument("--json", action="store_true")
@@ -811,7 +964,15 @@ COMMANDS = {
 def main(argv: Sequence[str] | None = None) -> int:
     ours, script_args = _split_argv(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(ours)
+    args, unknown = parser.parse_known_args(ours)
+    if unknown:
+        hint = ""
+        if getattr(args, "script", None) and "--" not in (sys.argv[1:] if argv is None else argv):
+            hint = (
+                f"; the pipeline script's own options go after `--`, e.g. curator-slurm {args.command} "
+                f"{shlex.quote(args.script)} ... -- {shlex.join(unknown)}"
+            )
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
     if args.command is None:
         parser.print_help()
         return 2
@@ -822,9 +983,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     try:
         return COMMANDS[args.command](args, script_args)
-    except (CuratorError, ValueError, OSError) as e:
+    except BrokenPipeError:  # the reader of our output (`| head -1`) has all it wanted
+        _silence_stdout()
+        return 141  # what a shell reports for a process that SIGPIPE ended
+    except (CuratorError, OSError) as e:  # bad input or a failing command; anything else is a bug: traceback
         print(f"curator-slurm {args.command}: {e}", file=sys.stderr)
         return 2
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit does not raise BrokenPipeError again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,132 @@
+"""Submitting a workflow: one array (or several, under MaxArraySize) per phase, all at once, each phase's
+arrays depending on every array of the phase before (``--dependency=afterok``), so phase k+1 starts only
+when all of phase k's tasks completed. ``--kill-on-invalid-dep=yes`` cancels the later phases when a task of
+an earlier one fails, instead of leaving them pending forever; `curator-slurm retry` resubmits them.
+
+Each phase is an ordinary run: its own run directory (``<work dir>/.curator-run/<phase>``), plan, submissions
+and ledger, so ``status``, ``failures`` and ``retry`` work on a phase exactly as on a pipeline. The tasks of a
+phase run the same script with ``CURATOR_PHASE=<phase>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from curator_slurm.errors import CuratorError
+from curator_slurm.slurm.submit import ArrayChunk, Submission, SubmitOptions, split_shards, submit
+
+
+class PhaseOptionError(CuratorError, ValueError):
+    """A bad ``--phase-shards`` value."""
+
+
+def parse_phase_shards(text: str | None, phases: Sequence[str]) -> dict[str, int]:
+    """``"find=4,write=8"`` → ``{"find": 4, "write": 8}``; names must be phases of the workflow."""
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        name, sep, value = part.partition("=")
+        if not sep or not value.strip().isdigit() or int(value) < 1:
+            raise PhaseOptionError(f"--phase-shards {text!r}: {part!r} is not PHASE=N with N >= 1, e.g. find=4")
+        if name.strip() not in phases:
+            raise PhaseOptionError(f"--phase-shards {text!r}: no phase {name.strip()!r}; the phases are {list(phases)}")
+        out[name.strip()] = int(value)
+    return out
+
+
+def phase_shard_counts(plan: dict[str, Any], shards: int, overrides: dict[str, int]) -> dict[str, int]:
+    """Array tasks per phase: ``--phase-shards`` where given, else the phase's default, else ``--shards``;
+    never more than the phase can use (its source tasks, e.g. its buckets)."""
+    counts = {}
+    for phase in plan["phases"]:
+        name = phase["phase"]
+        wanted = overrides.get(name) or phase.get("default_shards") or shards
+        limit = min(x for x in (phase.get("max_shards"), len(phase["tasks"]) or 1) if x)
+        counts[name] = max(1, min(wanted, limit)) if name not in overrides else wanted
+    return counts
+
+
+def phase_options(base: SubmitOptions, phase: dict[str, Any], shards: int, after: Sequence[str]) -> SubmitOptions:
+    """The submission of one phase: the base options with the phase's shards, run directory, job name,
+    ``CURATOR_PHASE``, and a dependency on the job ids ``after`` (the arrays of the phase before)."""
+    extra: tuple[str, ...] = ()
+    if after:
+        extra = (f"--dependency=afterok:{':'.join(after)}", "--kill-on-invalid-dep=yes")
+    return dataclasses.replace(
+        base,
+        shards=shards,
+        run_dir=phase["run_dir"],
+        job_name=f"{base.job_name}-{phase['phase']}",
+        env=(*base.env, ("CURATOR_PHASE", phase["phase"])),
+        sbatch_args=(*base.sbatch_args, *extra),
+        output_logs=os.path.join(base.output_logs, phase["phase"]) if base.output_logs else "",
+    )
+
+
+def submit_phases(
+    base: SubmitOptions,
+    plan: dict[str, Any],
+    counts: dict[str, int],
+    limits: tuple[int, int | None],
+    start: str | None = None,
+    after: Sequence[str] = (),
+    send: Callable[[SubmitOptions, list[ArrayChunk], str], Submission] | None = None,
+) -> list[tuple[str, Submission]]:
+    """Submit the phases of ``plan`` from ``start`` (default: the first) on, each behind the one before
+    (the first behind ``after``), writing each phase's plan into its run directory. Job ids are recorded
+    in each phase's ``submissions.jsonl`` as soon as its arrays are submitted."""
+    send = send or (lambda opts, chunks, kind: submit(opts, chunks, kind))
+    names = [p["phase"] for p in plan["phases"]]
+    first = names.index(start) if start else 0
+    done: list[tuple[str, Submission]] = []
+    previous = list(after)
+    for phase in plan["phases"][first:]:
+        opts = phase_options(base, phase, counts[phase["phase"]], previous)
+        os.makedirs(opts.run_dir, exist_ok=True)
+        with open(os.path.join(opts.run_dir, "plan.json"), "w", encoding="utf-8") as f:
+            json.dump({**phase, "workflow_plan": plan}, f)
+        record = send(opts, split_shards(opts.shards, *limits), "submit")
+        done.append((phase["phase"], record))
+        previous = [str(a["job_id"]) for a in record.arrays]
+    return done
+
+
+#: In a workflow's run directory: the base options and shard counts of its submission, for `retry`.
+WORKFLOW_SUBMISSION = "workflow-submission.json"
+
+
+def save_submission(run_root: str, base: SubmitOptions, counts: dict[str, int], plan: dict[str, Any]) -> None:
+    """Record what `submit` used for every phase, so `retry` can resubmit a phase and those after it."""
+    os.makedirs(run_root, exist_ok=True)
+    path = os.path.join(run_root, WORKFLOW_SUBMISSION)
+    tmp = os.path.join(run_root, f".{WORKFLOW_SUBMISSION}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"options": dataclasses.asdict(base), "counts": counts, "plan": plan}, f)
+    os.replace(tmp, path)
+
+
+def load_submission(run_root: str) -> tuple[SubmitOptions, dict[str, int], dict[str, Any]] | None:
+    path = os.path.join(run_root, WORKFLOW_SUBMISSION)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        saved = json.load(f)
+    fields = {k: tuple(map(tuple, v)) if k == "env" else tuple(v) if isinstance(v, list) else v
+              for k, v in saved["options"].items()}  # fmt: skip
+    return SubmitOptions(**fields), dict(saved["counts"]), saved["plan"]
+
+
+def first_incomplete_phase(plan: dict[str, Any]) -> tuple[str, int] | None:
+    """The first phase (and how many of its source tasks are not done) whose ledger lacks some of the
+    source tasks its plan lists; None when every phase is complete."""
+    from curator_slurm.slurm.ledger import load_status
+
+    for phase in plan["phases"]:
+        done = load_status(phase["run_dir"]).done if os.path.isdir(phase["run_dir"]) else set()
+        missing = sum(1 for task_id, _ in phase["tasks"] if task_id not in done)
+        if missing:
+            return phase["phase"], missing
+    return None
