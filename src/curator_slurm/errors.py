@@ -37,3 +37,11 @@ class Interrupted(PipelineFailedError):
 
 class WorkerStartError(CuratorError, RuntimeError):
     """No worker process of a pool got through its start-up (e.g. a script without a main guard)."""
+
+
+class OptionError(CuratorError, ValueError):
+    """A bad option value (a command-line option or a :class:`~curator_slurm.slurm.submit.SubmitOptions` field)."""
+
+
+class OutputSpaceError(CuratorError, OSError):
+    """The filesystem of an output or run directory is full, or its quota is used up (ENOSPC, EDQUOT)."""

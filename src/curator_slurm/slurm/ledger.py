@@ -235,10 +235,27 @@ class RunDir:
         if weights is not None:
             want["weights_digest"] = weighted
         have = _write_once(os.path.join(self.path, SOURCES_FILE), want)
-        if have.get("digest") == want["digest"]:
+        same_ids = have.get("digest") == want["digest"]
+        if same_ids:
             if weights is None or have.get("weights_digest", weighted) == weighted:
                 return
             want["digest"] = f"{want['digest']}, with other file sizes"
+        if not same_ids and have.get("count") == want["count"]:
+            message = (
+                f"{self.path}: this process lists the same number of source tasks as the first one "
+                f"({want['count']}) but with other ids (digest {have.get('digest')}, now {want['digest']}): the "
+                "source stage probably does not give deterministic ids (uuid4(), hash() of a string, a counter "
+                "over an unordered listing, a time stamp), so shards cannot agree on who does what"
+            )
+            if not accept_new_inputs:
+                raise RunDirError(
+                    message + ". Derive each source task id from the work itself, e.g. "
+                    "curator_slurm.tasks.content_id(*sorted_paths) or FileGroupTask.from_paths, then start over "
+                    "with a new run directory. If the inputs were really renamed or replaced, use a new run "
+                    "directory too."
+                )
+            logger.warning(message + "; going on because new inputs are accepted (outputs may be duplicated)")
+            return
         message = (
             f"{self.path}: the inputs changed since this run started: the first process saw {have.get('count')} "
             f"source tasks (digest {have.get('digest')}), this one sees {want['count']} (digest {want['digest']})"

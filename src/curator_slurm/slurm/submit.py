@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from curator_slurm.errors import CuratorError, RunDirError
+from curator_slurm.errors import CuratorError, OptionError, RunDirError
 from curator_slurm.slurm.env import job_environment
 
 SUBMISSIONS_FILE = "submissions.jsonl"
@@ -74,15 +74,39 @@ class SubmitOptions:
 
     def __post_init__(self) -> None:
         if self.shards < 1:
-            raise ValueError(f"--shards {self.shards}: must be >= 1")
+            raise OptionError(f"--shards {self.shards}: must be >= 1")
         if self.throttle is not None and self.throttle < 1:
-            raise ValueError(f"--throttle {self.throttle}: must be >= 1")
+            raise OptionError(f"--throttle {self.throttle}: must be >= 1")
         if self.nodes_per_task < 1:
-            raise ValueError(f"--nodes-per-task {self.nodes_per_task}: must be >= 1")
+            raise OptionError(f"--nodes-per-task {self.nodes_per_task}: must be >= 1")
+        if self.signal is not None:
+            check_signal(self.signal)
 
     @property
     def logs_dir(self) -> str:
         return self.output_logs or os.path.join(self.run_dir, "logs")
+
+
+_SIGNAL = re.compile(r"^(?:(?P<where>[RB]{1,2}):)?(?P<sig>[A-Za-z0-9]+)(?:@(?P<seconds>[^@]*))?$")
+
+
+def check_signal(value: str) -> None:
+    """Refuse an ``--signal`` value sbatch would reject or misread: ``[{R|B}:]<signal>[@<seconds>]``, the
+    signal a name (``USR1``, ``SIGUSR1``) or number, the seconds a whole number from 0 to 65535."""
+    import signal
+
+    fix = "use [B:]SIGNAL[@SECONDS], e.g. B:USR1@300 (SIGUSR1 to the batch step 300 s before the time limit)"
+    match = _SIGNAL.match(value)
+    if not match or (match.group("where") and len(set(match.group("where"))) != len(match.group("where"))):
+        raise OptionError(f"--signal {value!r}: not a signal specification; {fix}")
+    sig = match.group("sig").upper()
+    known = sig.isdigit() and 0 < int(sig) < signal.NSIG
+    known = known or sig in signal.Signals.__members__ or f"SIG{sig}" in signal.Signals.__members__
+    if not known:
+        raise OptionError(f"--signal {value!r}: {match.group('sig')!r} is not a signal name or number; {fix}")
+    seconds = match.group("seconds")
+    if seconds is not None and not (seconds.isdigit() and int(seconds) <= 65535):
+        raise OptionError(f"--signal {value!r}: {seconds!r} is not a number of seconds from 0 to 65535; {fix}")
 
 
 def format_indices(indices: Iterable[int]) -> str:
@@ -132,7 +156,14 @@ def cluster_array_limits() -> tuple[int, int | None]:
 
 
 def _directive(name: str, value: object) -> str:
-    return f"#SBATCH --{name}={value}"
+    """One ``#SBATCH`` line. sbatch splits a directive at white space unless it is in double quotes, so a
+    value with a space (a job name from a script's file name, a log directory) is quoted."""
+    text = str(value)
+    if '"' in text or "\n" in text or "\r" in text:
+        raise OptionError(f"#SBATCH --{name}: {text!r} holds a double quote or a line break, which sbatch cannot read")
+    if any(c.isspace() for c in text) or "#" in text:
+        text = f'"{text}"'
+    return f"#SBATCH --{name}={text}"
 
 
 def render_script(opts: SubmitOptions, chunk: ArrayChunk) -> str:
@@ -303,19 +334,53 @@ def load_submissions(run_dir: str) -> list[dict[str, object]]:
     return records
 
 
+#: Array task states in which the task may still do work.
+ACTIVE_STATES = frozenset(
+    {"RUNNING", "PENDING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING",
+     "SIGNALING", "STAGE_OUT", "SUSPENDED", "STOPPED"}
+)  # fmt: skip
+#: Array task states of a task that ended without completing (its shard's unrecorded work is not done).
+ENDED_BADLY_STATES = frozenset(
+    {"FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED",
+     "REVOKED", "SPECIAL_EXIT"}
+)  # fmt: skip
+
+
 def job_states(job_ids: Sequence[str]) -> dict[str, str] | None:
-    """State of every task of ``job_ids`` still known to Slurm (``123_4`` → RUNNING); None without Slurm."""
+    """State of every task of ``job_ids`` that Slurm still knows (``123_4`` → RUNNING, FAILED, ...), ended
+    ones included (``squeue -t all``: they stay known for ``MinJobAge`` seconds); None without Slurm.
+
+    A job Slurm has forgotten is left out. When squeue refuses the whole list because some ids are
+    forgotten, each id is asked on its own, so the ones still known are not lost with them.
+    """
     if not job_ids or shutil.which("squeue") is None:
         return None
-    proc = subprocess.run(
-        ["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", "%i %T"], capture_output=True, text=True, timeout=60
-    )
-    if proc.returncode != 0:
-        # Jobs older than MinJobAge are forgotten: none of them is queued or running any more.
-        return {} if "Invalid job id" in proc.stderr else None
-    states: dict[str, str] = {}
-    for line in proc.stdout.splitlines():
+    stdout, stderr, ok = _squeue(job_ids)
+    if not ok:
+        if "Invalid job id" not in stderr:
+            return None
+        if len(job_ids) == 1:
+            return {}  # older than MinJobAge: forgotten, so neither queued nor running
+        states: dict[str, str] = {}
+        for job in job_ids:
+            one = job_states([job])
+            if one is None:
+                return None
+            states.update(one)
+        return states
+    states = {}
+    for line in stdout.splitlines():
         parts = line.split()
         if len(parts) == 2:
             states[parts[0]] = parts[1]
     return states
+
+
+def _squeue(job_ids: Sequence[str]) -> tuple[str, str, bool]:
+    proc = subprocess.run(
+        ["squeue", "-h", "-r", "-t", "all", "-j", ",".join(job_ids), "-o", "%i %T"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return proc.stdout, proc.stderr, proc.returncode == 0

@@ -1,0 +1,84 @@
+"""`status` accounts for every array task of a run on the real cluster: tasks that ended without
+recording their work are shown with their state and log, the run is "stalled" (no ETA) with nothing
+queued or running, and the exit code says so (issue 14, item 7)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from curator_slurm.slurm.submit import job_states
+from helpers import clean_env
+from slurmtools import wait_for_job
+
+pytestmark = pytest.mark.slurm
+
+DIES_IN_ARRAY_TASKS = """\
+import os, sys
+from curator_slurm import LocalExecutor, Pipeline
+from curator_slurm.stages import JsonlReader, ParquetWriter
+
+if os.environ.get("SLURM_ARRAY_TASK_ID"):
+    raise RuntimeError("broken at import in every array task")
+
+if __name__ == "__main__":
+    Pipeline("dies").add_stage(JsonlReader(sys.argv[1])).add_stage(ParquetWriter(sys.argv[2])).run(
+        LocalExecutor(workers=1)
+    )
+"""
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "curator_slurm.cli", *args], capture_output=True, text=True, env=clean_env(), timeout=120
+    )
+
+
+def test_tasks_that_died_before_recording_anything_make_the_run_stalled(
+    slurm_cluster: str, corpus: Path, tmp_path: Path
+) -> None:
+    script, out = tmp_path / "dies.py", tmp_path / "out"
+    script.write_text(DIES_IN_ARRAY_TASKS)
+    run_dir = out / ".curator-run"
+    submitted = cli("submit", str(script), "--shards", "2", "--json", "--", str(corpus), str(out))
+    assert submitted.returncode == 0, submitted.stderr
+    (array,) = json.loads(submitted.stdout)["arrays"]
+    job = str(array["job_id"])
+    assert wait_for_job(job, timeout=120) == {"0": "FAILED", "1": "FAILED"}
+
+    states = job_states([job, "999999"])  # ended tasks are seen; a forgotten id does not hide them
+    assert states == {f"{job}_0": "FAILED", f"{job}_1": "FAILED"}
+
+    status = cli("status", str(run_dir))
+    assert status.returncode == 1, status.stdout + status.stderr
+    text = status.stdout
+    assert "12 pending" in text and "stalled" in text and "ETA" not in text
+    for i in (0, 1):
+        log = run_dir / "logs" / f"{job}_{i}.log"
+        assert f"array task {job}_{i} (shard {i}/2) ended FAILED without recording any work; log: {log}" in text
+        assert "broken at import" in log.read_text()
+    assert f"curator-slurm retry {run_dir}" in text
+
+    data = json.loads(cli("status", str(run_dir), "--json").stdout)
+    assert data["stalled"] is True and data["eta_seconds"] is None
+    assert [(t["job"], t["state"], t["recorded"]) for t in data["ended_tasks"]] == [
+        (f"{job}_0", "FAILED", False),
+        (f"{job}_1", "FAILED", False),
+    ]
+
+    failures = cli("failures", str(run_dir))
+    assert f"array task {job}_0 ended FAILED without recording any work" in failures.stdout
+    assert "no failed source tasks\n" not in failures.stdout
+
+    piped = subprocess.run(
+        f"{sys.executable} -m curator_slurm.cli status {run_dir} | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+    )
+    assert piped.stdout.startswith("run directory") and "Broken pipe" not in piped.stderr, piped.stderr
