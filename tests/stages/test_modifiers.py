@@ -82,6 +82,39 @@ def test_unicode_reformatter_options_and_config() -> None:
         UnicodeReformatter(normalization="NFX")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("options", [{}, {"fix_line_breaks": True}, {"ftfy_defaults": True}], ids=str)
+def test_unicode_reformatter_column_fast_path_changes_nothing_ftfy_would_change(options: dict) -> None:
+    # The column API skips ftfy for texts it provably leaves unchanged (printable ASCII, tab, LF, and
+    # CR/FF unless line breaks are fixed): each ASCII character, and random mixes with the sequences
+    # ftfy acts on, must come out as ftfy.fix_text gives them.
+    import random
+
+    import ftfy
+
+    u = UnicodeReformatter(config=ftfy.TextFixerConfig()) if options.pop("ftfy_defaults", False) else None
+    u = u or UnicodeReformatter(**options)
+    texts = [f"ab{chr(c)}cd x{chr(c)}\n{chr(c)}" for c in range(128)]
+    pieces = [
+        "a",
+        " ",
+        "&amp;",
+        "&",
+        "\r\n",
+        "\r",
+        "\x0c",
+        "\x0b",
+        "\x1b[31m",
+        "\x7f",
+        "\t",
+        "?",
+        "\u00e9",
+        "\u00c3\u00a9",
+    ]
+    rng = random.Random(7)
+    texts += ["".join(rng.choices(pieces, k=rng.randint(0, 12))) for _ in range(2000)]
+    assert u.modify_array(pa.chunked_array([texts])).to_pylist() == [u.modify_document(t) for t in texts]
+
+
 def test_unicode_reformatter_pickles_after_use() -> None:
     # Spawned workers receive stages by pickle, possibly after the driver used them.
     u = UnicodeReformatter()

@@ -189,8 +189,22 @@ class UnicodeReformatter(DocumentModifier):
         return self._fixer()(text)
 
     def modify_array(self, texts: pa.Array | pa.ChunkedArray) -> pa.Array:
+        # ftfy runs at a few MB/s; the texts it provably leaves as they are skip it (see _needs_ftfy).
         fix = self._fixer()
-        return pa.array([None if t is None else fix(t) for t in texts.to_pylist()], type=pa.string())
+        needs = call("match_substring_regex", texts, options=_compute.MatchSubstringOptions(self._needs_ftfy()))
+        return pa.array(
+            [t if not n else fix(t) for t, n in zip(texts.to_pylist(), needs.to_pylist(), strict=True)],
+            type=pa.string(),
+        )
+
+    def _needs_ftfy(self) -> str:
+        """An RE2 class of the characters without which ftfy returns a text unchanged: anything not ASCII
+        (mojibake, widths, ligatures, quotes, normalisation all need it), ``&`` (HTML entities), the
+        ASCII controls (ftfy removes most; ESC starts terminal escapes) and, when it fixes line breaks,
+        CR and FF. Printable ASCII, tab and LF never change: ASCII is never mojibake, and every Unicode
+        normal form leaves it as it is. A test checks this for each ASCII character."""
+        keep = r"\x09\x0a\x20-\x25\x27-\x7e" + ("" if self.options.get("fix_line_breaks") else r"\x0c\x0d")
+        return f"[^{keep}]"
 
     def __getstate__(self) -> dict[str, Any]:
         # The cached fixer is a closure over ftfy: rebuild it in the worker instead of pickling it.
