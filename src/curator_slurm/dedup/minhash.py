@@ -456,7 +456,9 @@ def exact_jaccard(offsets: np.ndarray, hashes: np.ndarray, left: np.ndarray, rig
         within = np.arange(len(pair), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         values = hashes[np.repeat(offsets[docs], lengths) + within].astype(np.int64)
         combined = (pair << 32) | values  # (pair, shingle) as one sortable int64
-        unique = np.unique(combined)
+        unique = np.sort(combined)  # sort + mask: numpy 2's hash-based np.unique is slower on spread keys
+        if len(unique) > 1:
+            unique = unique[np.concatenate(([True], unique[1:] != unique[:-1]))]
         return unique, np.bincount(unique >> 32, minlength=pairs)
 
     a, size_a = side(left)
