@@ -11,6 +11,7 @@ nulls) and returns one value per document as a numpy array.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -63,6 +64,11 @@ class Utf8:
     def size(self) -> int:
         return len(self.offsets) - 1
 
+    @functools.cached_property
+    def raw(self) -> bytes:
+        """The bytes as ``bytes`` (for ``bytes.translate``, which maps bytes faster than numpy indexing)."""
+        return self.data.tobytes()
+
 
 def utf8(chunk: pa.Array) -> Utf8:
     """A zero-copy view of ``chunk``'s bytes (a slice of a larger array included)."""
@@ -82,27 +88,39 @@ def utf8(chunk: pa.Array) -> Utf8:
     return Utf8(data, offsets - start)
 
 
-def segment_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """The sum of ``values[offsets[i]:offsets[i + 1]]`` for each ``i`` (int64)."""
-    n = len(offsets) - 1
-    if n == 0 or len(values) == 0:
-        return np.zeros(n, np.int64)
-    padded = np.zeros(len(values) + 1, dtype=values.dtype)  # reduceat needs every start inside the array
-    padded[:-1] = values
-    starts = offsets[:-1]
-    sums = np.add.reduceat(padded, starts, dtype=np.int64)
-    sums[starts == offsets[1:]] = 0  # reduceat gives an empty segment the element at its start
-    return sums
+def segment_counts(mask: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """How many elements of ``mask`` (bool or 0/1 bytes) are set in each ``mask[offsets[i]:offsets[i + 1]]``."""
+    marks = np.multiply(mask.view(np.uint8), 0x3F, dtype=np.uint8)
+    np.subtract(0x80, marks, out=marks)  # set -> "A", unset -> a UTF-8 continuation byte
+    return _count_marks(pa.py_buffer(marks), offsets)
 
 
-def ascii_table(chars: Iterable[str]) -> np.ndarray:
-    """A 256-entry lookup table marking the bytes of the given ASCII characters."""
-    table = np.zeros(256, dtype=np.uint8)
+def _count_marks(marks: pa.Buffer, offsets: np.ndarray) -> np.ndarray:
+    """Per segment, the bytes of ``marks`` that are not UTF-8 continuation bytes (0x80-0xBF).
+
+    Arrow's ``utf8_length`` counts exactly those (it does not validate), several times faster than a
+    numpy cumulative sum; so a byte mask is written as "A" (counted) or 0x80 (not) and measured as a
+    string column over the same offsets."""
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    column = pa.Array.from_buffers(pa.large_string(), len(offsets) - 1, [None, pa.py_buffer(offsets), marks])
+    return np.array(call("utf8_length", column).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def ascii_table(chars: Iterable[str]) -> bytes:
+    """A ``bytes.translate`` table mapping the bytes of the given ASCII characters to "A" and every
+    other byte to 0x80 (see :func:`_count_marks`)."""
+    table = bytearray(b"\x80" * 256)
     for c in chars:
         if ord(c) >= 0x80:
             raise ValueError(f"ascii_table: {c!r} is not ASCII")
-        table[ord(c)] = 1
-    return table
+        table[ord(c)] = 0x41
+    return bytes(table)
+
+
+def ascii_mask(view: Utf8, table: bytes) -> np.ndarray:
+    """For each byte, whether ``table`` (from :func:`ascii_table`) marks it (bool: numpy finds the
+    positions of a bool mask several times faster than of 0/1 bytes)."""
+    return np.frombuffer(view.raw.translate(table), dtype=np.uint8) == 0x41
 
 
 def code_points(data: np.ndarray, lead: np.ndarray) -> np.ndarray:
@@ -130,7 +148,7 @@ def classify(cps: np.ndarray, predicate: Callable[[str], bool]) -> np.ndarray:
 def count_chars(view: Utf8, table: np.ndarray, non_ascii: Callable[[str], bool] | None = None) -> np.ndarray:
     """Per document, the number of characters that are ASCII and marked in ``table``, or non-ASCII
     and satisfy ``non_ascii``."""
-    counts = segment_sums(table[view.data], view.offsets)
+    counts = _count_marks(pa.py_buffer(view.raw.translate(table)), view.offsets)
     if non_ascii is not None and len(view.data):
         lead = np.flatnonzero(view.data >= 0xC0)
         if len(lead):
@@ -262,8 +280,8 @@ def ngram_codes(words: Pieces, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def space_bytes(view: Utf8) -> np.ndarray:
-    """1 for each byte that belongs to a whitespace character (``str.isspace``), else 0."""
-    space = SPACE_TABLE[view.data]
+    """For each byte, whether it belongs to a whitespace character (``str.isspace``)."""
+    space = ascii_mask(view, SPACE_TABLE)
     if len(view.data):
         lead = np.flatnonzero(view.data >= 0xC0)
         if len(lead):
@@ -273,20 +291,116 @@ def space_bytes(view: Utf8) -> np.ndarray:
                 at, cp = lead[hit], cps[hit]
                 for k in (0, 1, 2):  # every non-ASCII whitespace character is 2 or 3 bytes long
                     inside = (k < 2) | (cp >= 0x800)
-                    space[at[inside] + k] = 1
+                    space[at[inside] + k] = True
     return space
 
 
 def word_counts(view: Utf8) -> np.ndarray:
-    """``len(text.split())`` of each document, from its bytes: a word starts at each non-space
-    byte that follows a space byte or starts its document (a multi-byte character's inner bytes
-    follow its own first byte, so they start nothing)."""
-    if len(view.data) == 0:
-        return np.zeros(view.size, np.int64)
-    space = space_bytes(view)
-    after_space = np.empty_like(space)
-    after_space[0] = 1
-    after_space[1:] = space[:-1]
-    doc_starts = view.offsets[:-1]
-    after_space[doc_starts[doc_starts < len(space)]] = 1
-    return segment_sums((space ^ 1) & after_space, view.offsets)
+    """``len(text.split())`` of each document."""
+    return word_spans(view).counts
+
+
+@dataclass(frozen=True)
+class Spans:
+    """The words (``text.split()``) of every document of a chunk as byte ranges of its data:
+    word ``i`` is ``data[starts[i]:ends[i]]``; document ``d``'s words are ``first[d]`` to
+    ``first[d] + counts[d] - 1``."""
+
+    view: Utf8
+    starts: np.ndarray
+    ends: np.ndarray
+    first: np.ndarray
+    counts: np.ndarray
+
+    def per_word(self, mask: np.ndarray) -> np.ndarray:
+        """How many bytes of each word ``mask`` (a bool per byte of the data) marks."""
+        if len(self.starts) == 0:
+            return np.zeros(0, np.int64)
+        bounds = np.empty(2 * len(self.starts), np.int64)
+        bounds[0::2] = self.starts
+        bounds[1::2] = self.ends
+        return segment_counts(mask, bounds)[0::2]
+
+    def lengths(self) -> np.ndarray:
+        """``len(word)`` of each word: its bytes minus the continuation bytes of its characters."""
+        data = self.view.data
+        lengths = self.ends - self.starts
+        inner = np.flatnonzero((data & 0xC0) == 0x80)
+        if len(inner):
+            word = np.searchsorted(self.starts, inner, side="right") - 1
+            inside = (word >= 0) & (inner < self.ends[np.maximum(word, 0)])
+            lengths = lengths - np.bincount(word[inside], minlength=len(self.starts))
+        return lengths
+
+    def per_doc_sum(self, values: np.ndarray) -> np.ndarray:
+        """Per document, the sum of ``values`` (one per word) over its words."""
+        out = np.zeros(self.view.size, values.dtype)
+        some = self.counts > 0
+        if some.any():
+            out[some] = np.add.reduceat(values, self.first[some])
+        return out
+
+    def per_doc_max(self, values: np.ndarray) -> np.ndarray:
+        """Per document, the largest of ``values`` (one per word) over its words; 0 without words."""
+        out = np.zeros(self.view.size, values.dtype)
+        some = self.counts > 0
+        if some.any():
+            out[some] = np.maximum.reduceat(values, self.first[some])
+        return out
+
+    def packed(self) -> tuple[np.ndarray, np.ndarray]:
+        """The words of at most 7 bytes, and their bytes packed into one integer each (see
+        :func:`pack`), to compare every word with a few short strings at once."""
+        size = self.ends - self.starts
+        which = np.flatnonzero(size <= 7)
+        data = self.view.data
+        padded = np.zeros(len(data) + 8, np.uint8)
+        padded[: len(data)] = data
+        # Eight bytes read from every byte position (overlapping, unaligned), little-endian.
+        every = np.ndarray(shape=(len(data),), dtype="<u8", buffer=padded, strides=(1,))
+        short = size[which].astype(np.uint64)
+        key = every[self.starts[which]] & (np.left_shift(np.uint64(1), short * np.uint64(8)) - np.uint64(1))
+        return which, (key | (short << np.uint64(56))).view(np.int64)
+
+
+def pack(word: str) -> int:
+    """A short string's UTF-8 bytes packed as :meth:`Spans.packed` packs a word."""
+    raw = word.encode("utf-8")
+    if len(raw) > 7:
+        raise ValueError(f"pack: {word!r} is longer than 7 bytes")
+    return int.from_bytes(raw, "little") | (len(raw) << 56)
+
+
+def word_spans(view: Utf8) -> Spans:
+    """The words of every document (``text.split()``, Python's whitespace) as byte ranges."""
+    data, offsets = view.data, view.offsets
+    if len(data) == 0:
+        empty = np.zeros(0, np.int64)
+        return Spans(view, empty, empty, np.zeros(view.size, np.int64), np.zeros(view.size, np.int64))
+    word = ~space_bytes(view)
+    doc_starts = offsets[:-1][offsets[:-1] < offsets[1:]]
+    doc_ends = offsets[1:][offsets[:-1] < offsets[1:]]
+    before = np.empty_like(word)  # is the byte before a word byte (of the same document)?
+    before[0] = False
+    before[1:] = word[:-1]
+    before[doc_starts] = False
+    after = np.empty_like(word)
+    after[-1] = False
+    after[:-1] = word[1:]
+    after[doc_ends - 1] = False
+    starts = np.flatnonzero(word & ~before)
+    ends = np.flatnonzero(word & ~after) + 1
+    first = np.searchsorted(starts, offsets[:-1])
+    counts = np.searchsorted(starts, offsets[1:]) - first
+    return Spans(view, starts, ends, first.astype(np.int64), counts.astype(np.int64))
+
+
+def char_mask(view: Utf8, table: bytes, non_ascii: Callable[[str], bool] | None = None) -> np.ndarray:
+    """True at each ASCII byte ``table`` marks and at the first byte of each non-ASCII character that
+    satisfies ``non_ascii``."""
+    mask = ascii_mask(view, table)
+    if non_ascii is not None and len(view.data):
+        lead = np.flatnonzero(view.data >= 0xC0)
+        if len(lead):
+            mask[lead[classify(code_points(view.data, lead), non_ascii)]] = True
+    return mask

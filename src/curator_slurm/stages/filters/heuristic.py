@@ -24,7 +24,7 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
-from .._kernels import call, is_in, match_substring, starts_or_ends_with
+from .._kernels import call, match_substring, starts_or_ends_with
 from . import _text
 from .base import DocumentFilter, between
 
@@ -67,6 +67,7 @@ POLICY_SUBSTRINGS = (
 #: White space as NeMo's WhiteSpaceFilter counts it ("\b" is the backspace character).
 WHITE_SPACE = ("\t", "\n", "\r", "\b", " ")
 COMMON_ENGLISH_WORDS = frozenset({"the", "be", "to", "of", "and", "that", "have", "with"})
+_COMMON_KEYS = np.array([_text.pack(w) for w in COMMON_ENGLISH_WORDS], np.int64)
 BULLETS = ("•", "‣", "⁃", "⁌", "⁍", "∙", "○", "●", "◘", "◦", "⦾", "⦿")  # noqa: RUF001
 #: NeMo's alphanumeric characters (its NonAlphaNumericFilter counts newlines and ?!,. as such).
 ALPHANUMERIC = string.ascii_letters + string.digits + "\n?!,."
@@ -465,9 +466,8 @@ class MeanWordLengthFilter(DocumentFilter):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            view = _text.utf8(chunk)
-            letters = _text.char_lengths(chunk) - _text.count_space(view)
-            return _ratio(letters, _text.word_counts(view), 0.0)
+            words = _text.word_spans(_text.utf8(chunk))
+            return _ratio(words.per_doc_sum(words.lengths()), words.counts, 0.0)
 
         return _text.per_chunk(texts, score, pa.float64())
 
@@ -493,12 +493,8 @@ class LongWordFilter(DocumentFilter):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            words = _text.words(chunk)
-            out = np.zeros(len(chunk), np.int64)
-            some = words.counts > 0
-            if some.any():
-                out[some] = np.maximum.reduceat(words.lengths(), words.starts[some])
-            return out
+            words = _text.word_spans(_text.utf8(chunk))
+            return words.per_doc_max(words.lengths())
 
         return _text.per_chunk(texts, score, pa.int64())
 
@@ -507,6 +503,9 @@ class LongWordFilter(DocumentFilter):
 
 
 _ELLIPSIS_WORDS = frozenset(ELLIPSIS_MARKS)
+#: The ellipsis marks a single word can equal (no space inside), packed for a vectorised comparison.
+_ELLIPSIS_IN_WORDS = [m for m in ELLIPSIS_MARKS if not any(c.isspace() for c in m)]
+_ELLIPSIS_KEYS = np.array([_text.pack(m) for m in _ELLIPSIS_IN_WORDS], np.int64)
 
 
 class SymbolsToWordsFilter(_MaxRatio):
@@ -531,21 +530,18 @@ class SymbolsToWordsFilter(_MaxRatio):
         return symbols / len(words)
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
-        marks = pa.array(sorted(_ELLIPSIS_WORDS), pa.string())
-
         def score(chunk: pa.Array) -> np.ndarray:
-            words = _text.words(chunk)
-            flags = np.asarray(is_in(words.values, marks).to_numpy(zero_copy_only=False), dtype=bool)
-            view = _text.utf8(words.values)
-            if len(view.data):
-                hashes = (view.data == ord("#")).astype(np.uint8)
-                after_hash = np.zeros_like(hashes)
-                after_hash[1:] = hashes[:-1]
-                word_starts = view.offsets[:-1]
-                after_hash[word_starts[word_starts < len(hashes)]] = 0
-                runs = _text.segment_sums(hashes & (after_hash ^ 1), view.offsets)
-                flags |= 2 * runs > words.lengths()
-            return _ratio(words.per_doc(flags), words.counts, 1.0)
+            view = _text.utf8(chunk)
+            words = _text.word_spans(view)
+            which, key = words.packed()
+            flags = np.zeros(len(words.starts), bool)
+            flags[which[np.isin(key, _ELLIPSIS_KEYS)]] = True
+            hashes = view.data == ord("#")
+            run_starts = hashes.copy()
+            run_starts[1:] &= ~hashes[:-1]
+            run_starts[words.starts] = hashes[words.starts]  # a run never continues across a space
+            flags |= 2 * words.per_word(run_starts) > words.lengths()
+            return _ratio(words.per_doc_sum(flags.astype(np.int64)), words.counts, 1.0)
 
         return _text.per_chunk(texts, score, pa.float64())
 
@@ -586,9 +582,10 @@ class WordsWithoutAlphabetsFilter(_MinRatio):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            words = _text.words(chunk)
-            letters = _text.count_chars(_text.utf8(words.values), _ASCII_ALPHA_TABLE, is_alphabetic)
-            return _ratio(words.per_doc(letters > 0), words.counts, 0.0)
+            view = _text.utf8(chunk)
+            words = _text.word_spans(view)
+            letters = words.per_word(_text.char_mask(view, _ASCII_ALPHA_TABLE, is_alphabetic))
+            return _ratio(words.per_doc_sum((letters > 0).astype(np.int64)), words.counts, 0.0)
 
         return _text.per_chunk(texts, score, pa.float64())
 
@@ -617,20 +614,21 @@ class CommonEnglishWordsFilter(DocumentFilter):
         return score >= self.min_num_common_words
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
-        common = pa.array(sorted(COMMON_ENGLISH_WORDS), pa.string())
         cutoff = self.min_num_common_words
 
         def score(chunk: pa.Array) -> np.ndarray:
-            words = _text.words(chunk)
-            flags = np.asarray(is_in(words.values, common).to_numpy(zero_copy_only=False), dtype=bool)
-            counts = words.per_doc(flags)
+            words = _text.word_spans(_text.utf8(chunk))
+            which, key = words.packed()
+            flags = np.zeros(len(words.starts), np.int64)
+            flags[which[np.isin(key, _COMMON_KEYS)]] = 1
+            counts = words.per_doc_sum(flags)
             if not self.stop_at_false:
                 return counts
             if cutoff > 0:
                 return np.minimum(counts, int(np.ceil(cutoff)))
             first = np.zeros(len(chunk), np.int64)  # the count after the first word, where NeMo stops
             some = words.counts > 0
-            first[some] = flags[words.starts[some]]
+            first[some] = flags[words.first[some]]
             return first
 
         return _text.per_chunk(texts, score, pa.int64())
