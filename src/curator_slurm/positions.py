@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from ._lazy import LazyModule
 from .errors import InputError
+from .stages._kernels import cast
 from .tasks import DocumentBatch, id_paths
 
 pq = LazyModule("pyarrow.parquet")
@@ -76,7 +77,7 @@ def document_positions(batch: DocumentBatch) -> Positions:
     which = np.repeat(np.arange(len(files), dtype=np.int32), counts)
     paths = pa.DictionaryArray.from_arrays(pa.array(which, pa.int32()), pa.array(relative, pa.string()))
     return Positions(
-        paths=paths.cast(pa.string()), rows=rows, file_indices=np.repeat(np.asarray(indices, np.int64), counts)
+        paths=cast(paths, pa.string()), rows=rows, file_indices=np.repeat(np.asarray(indices, np.int64), counts)
     )
 
 

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from ._lazy import LazyModule
 from .errors import InputError
+from .stages._kernels import call, filter_table
 from .stages.base import ProcessingStage
 from .stages.writers import atomic_write
 from .tasks import DocumentBatch, EmptyTask, FileGroupTask, content_id
@@ -68,7 +69,7 @@ class BucketWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
             raise InputError(f"stage {self.name!r}: the batch of task {task.task_id} has no {BUCKET!r} column")
         buckets = table.column(BUCKET).to_numpy()
         order = np.argsort(buckets, kind="stable")
-        table = table.take(pa.array(order))
+        table = call("take", table, pa.array(order))
         bounds = np.flatnonzero(np.diff(buckets[order])) + 1
         pieces = np.split(np.arange(table.num_rows), bounds) if table.num_rows else []
         final = os.path.join(self.path, f"{task.source_id or task.task_id}.parquet")
@@ -137,26 +138,55 @@ def shuffle_files(directory: str) -> list[str]:
     return sorted(os.path.join(directory, n) for n in names if n.endswith(".parquet") and not n.startswith("."))
 
 
+#: Footers already parsed in this process: a bucket task opens every file of the shuffle, and one worker
+#: runs many bucket tasks over the same files, so each footer is parsed once per process, not once per
+#: bucket (keyed by path, size and mtime, so a rewritten file is read afresh).
+_FOOTERS: dict[tuple[str, int, int, str], tuple[Any, list[tuple[int, int] | None]]] = {}
+_FOOTER_CACHE_SIZE = 8192
+
+
+def column_ranges(path: str, column: str) -> tuple[Any, list[tuple[int, int] | None]]:
+    """The footer of a Parquet file and, per row group, the (min, max) statistics of ``column`` (None for an
+    empty group or one without statistics)."""
+    st = os.stat(path)
+    key = (path, st.st_size, st.st_mtime_ns, column)
+    cached = _FOOTERS.get(key)
+    if cached is not None:
+        return cached
+    meta = pq.read_metadata(path)
+    index = meta.schema.to_arrow_schema().get_field_index(column)
+    ranges: list[tuple[int, int] | None] = []
+    for i in range(meta.num_row_groups):
+        group = meta.row_group(i)
+        stats = group.column(index).statistics if index >= 0 else None
+        ok = group.num_rows and stats is not None and stats.has_min_max
+        ranges.append((stats.min, stats.max) if ok else None)
+    if len(_FOOTERS) >= _FOOTER_CACHE_SIZE:
+        _FOOTERS.clear()
+    _FOOTERS[key] = (meta, ranges)
+    return meta, ranges
+
+
+def read_overlapping(path: str, column: str, low: int, high: int, columns: list[str] | None = None) -> pa.Table | None:
+    """The row groups of ``path`` whose ``column`` statistics overlap ``[low, high]`` (whole groups; the
+    caller filters rows), or None when none does."""
+    meta, ranges = column_ranges(path, column)
+    groups = [i for i, r in enumerate(ranges) if r is not None and r[0] <= high and r[1] >= low]
+    if not groups:
+        return None
+    with pq.ParquetFile(path, metadata=meta) as f:
+        return f.read_row_groups(groups, columns=columns)
+
+
 def read_bucket(files: list[str], bucket: int, columns: list[str] | None = None) -> pa.Table | None:
     """The rows of ``bucket`` from every file: the row groups whose bucket statistics say ``bucket``."""
-    tables = []
-    for path in files:
-        with pq.ParquetFile(path) as f:
-            meta = f.metadata
-            index = meta.schema.to_arrow_schema().get_field_index(BUCKET)
-            groups = []
-            for i in range(meta.num_row_groups):
-                group = meta.row_group(i)
-                stats = group.column(index).statistics
-                if group.num_rows and stats is not None and stats.has_min_max and stats.min <= bucket <= stats.max:
-                    groups.append(i)
-            if groups:
-                tables.append(f.read_row_groups(groups, columns=columns))
+    tables = [t for t in (read_overlapping(path, BUCKET, bucket, bucket, columns) for path in files) if t is not None]
     if not tables:
         return None
     table = pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
-    mask = pa.array(table.column(BUCKET).to_numpy() == bucket) if columns is None or BUCKET in columns else None
-    return table.filter(mask) if mask is not None else table
+    if columns is not None and BUCKET not in columns:
+        return table
+    return filter_table(table, pa.array(table.column(BUCKET).to_numpy() == bucket))
 
 
 class BucketReader(ProcessingStage[FileGroupTask, DocumentBatch]):

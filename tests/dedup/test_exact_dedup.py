@@ -181,3 +181,13 @@ def test_kill_9_in_the_find_phase_then_rerun(dup_corpus: Path, unsharded: Path, 
     assert len(list(iter_records(str(hash_dir)))) == hash_records, "no phase-1 work redone"
     mine, theirs = output_tree(out), output_tree(unsharded)
     assert list(mine) == list(theirs) and all(mine[n].equals(theirs[n]) for n in mine)
+
+
+def test_normalisation_is_pythons_split_and_join() -> None:
+    """Every whitespace character Python's str.split() knows, in runs and alone, at the ends and inside."""
+    from curator_slurm.dedup.exact import normalize_for_exact
+
+    spaces = [chr(c) for c in range(0x3001) if chr(c).isspace()]
+    rng = random.Random(3)
+    texts = ["".join(rng.choice([*spaces, "a", "b", "é"]) for _ in range(rng.randint(0, 25))) for _ in range(5000)]
+    assert normalize_for_exact(pa.array(texts)).to_pylist() == [" ".join(t.split()) for t in texts]

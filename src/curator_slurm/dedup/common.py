@@ -18,6 +18,8 @@ import pyarrow as pa
 
 from .._lazy import LazyModule
 from ..positions import document_positions
+from ..shuffle import read_overlapping
+from ..stages._kernels import call, filter_table
 from ..stages.base import PASSTHROUGH, ProcessingStage
 from ..stages.writers import atomic_write
 from ..tasks import DocumentBatch, FileGroupTask
@@ -52,7 +54,7 @@ class SortedKeyWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
 
     def process(self, task: DocumentBatch) -> FileGroupTask:
         table = task.data
-        table = table.take(pa.array(np.argsort(table.column(KEY).to_numpy(), kind="stable")))
+        table = call("take", table, pa.array(np.argsort(table.column(KEY).to_numpy(), kind="stable")))
         final = os.path.join(self.path, f"{task.source_id or task.task_id}.parquet")
 
         def write(f: BinaryIO) -> None:
@@ -74,24 +76,17 @@ class SortedKeyWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
 
 def keys_in_range(directory: str, low: int, high: int) -> np.ndarray:
     """Every key in ``[low, high]`` listed by the sorted key files of ``directory`` (row groups whose
-    statistics overlap the range are read; others are skipped)."""
+    statistics overlap the range are read; others are skipped, their footers parsed once per process)."""
     try:
         names = sorted(n for n in os.listdir(directory) if n.endswith(".parquet") and not n.startswith("."))
     except FileNotFoundError:
         return np.empty(0, np.int64)
     found = []
     for name in names:
-        with pq.ParquetFile(os.path.join(directory, name)) as f:
-            meta = f.metadata
-            column = meta.schema.to_arrow_schema().get_field_index(KEY)
-            groups = []
-            for i in range(meta.num_row_groups):
-                stats = meta.row_group(i).column(column).statistics
-                if stats is not None and stats.has_min_max and stats.min <= high and stats.max >= low:
-                    groups.append(i)
-            if groups:
-                keys = f.read_row_groups(groups, columns=[KEY]).column(KEY).to_numpy()
-                found.append(keys[(keys >= low) & (keys <= high)])
+        table = read_overlapping(os.path.join(directory, name), KEY, low, high, columns=[KEY])
+        if table is not None:
+            keys = table.column(KEY).to_numpy()
+            found.append(keys[(keys >= low) & (keys <= high)])
     return np.concatenate(found) if found else np.empty(0, np.int64)
 
 
@@ -121,4 +116,4 @@ class RemoveDuplicates(ProcessingStage[DocumentBatch, DocumentBatch]):
         if not len(dropped):
             return task
         keep = ~np.isin(keys, dropped)
-        return task.derive(task.data.filter(pa.array(keep)))
+        return task.derive(filter_table(task.data, pa.array(keep)))

@@ -29,7 +29,7 @@ import pyarrow as pa
 from ..errors import InputError
 from ..positions import document_positions
 from ..shuffle import BUCKET, BucketReader, BucketSource, BucketWriter, bucket_of
-from ..stages._kernels import call, replace_regex
+from ..stages._kernels import _compute, call, cast, replace_regex
 from ..stages.base import ProcessingStage
 from ..stages.writers import BaseWriter
 from ..tasks import DocumentBatch
@@ -39,14 +39,23 @@ from .common import KEY, RemoveDuplicates, SortedKeyWriter
 DEFAULT_BUCKETS = 64
 
 
+#: Whitespace exactly as Python's ``str.split()`` sees it (RE2's ``\s`` alone is ASCII and misses ``\v``).
+_SPACE = r"\s\x0b\x1c-\x1f\x85\p{Z}"
+_NOT_PLAIN_SPACE = r"\t\n\r\f\x0b\x1c-\x1f\x85\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
+#: Only what must change matches (a run of 2+ whitespace, or one that is not a plain space): about 12x
+#: faster than replacing every ``\s+`` in RE2, which rewrites every word gap of every document.
+_COLLAPSE = f"[{_SPACE}]{{2,}}|[{_NOT_PLAIN_SPACE}]"
+
+
 def normalize_for_exact(texts: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """What counts as "the same text": leading and trailing whitespace dropped and every run of whitespace
-    made one space (copies that differ only in line wrapping or trailing newlines are duplicates); case,
-    punctuation and Unicode forms are kept (fuzzy deduplication handles near-copies)."""
+    """What counts as "the same text": ``" ".join(text.split())`` in Python's terms, i.e. leading and trailing
+    whitespace dropped and every run of whitespace made one space (copies that differ only in line wrapping or
+    trailing newlines are duplicates); case, punctuation and Unicode forms are kept (fuzzy deduplication
+    handles near-copies)."""
     if pa.types.is_null(texts.type):
-        texts = texts.cast(pa.string())
-    texts = call("coalesce", texts, "")
-    return replace_regex(call("utf8_trim_whitespace", texts), r"\s+", " ")
+        texts = cast(texts, pa.string())
+    collapsed = replace_regex(call("coalesce", texts, ""), _COLLAPSE, " ")
+    return call("utf8_trim", collapsed, options=_compute.TrimOptions(" "))
 
 
 def text_hashes(texts: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -135,16 +144,16 @@ class FindExactDuplicates(ProcessingStage[DocumentBatch, DocumentBatch]):
         survivors = order[first[duplicate]]
         take, keep = pa.array(rows), pa.array(survivors)
         columns = {
-            KEY: table.column(KEY).take(take),
-            "path": table.column("path").take(take),
-            "row": table.column("row").take(take),
-            "survivor_key": table.column(KEY).take(keep),
-            "survivor_path": table.column("path").take(keep),
-            "survivor_row": table.column("row").take(keep),
+            KEY: call("take", table.column(KEY), take),
+            "path": call("take", table.column("path"), take),
+            "row": call("take", table.column("row"), take),
+            "survivor_key": call("take", table.column(KEY), keep),
+            "survivor_path": call("take", table.column("path"), keep),
+            "survivor_row": call("take", table.column("row"), keep),
         }
         if self.id_field:
-            columns[self.id_field] = table.column(self.id_field).take(take)
-            columns[f"survivor_{self.id_field}"] = table.column(self.id_field).take(keep)
+            columns[self.id_field] = call("take", table.column(self.id_field), take)
+            columns[f"survivor_{self.id_field}"] = call("take", table.column(self.id_field), keep)
         return task.derive(pa.table(columns))
 
 
