@@ -441,7 +441,8 @@ def test_damaged_run_dir_files_are_named_with_the_place_and_the_remedy(corpus: P
 def test_accept_new_inputs_reaches_every_task_of_a_submit_or_retry(corpus: Path, tmp_path: Path) -> None:
     """Inputs added after a submission make tasks refuse to run (test_ledger pins that and the
     variable that allows it); --accept-new-inputs puts that variable in the task scripts."""
-    submission = {"shards": 3, "arrays": [], "script": str(EXAMPLE), "script_args": [], "options": {}}
+    args = ["--input", str(corpus), "--output", str(tmp_path / "out"), "--workers", "1"]  # retry lists the work again
+    submission = {"shards": 3, "arrays": [], "script": str(EXAMPLE), "script_args": args, "options": {}}
     run_dir = submitted_run(corpus, tmp_path / "out", 3, submission)
     for extra, expected in (([], False), (["--accept-new-inputs"], True)):
         proc = cli("retry", str(run_dir), "--dry-run", "--json", *extra, check=True)
@@ -453,7 +454,8 @@ def test_accept_new_inputs_reaches_every_task_of_a_submit_or_retry(corpus: Path,
 
 
 def test_retry_json_is_json(corpus: Path, tmp_path: Path) -> None:
-    submission = {"shards": 3, "arrays": [], "script": str(EXAMPLE), "script_args": [], "options": {}}
+    args = ["--input", str(corpus), "--output", str(tmp_path / "out"), "--workers", "1"]  # retry lists the work again
+    submission = {"shards": 3, "arrays": [], "script": str(EXAMPLE), "script_args": args, "options": {}}
     run_dir = submitted_run(corpus, tmp_path / "out", 3, submission)
     proc = cli("retry", str(run_dir), "--dry-run", "--json", check=True)
     data = json.loads(proc.stdout)

@@ -67,8 +67,9 @@ def _split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def run_plan(script: str, script_args: Sequence[str]) -> dict[str, Any]:
-    """Run ``script`` in plan mode: it lists its source tasks and exits without reading data."""
+def run_plan(script: str, script_args: Sequence[str], cwd: str | None = None) -> dict[str, Any]:
+    """Run ``script`` in plan mode (in ``cwd``, default this directory): it lists its source tasks and
+    exits without reading data."""
     if not os.path.isfile(script):
         raise UsageError(f"{script}: no such pipeline script")
     with tempfile.TemporaryDirectory(prefix="curator-plan-") as tmp:
@@ -78,6 +79,7 @@ def run_plan(script: str, script_args: Sequence[str]) -> dict[str, Any]:
             env=job_environment(extra={"CURATOR_PLAN_OUT": out}),
             capture_output=True,
             text=True,
+            cwd=cwd,
         )
         if proc.returncode != 0 or not os.path.exists(out):
             detail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -219,8 +221,34 @@ def _array_limits(dry_run: bool) -> tuple[int, int | None, str]:
         return 1001, None, "Slurm's default; scontrol not reachable"
 
 
-def _submit(opts: Any, kind: str, dry_run: bool, as_json: bool, source_list: str | None = None) -> int:
-    from curator_slurm.slurm.submit import render_script, sbatch_command, split_shards, submit
+def refuse_if_busy(run_dir: str, force: bool = False) -> None:
+    """One submission at a time per run: refuse while an array task of an earlier one is queued or running
+    (both would take the same source tasks, doing them twice)."""
+    from curator_slurm.slurm.submit import ACTIVE_STATES, job_states, load_submissions
+
+    states = job_states([str(a["job_id"]) for sub in load_submissions(run_dir) for a in sub["arrays"]]) or {}
+    busy = sorted(j for j, s in states.items() if s in ACTIVE_STATES)
+    if busy and not force:
+        raise UsageError(
+            f"{len(busy)} task(s) of this run are still queued or running ({', '.join(busy[:5])}); a second "
+            f"submission would do their source tasks twice. Wait (curator-slurm status {run_dir}), scancel them, "
+            "or, for retry, pass --force"
+        )
+
+
+def check_before_submit(opts: Any, plan: dict[str, Any]) -> None:
+    """What every array task would check as it starts, checked before sbatch (see ``check_submission``)."""
+    from curator_slurm.slurm.ledger import check_submission
+
+    ids = [t[0] for t in plan["tasks"]]
+    weights = [int(t[1]) for t in plan["tasks"]] if opts.strategy == "balanced" else None
+    check_submission(opts.run_dir, plan.get("fingerprint"), ids, weights, opts.accept_new_inputs)
+
+
+def _submit(
+    opts: Any, kind: str, dry_run: bool, as_json: bool, source_list: str | None = None, force: bool = False
+) -> int:
+    from curator_slurm.slurm.submit import render_script, sbatch_command, split_shards, submission_lock, submit
 
     max_size, max_tasks, origin = _array_limits(dry_run)
     chunks = split_shards(opts.shards, max_size, max_tasks)
@@ -247,7 +275,9 @@ def _submit(opts: Any, kind: str, dry_run: bool, as_json: bool, source_list: str
             print(render_script(opts, chunk), end="")
             print(f"# command: {shlex.join(sbatch_command(f'<{kind}-{i}.sh>'))}")
         return 0
-    record = submit(opts, chunks, kind, source_list)
+    with submission_lock(opts.run_dir):
+        refuse_if_busy(opts.run_dir, force)
+        record = submit(opts, chunks, kind, source_list)
     if as_json:
         _print_json(asdict(record))
         return 0
@@ -312,6 +342,7 @@ def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
     )
     if plan.get("kind") == "workflow":
         return _submit_workflow(args, opts, plan)
+    check_before_submit(opts, plan)
     if not args.dry_run:
         os.makedirs(run_dir, exist_ok=True)
         with open(os.path.join(run_dir, "plan.json"), "w", encoding="utf-8") as f:
@@ -734,7 +765,7 @@ def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
         return _retry_workflow(args, os.path.abspath(args.run_dir))
     from curator_slurm.slurm.ledger import load_status, read_json
     from curator_slurm.slurm.sharding import write_source_list
-    from curator_slurm.slurm.submit import ACTIVE_STATES, SubmitOptions, job_states, load_submissions
+    from curator_slurm.slurm.submit import SubmitOptions, load_submissions
 
     run_dir = os.path.abspath(args.run_dir)
     submissions = load_submissions(run_dir)
@@ -747,13 +778,7 @@ def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
     if not remaining:
         print(f"nothing to retry: all {len(all_ids)} source tasks are done")
         return 0
-    states = job_states([str(a["job_id"]) for sub in submissions for a in sub["arrays"]]) or {}
-    busy = sorted(j for j, s in states.items() if s in ACTIVE_STATES)
-    if busy and not args.force:
-        raise UsageError(
-            f"{len(busy)} task(s) of this run are still queued or running ({', '.join(busy[:5])}); "
-            "wait, scancel them, or pass --force"
-        )
+    refuse_if_busy(run_dir, args.force)
     first = submissions[0]
     per_shard = max(len(all_ids) / int(first["shards"]), 1.0)
     shards = args.shards or max(1, math.ceil(len(remaining) / per_shard))
@@ -777,6 +802,9 @@ def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
         },
         env=(("CURATOR_SOURCE_LIST", source_list),),
     )
+    # The script (or its inputs) may have changed since the submission: list its work again, as every
+    # retry task will, and refuse what they would refuse.
+    check_before_submit(opts, run_plan(opts.script, opts.script_args, cwd=opts.workdir))
     if not args.dry_run:
         os.makedirs(retry_dir, exist_ok=True)
         write_source_list(source_list, remaining)
@@ -785,7 +813,7 @@ def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
         f"{len(remaining) - len(state.failed)} never finished) with {shards} shard(s)",
         file=sys.stderr if args.json else sys.stdout,
     )
-    return _submit(opts, "retry", args.dry_run, args.json, source_list)
+    return _submit(opts, "retry", args.dry_run, args.json, source_list, force=args.force)
 
 
 # --- local ------------------------------------------------------------------------------------------

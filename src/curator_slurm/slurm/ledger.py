@@ -230,48 +230,88 @@ class RunDir:
     ) -> None:
         """Make sure this process sees the same source tasks as the first one did, and, when ``weights``
         are given (the balanced strategy assigns by them), the same sizes."""
-        want = {"count": len(task_ids), "digest": source_digest(task_ids)}
-        weighted = source_digest([f"{t}\t{w}" for t, w in zip(task_ids, weights or [], strict=False)])
-        if weights is not None:
-            want["weights_digest"] = weighted
+        want = source_record(task_ids, weights)
         have = _write_once(os.path.join(self.path, SOURCES_FILE), want)
-        same_ids = have.get("digest") == want["digest"]
-        if same_ids:
-            if weights is None or have.get("weights_digest", weighted) == weighted:
-                return
-            want["digest"] = f"{want['digest']}, with other file sizes"
-        if not same_ids and have.get("count") == want["count"]:
-            message = (
-                f"{self.path}: this process lists the same number of source tasks as the first one "
-                f"({want['count']}) but with other ids (digest {have.get('digest')}, now {want['digest']}): the "
-                "source stage probably does not give deterministic ids (uuid4(), hash() of a string, a counter "
-                "over an unordered listing, a time stamp), so shards cannot agree on who does what"
-            )
-            if not accept_new_inputs:
-                raise RunDirError(
-                    message + ". Derive each source task id from the work itself, e.g. "
-                    "curator_slurm.tasks.content_id(*sorted_paths) or FileGroupTask.from_paths, then start over "
-                    "with a new run directory. If the inputs were really renamed or replaced, use a new run "
-                    "directory too."
-                )
-            logger.warning(message + "; going on because new inputs are accepted (outputs may be duplicated)")
-            return
-        message = (
-            f"{self.path}: the inputs changed since this run started: the first process saw {have.get('count')} "
-            f"source tasks (digest {have.get('digest')}), this one sees {want['count']} (digest {want['digest']})"
-        )
-        if not accept_new_inputs:
-            raise RunDirError(
-                message + ". Shards that list different inputs cannot split them exactly once. Restore the "
-                "inputs, use a new run directory, or set CURATOR_ACCEPT_NEW_INPUTS=1 to go on anyway."
-            )
-        logger.warning(message + "; going on because new inputs are accepted")
+        _compare_sources(self.path, have, want, weights is not None, accept_new_inputs)
 
     def state(self) -> LedgerState:
         return load_status(self.path)
 
     def writer(self, shard: ShardSpec) -> LedgerWriter:
         return LedgerWriter(self.path, shard)
+
+
+def source_record(task_ids: Sequence[str], weights: Sequence[int] | None = None) -> dict[str, Any]:
+    """What ``sources.json`` holds for these source task ids (and weights, under the balanced strategy)."""
+    want: dict[str, Any] = {"count": len(task_ids), "digest": source_digest(task_ids)}
+    if weights is not None:
+        want["weights_digest"] = source_digest([f"{t}\t{w}" for t, w in zip(task_ids, weights, strict=False)])
+    return want
+
+
+def check_submission(
+    run_dir: str,
+    fingerprint: dict[str, Any] | None,
+    task_ids: Sequence[str],
+    weights: Sequence[int] | None = None,
+    accept_new_inputs: bool = False,
+) -> None:
+    """Before any array is submitted into ``run_dir``: what every task would check as it starts (the
+    pipeline's fingerprint against ``run.json``, the listed source tasks against ``sources.json``), so a
+    submission that could only fail in every task is refused with the reason, not queued. Writes nothing."""
+    run_file = os.path.join(run_dir, RUN_FILE)
+    if fingerprint is not None and os.path.exists(run_file):
+        have = read_json(run_file, RERUN_REMEDY)
+        digest = fingerprint_digest(fingerprint)
+        if have.get("fingerprint") != digest:
+            raise RunDirError(
+                f"{run_dir} belongs to another pipeline: it was created by fingerprint {have.get('fingerprint')}, "
+                f"this pipeline is {digest}; {_difference(have.get('pipeline'), fingerprint)}. Every array task "
+                "would stop at once. Submit with another --run-dir (or output directory), or delete the run "
+                "directory to start over."
+            )
+    sources_file = os.path.join(run_dir, SOURCES_FILE)
+    if os.path.exists(sources_file):
+        have = read_json(sources_file, RERUN_REMEDY)
+        _compare_sources(run_dir, have, source_record(task_ids, weights), weights is not None, accept_new_inputs)
+
+
+def _compare_sources(
+    path: str, have: dict[str, Any], want: dict[str, Any], weighted: bool, accept_new_inputs: bool
+) -> None:
+    """Raise (or warn, when new inputs are accepted) if ``want`` lists other source tasks than ``have``."""
+    want = dict(want)
+    same_ids = have.get("digest") == want["digest"]
+    if same_ids:
+        if not weighted or have.get("weights_digest", want["weights_digest"]) == want["weights_digest"]:
+            return
+        want["digest"] = f"{want['digest']}, with other file sizes"
+    if not same_ids and have.get("count") == want["count"]:
+        message = (
+            f"{path}: this process lists the same number of source tasks as the first one "
+            f"({want['count']}) but with other ids (digest {have.get('digest')}, now {want['digest']}): the "
+            "source stage probably does not give deterministic ids (uuid4(), hash() of a string, a counter "
+            "over an unordered listing, a time stamp), so shards cannot agree on who does what"
+        )
+        if not accept_new_inputs:
+            raise RunDirError(
+                message + ". Derive each source task id from the work itself, e.g. "
+                "curator_slurm.tasks.content_id(*sorted_paths) or FileGroupTask.from_paths, then start over "
+                "with a new run directory. If the inputs were really renamed or replaced, use a new run "
+                "directory too."
+            )
+        logger.warning(message + "; going on because new inputs are accepted (outputs may be duplicated)")
+        return
+    message = (
+        f"{path}: the inputs changed since this run started: the first process saw {have.get('count')} "
+        f"source tasks (digest {have.get('digest')}), this one sees {want['count']} (digest {want['digest']})"
+    )
+    if not accept_new_inputs:
+        raise RunDirError(
+            message + ". Shards that list different inputs cannot split them exactly once. Restore the "
+            "inputs, use a new run directory, or set CURATOR_ACCEPT_NEW_INPUTS=1 to go on anyway."
+        )
+    logger.warning(message + "; going on because new inputs are accepted")
 
 
 def fingerprint_digest(fingerprint: dict[str, Any]) -> str:

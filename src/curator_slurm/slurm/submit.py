@@ -15,7 +15,8 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 from curator_slurm.errors import CuratorError, OptionError, RunDirError
@@ -281,32 +282,72 @@ class Submission:
 
 
 def submit(opts: SubmitOptions, chunks: list[ArrayChunk], kind: str, source_list: str | None = None) -> Submission:
-    """Write each array's script into the run directory, sbatch it, and record the job ids."""
+    """Write each array's script into the run directory, sbatch it, and record its job id at once.
+
+    ``submissions.jsonl`` gets one line per array as soon as sbatch returns its id (fsynced), so a
+    failure on a later array never loses an earlier one's id: `status` follows it and `retry` waits for
+    it. The returned record holds every array of the submission."""
     scripts_dir = os.path.join(opts.run_dir, "sbatch")
     os.makedirs(scripts_dir, exist_ok=True)
     os.makedirs(opts.logs_dir, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     arrays: list[dict[str, object]] = []
+    common = {
+        "kind": kind,
+        "shards": opts.shards,
+        "script": opts.script,
+        "script_args": list(opts.script_args),
+        "options": {k: v for k, v in asdict(opts).items() if k not in ("script", "script_args")},
+        "source_list": source_list,
+    }
     for i, chunk in enumerate(chunks):
         path = os.path.join(scripts_dir, f"{kind}-{stamp}-{i}.sh")
         with open(path, "w", encoding="utf-8") as f:
             f.write(render_script(opts, chunk))
         # sbatch exports the submitting environment: leave out what would tell a task the wrong shard.
-        job_id = _run_slurm(sbatch_command(path), env=job_environment()).strip().splitlines()[-1].split(";")[0]
-        arrays.append({"job_id": job_id, "offset": chunk.offset, "size": chunk.size, "script": path})
-    record = Submission(
-        kind=kind,
-        shards=opts.shards,
-        arrays=arrays,
-        script=opts.script,
-        script_args=list(opts.script_args),
-        options={k: v for k, v in asdict(opts).items() if k not in ("script", "script_args")},
-        source_list=source_list,
-        time=time.time(),
-    )
-    with open(os.path.join(opts.run_dir, SUBMISSIONS_FILE), "a", encoding="utf-8") as f:
-        f.write(json.dumps(asdict(record)) + "\n")
-    return record
+        try:
+            out = _run_slurm(sbatch_command(path), env=job_environment())
+        except SlurmCommandError as e:
+            if not arrays:
+                raise
+            done = ", ".join(str(a["job_id"]) for a in arrays)
+            raise SlurmCommandError(
+                f"{e}. The arrays submitted before it ({done}) are recorded in {opts.run_dir}: follow them with "
+                f"`curator-slurm status {opts.run_dir}`; once they end, `curator-slurm retry` submits the rest"
+            ) from e
+        job_id = out.strip().splitlines()[-1].split(";")[0]
+        array = {"job_id": job_id, "offset": chunk.offset, "size": chunk.size, "script": path}
+        arrays.append(array)
+        _append_line(os.path.join(opts.run_dir, SUBMISSIONS_FILE), {**common, "arrays": [array], "time": time.time()})
+    return Submission(arrays=arrays, time=time.time(), **common)  # type: ignore[arg-type]
+
+
+def _append_line(path: str, record: dict[str, object]) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@contextmanager
+def submission_lock(run_dir: str) -> Iterator[None]:
+    """Held while one `submit` or `retry` checks the run's jobs and submits: a second one at the same time
+    is refused instead of both finding nothing running and both submitting."""
+    import fcntl
+
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, ".submit.lock"), "a") as lock:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OptionError(
+                f"another curator-slurm submit or retry is submitting into {run_dir} right now; wait for it, then "
+                f"see curator-slurm status {run_dir}"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
 def load_submissions(run_dir: str) -> list[dict[str, object]]:
