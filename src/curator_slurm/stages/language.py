@@ -2,10 +2,10 @@
 
 Why CLD2 (pycld2): its model is part of the compiled extension, so nothing is downloaded at run time
 (an array task on a compute node often cannot reach the internet, and NeMo Curator's fastText filter
-needs a model file fetched beforehand); it installs from wheels (gcld3 has none for current Pythons and
-needs protobuf; langid.py is pure Python, about 100 times slower, and loads numpy models); it
-identifies 80+ languages at hundreds of MB/s per core; and its import is about 2 ms, paid only when a
-language stage first runs (never when ``curator_slurm.stages`` is imported).
+needs a model file fetched beforehand); it installs from wheels (gcld3 has none for Python 3.11 here
+and needs protobuf; langid.py is pure Python on numpy and slower); it identifies 80+ languages at
+10-25 MB/s per core here, nearly all of it in CLD2 itself; and its import takes about 2 ms, paid
+only when a language stage first runs (never when ``curator_slurm.stages`` is imported).
 
 The score of a document is the fraction of its text (by bytes, as CLD2 counts them) that is in its
 most likely language, 0 to 1. CLD2 answers ``"un"`` (unknown) with score 0 for text it cannot call
