@@ -326,7 +326,7 @@ class Spans:
         data = self.view.data
         lengths = self.ends - self.starts
         inner = np.flatnonzero((data & 0xC0) == 0x80)
-        if len(inner):
+        if len(inner) and len(self.starts):
             word = np.searchsorted(self.starts, inner, side="right") - 1
             inside = (word >= 0) & (inner < self.ends[np.maximum(word, 0)])
             lengths = lengths - np.bincount(word[inside], minlength=len(self.starts))

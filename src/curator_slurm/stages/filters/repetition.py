@@ -174,7 +174,8 @@ class RepeatingTopNGramsFilter(_MaxRatio):
             top_docs = key_doc[order][head]
             top_start = positions[first[order][head]]
             parts = [call("take", words.values, pa.array(top_start + k)) for k in range(n)]
-            joined = call("binary_join_element_wise", *parts, " ") if n > 1 else parts[0]
+            space = pa.scalar(" ", words.values.type)
+            joined = call("binary_join_element_wise", *parts, space) if n > 1 else parts[0]
             texts_py = chunk.take(pa.array(top_docs)).to_pylist()
             grams_py = joined.to_pylist()
             hits = np.fromiter(
