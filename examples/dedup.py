@@ -1,6 +1,7 @@
-"""Remove exact duplicates from a JSONL corpus across all of it, and write Parquet.
+"""Remove exact (or, with --fuzzy, near-) duplicates from a JSONL corpus across all of it, and write Parquet.
 
 python examples/dedup.py --input data/ --output out/ [--text-field text] [--id-field id] [--identify-only]
+python examples/dedup.py --fuzzy --input data/ --output out/ [--bands 20 --rows 8 --ngram 5] [--jaccard-threshold 0.8]
 
 The same file runs every phase in order on a laptop, and as one array per phase under
 `curator-slurm submit examples/dedup.py --shards 8 -- --input data/ --output out/`.
@@ -13,12 +14,27 @@ import sys
 
 from curator_slurm import CuratorError, LocalExecutor, PipelineFailedError, configure_logging
 from curator_slurm.dedup.exact import ExactDuplicates
+from curator_slurm.dedup.fuzzy import FuzzyDuplicates
 from curator_slurm.stages import JsonlReader, ParquetWriter
+from curator_slurm.workflow import Workflow
 
 
-def build_workflow(args: argparse.Namespace) -> ExactDuplicates:
+def build_workflow(args: argparse.Namespace) -> Workflow:
+    reader = JsonlReader(args.input, files_per_partition=args.files_per_partition)
+    if args.fuzzy:
+        return FuzzyDuplicates(
+            reader=reader,
+            writer=ParquetWriter(args.output),
+            text_field=args.text_field,
+            ngram=args.ngram,
+            bands=args.bands,
+            rows=args.rows,
+            buckets=args.buckets,
+            jaccard_threshold=args.jaccard_threshold,
+            identify_only=args.identify_only,
+        )
     return ExactDuplicates(
-        reader=JsonlReader(args.input, files_per_partition=args.files_per_partition),
+        reader=reader,
         writer=ParquetWriter(args.output),
         text_field=args.text_field,
         id_field=args.id_field,
@@ -36,6 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--identify-only", action="store_true", help="write the list of duplicates, not the corpus")
     parser.add_argument("--buckets", type=int, default=64, help="shuffle buckets (tasks of the find phase)")
     parser.add_argument("--files-per-partition", type=int, default=1)
+    fuzzy = parser.add_argument_group("fuzzy deduplication (MinHash + LSH)")
+    fuzzy.add_argument("--fuzzy", action="store_true", help="remove near-duplicates, not only exact copies")
+    fuzzy.add_argument("--ngram", type=int, default=5, help="words per shingle (default 5)")
+    fuzzy.add_argument("--bands", type=int, default=20, help="LSH bands (default 20)")
+    fuzzy.add_argument("--rows", type=int, default=8, help="MinHash values per band (default 8)")
+    fuzzy.add_argument(
+        "--jaccard-threshold", type=float, default=None, help="drop candidates whose estimated Jaccard is lower"
+    )
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all usable CPUs)")
     args = parser.parse_args(argv)
 

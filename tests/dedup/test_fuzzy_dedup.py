@@ -1,0 +1,135 @@
+"""Fuzzy deduplication as a workflow: recall of planted near-duplicates and unrelated documents removed,
+measured through the whole workflow on files; the same kept set for any shard count per phase, locally, after
+kill -9, and as real Slurm arrays."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from curator_slurm import LocalExecutor, ShardSpec
+from curator_slurm.dedup.fuzzy import FuzzyDuplicates
+from curator_slurm.dedup.synthetic import near_duplicate_corpus, score_groups
+from curator_slurm.slurm.env import RunOptions
+from curator_slurm.slurm.ledger import iter_records
+from curator_slurm.stages import JsonlReader, ParquetWriter
+from helpers import REPO, clean_env
+from slurmtools import wait_for_job
+
+DEDUP = REPO / "examples" / "dedup.py"
+PER_FILE = 250
+PHASES = ["signatures", "candidates", "components", "write"]
+
+
+def write_corpus(texts: list[str], root: Path) -> None:
+    """``texts`` in files of PER_FILE documents, in order, each document with its index."""
+    root.mkdir(parents=True, exist_ok=True)
+    for f in range(0, len(texts), PER_FILE):
+        with (root / f"part-{f // PER_FILE:03d}.jsonl").open("w") as out:
+            for i in range(f, min(f + PER_FILE, len(texts))):
+                out.write(json.dumps({"idx": i, "text": texts[i]}) + "\n")
+
+
+def tree(out: Path) -> dict[str, pa.Table]:
+    return {p.name: pq.read_table(p) for p in sorted(out.glob("*.parquet"))}
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory):
+    corpus = near_duplicate_corpus(unrelated=3000, originals=600, words=200, seed=5)
+    root = tmp_path_factory.mktemp("fuzzy") / "in"
+    write_corpus(corpus.texts, root)
+    return corpus, root
+
+
+def test_recall_and_unrelated_removed_through_the_workflow(planted, tmp_path: Path) -> None:
+    corpus, root = planted
+    out = tmp_path / "dups"
+    wf = FuzzyDuplicates(JsonlReader(root), ParquetWriter(out), identify_only=True, buckets=8)
+    result = wf.run(LocalExecutor(workers=2), shard=ShardSpec.single(), options=RunOptions())
+    assert list(result.phases) == PHASES[:3]
+    listed = pa.concat_tables(pq.read_table(p) for p in sorted(out.glob("*.parquet")))
+    group_of = np.arange(len(corpus.texts))
+    key_to_index = lambda keys: (keys >> 32) * PER_FILE + (keys & 0xFFFFFFFF)  # noqa: E731 - files of PER_FILE
+    group_of[key_to_index(listed["key"].to_numpy())] = key_to_index(listed["group_key"].to_numpy())
+    assert listed["path"].to_pylist()[:1] and listed["path"][0].as_py().startswith("part-")
+    jaccard = corpus.pair_jaccard()
+    score = score_groups(corpus, group_of, jaccard, threshold=0.8)
+    print(f"\nfuzzy dedup through the workflow: {score}")
+    assert score.pairs_at_threshold > 200, "the corpus plants enough pairs to measure"
+    assert score.recall >= 0.98, str(score)
+    assert score.unrelated_removed <= 0.001, str(score)
+    # every survivor is the first document of its group in (path, row) order
+    assert (listed["group_key"].to_numpy() < listed["key"].to_numpy()).all()
+
+
+def test_kept_set_is_the_same_for_any_shards_per_phase(planted, tmp_path: Path) -> None:
+    _, root = planted
+    outputs = {}
+    for layout in [(1, 1, 1, 1), (4, 3, 1, 2)]:
+        out = tmp_path / "x".join(map(str, layout))
+        wf = FuzzyDuplicates(JsonlReader(root), ParquetWriter(out), buckets=6)
+        for phase, shards in zip(PHASES, layout, strict=True):
+            for i in range(shards):
+                wf.run(LocalExecutor(workers=1), shard=ShardSpec.explicit(i, shards), options=RunOptions(phase=phase))
+        outputs[layout] = tree(out)
+    one, four = outputs.values()
+    assert list(one) == list(four) and all(one[n].equals(four[n]) for n in one)
+    kept = sum(t.num_rows for t in one.values())
+    assert 3000 < kept < len(planted[0].texts), "unrelated documents stay, copies go"
+
+
+def test_kill_9_in_the_candidates_phase_then_rerun(planted, tmp_path: Path) -> None:
+    _, root = planted
+    out, ref = tmp_path / "out", tmp_path / "ref"
+    base = [sys.executable, str(DEDUP), "--fuzzy", "--input", str(root), "--buckets", "200", "--workers", "1"]
+    subprocess.run([*base, "--output", str(ref)], env=clean_env(), check=True, capture_output=True)
+    ledger = out / ".curator-work" / ".curator-run" / "candidates" / "ledger"
+    proc = subprocess.Popen([*base, "--output", str(out)], env=clean_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if ledger.is_dir() and any(f.stat().st_size for f in ledger.iterdir()):
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before the candidates phase recorded anything"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    first = out / ".curator-work" / ".curator-run" / "signatures"
+    before = len(list(iter_records(str(first))))
+    done = sum(r["status"] == "done" for r in iter_records(str(ledger.parent)))
+    assert 0 < done < 200
+    subprocess.run([*base, "--output", str(out)], env=clean_env(), check=True, capture_output=True)
+    assert len(list(iter_records(str(first)))) == before, "no signature work redone"
+    mine, theirs = tree(out), tree(ref)
+    assert list(mine) == list(theirs) and all(mine[n].equals(theirs[n]) for n in mine)
+
+
+@pytest.mark.slurm
+def test_fuzzy_dedup_as_real_arrays(slurm_cluster: str, planted, tmp_path: Path) -> None:
+    _, root = planted
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    args = ["--fuzzy", "--input", str(root), "--buckets", "6"]
+    subprocess.run([sys.executable, str(DEDUP), *args, "--output", str(ref)], env=clean_env(), check=True,
+                   capture_output=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "curator_slurm.cli", "submit", str(DEDUP), "--shards", "2", "--phase-shards",
+         "candidates=3", "--json", "--", *args, "--output", str(out)],
+        env=clean_env(), check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    jobs = {name: record["arrays"][0]["job_id"] for name, record in json.loads(proc.stdout).items()}
+    assert list(jobs) == PHASES
+    for name in PHASES:
+        assert set(wait_for_job(jobs[name], timeout=300).values()) == {"COMPLETED"}, name
+    mine, theirs = tree(out), tree(ref)
+    assert list(mine) == list(theirs) and all(mine[n].equals(theirs[n]) for n in mine)
