@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+
 
 class CuratorError(Exception):
     """Base of all curator-slurm errors."""
@@ -45,3 +48,26 @@ class OptionError(CuratorError, ValueError):
 
 class OutputSpaceError(CuratorError, OSError):
     """The filesystem of an output or run directory is full, or its quota is used up (ENOSPC, EDQUOT)."""
+
+
+#: errno values of a full filesystem or an exhausted quota: nothing to retry until someone frees space.
+OUT_OF_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_out_of_space(error: BaseException) -> bool:
+    """Whether ``error`` says the filesystem is full or the quota used up."""
+    return isinstance(error, OSError) and error.errno in OUT_OF_SPACE_ERRNOS
+
+
+def out_of_space(error: OSError, directory: str | None = None) -> OutputSpaceError:
+    """An :class:`OutputSpaceError` that names the directory (given, or that of the file in ``error``)
+    and the remedy."""
+    where = directory or (os.path.dirname(os.fspath(error.filename)) if error.filename else None)
+    what = "the quota is used up" if error.errno == errno.EDQUOT else "no space left on the device"
+    new = OutputSpaceError(
+        f"{where or 'the output filesystem'}: {what} ({os.strerror(error.errno or 0)}). Free space there (or "
+        "raise the quota, or write to another directory), then run the same command again: finished source "
+        "tasks are skipped"
+    )
+    new.errno = error.errno
+    return new

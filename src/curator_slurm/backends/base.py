@@ -18,7 +18,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from curator_slurm.errors import InputError, Interrupted, PipelineFailedError
+from curator_slurm.errors import (
+    InputError,
+    Interrupted,
+    OutputSpaceError,
+    PipelineFailedError,
+    is_out_of_space,
+    out_of_space,
+)
 from curator_slurm.logs import bound
 from curator_slurm.slurm.control import requeue
 from curator_slurm.slurm.env import RunOptions, ShardSpec
@@ -172,6 +179,7 @@ class BaseStageAdapter:
         try:
             entries = self.stage.process_batch(tasks)
         except Exception as first_error:
+            _stop_if_out_of_space(first_error)
             if self.stage.is_source_stage:
                 raise  # listing the work failed: nothing to retry per task, the run cannot start
             if len(tasks) == 1:
@@ -239,6 +247,7 @@ class BaseStageAdapter:
             try:
                 entry = self.stage.process_batch([task])[0]
             except Exception as e:
+                _stop_if_out_of_space(e)
                 error, tb = e, traceback.format_exc()
                 self._log_failure(task, attempt, e)
                 continue
@@ -249,6 +258,16 @@ class BaseStageAdapter:
             return entry
         assert error is not None
         return self._failed(task, error, tb, attempt)
+
+
+def _stop_if_out_of_space(error: BaseException) -> None:
+    """A full filesystem or quota fails the run at once, not every source task after retries: no task can
+    succeed (nor its failure be recorded) until someone frees space."""
+    if isinstance(error, OutputSpaceError):
+        raise error
+    if is_out_of_space(error):
+        assert isinstance(error, OSError)
+        raise out_of_space(error) from error
 
 
 def set_up_adapters(

@@ -31,7 +31,7 @@ import pyarrow as pa
 import xxhash
 
 from curator_slurm._lazy import LazyModule
-from curator_slurm.errors import RunDirError
+from curator_slurm.errors import RunDirError, is_out_of_space, out_of_space
 from curator_slurm.slurm.env import ShardSpec
 
 logger = logging.getLogger(__name__)
@@ -78,21 +78,30 @@ def read_json(path: str, remedy: str) -> dict[str, Any]:
 def _write_once(path: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Create ``path`` with ``payload`` unless it exists; return what the file holds.
 
-    The content goes to a temporary file that is hard-linked into place, so a reader never sees a
-    half-written file and exactly one of many concurrent creators wins.
+    The content goes to a hidden temporary file that is hard-linked into place, so a reader never sees
+    a half-written file and exactly one of many concurrent creators wins. When the file exists (every
+    process but the first), nothing is written at all; the temporary file never outlives the call.
     """
-    tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(payload, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
+    if os.path.exists(path):
+        return read_json(path, RERUN_REMEDY)
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, f".{name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
     try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(payload, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
         os.link(tmp, path)
         return payload
     except FileExistsError:
         return read_json(path, RERUN_REMEDY)
+    except OSError as e:
+        if is_out_of_space(e):
+            raise out_of_space(e, directory) from e
+        raise
     finally:
-        os.unlink(tmp)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 @dataclass
@@ -194,9 +203,14 @@ class LedgerWriter:
         if self._file is None:  # created on first use, so a shard with no work leaves no file
             self._file = open(self.path, "ab")  # noqa: SIM115 - kept open for the life of the run
         line = json.dumps({**record, **self._common, "time": round(time.time(), 3)}, separators=(",", ":"))
-        self._file.write(line.encode("utf-8") + b"\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        try:
+            self._file.write(line.encode("utf-8") + b"\n")
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError as e:  # at worst a torn last line, which readers ignore
+            if is_out_of_space(e):
+                raise out_of_space(e, os.path.dirname(self.path)) from e
+            raise
 
     def close(self) -> None:
         if self._file is not None:

@@ -126,9 +126,14 @@ def read_source_list(path: str) -> set[str]:
 
 def write_source_list(path: str, task_ids: Sequence[str]) -> None:
     """Write ids one per line, atomically, so shards never read half a list."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(t + "\n" for t in sorted(task_ids))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(t + "\n" for t in sorted(task_ids))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

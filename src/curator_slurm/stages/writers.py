@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 
 from .._lazy import LazyModule
+from ..errors import is_out_of_space, out_of_space
 from ..tasks import DocumentBatch, FileGroupTask, Task
 from .base import ProcessingStage
 
@@ -58,9 +59,11 @@ def atomic_write(final_path: str, write: Any) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, final_path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if is_out_of_space(e):  # a full disk is not a crash: say where and what to do
+            raise out_of_space(e, os.path.abspath(directory or ".")) from e
         raise
 
 
