@@ -12,6 +12,7 @@ costs about 80 ms, which every process that imports ``curator_slurm.stages`` wou
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Callable, Sequence
@@ -59,6 +60,13 @@ POLICY_SUBSTRINGS: tuple[str, ...] = (
     "information or to change your cookie settings, click here.",
     "if you continue to browse this site without changing your cookie settings, you agree to this use. acceptread more",
 )
+
+
+@functools.cache
+def _regex(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """``pattern`` compiled on first use: compiling every modifier's patterns at import would cost
+    every process that imports the stages a few milliseconds."""
+    return re.compile(pattern, flags)
 
 
 def _strings(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -216,11 +224,8 @@ class NewlineNormalizer(DocumentModifier):
 
     name = "newline_normalizer"
 
-    _newlines = re.compile(r"\n{3,}")
-    _crlfs = re.compile(r"(?:\r\n){3,}")
-
     def modify_document(self, text: str) -> str:
-        return self._crlfs.sub("\r\n\r\n", self._newlines.sub("\n\n", text))
+        return _regex(r"(?:\r\n){3,}").sub("\r\n\r\n", _regex(r"\n{3,}").sub("\n\n", text))
 
     def modify_array(self, texts: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
         return replace_regex(replace_regex(texts, r"\n{3,}", "\n\n"), r"(?:\r\n){3,}", "\r\n\r\n")
@@ -236,10 +241,8 @@ class UrlRemover(DocumentModifier):
 
     name = "url_remover"
 
-    _url = re.compile(r"https?://\S+|www\.\S+", flags=re.IGNORECASE)
-
     def modify_document(self, text: str) -> str:
-        return self._url.sub("", text)
+        return _regex(r"https?://\S+|www\.\S+", re.IGNORECASE).sub("", text)
 
     def modify_array(self, texts: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
         return replace_regex(texts, _URL, "")
@@ -294,13 +297,11 @@ class MarkdownRemover(DocumentModifier):
 
     name = "markdown_remover"
 
-    _patterns = tuple((re.compile(p), r) for p, r in _MARKDOWN)
-
     def modify_document(self, text: str) -> str:
         lines = []
         for line in text.split("\n"):
-            for pattern, replacement in self._patterns:
-                line = pattern.sub(replacement, line)
+            for pattern, replacement in _MARKDOWN:
+                line = _regex(pattern).sub(replacement, line)
             lines.append(line)
         return "\n".join(lines)
 
