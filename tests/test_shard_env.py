@@ -132,7 +132,8 @@ def test_spec_is_frozen_and_validated() -> None:
 def test_available_cpus_prefers_slurm() -> None:
     assert available_cpus({"SLURM_CPUS_PER_TASK": "7"}) == 7
     assert available_cpus({}) >= 1
-    assert available_cpus({"SLURM_CPUS_PER_TASK": "junk"}) == available_cpus({})
+    with pytest.raises(ShardConfigError, match="SLURM_CPUS_PER_TASK='junk' is not an integer"):
+        available_cpus({"SLURM_CPUS_PER_TASK": "junk"})  # an error naming it, not silently the affinity mask
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "soon"])

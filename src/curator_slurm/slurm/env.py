@@ -244,9 +244,9 @@ def _base_shard(env: Mapping[str, str]) -> tuple[int | None, int | None, str]:
 def available_cpus(environ: Mapping[str, str] | None = None) -> int:
     """CPUs this process may use: ``SLURM_CPUS_PER_TASK`` when set, else the affinity mask."""
     env = os.environ if environ is None else environ
-    slurm = env.get("SLURM_CPUS_PER_TASK")
-    if slurm and slurm.strip().isdigit() and int(slurm) > 0:
-        return int(slurm)
+    slurm = _int(env, "SLURM_CPUS_PER_TASK", minimum=1, fix="Slurm sets it from --cpus-per-task; unset it or fix it.")
+    if slurm is not None:
+        return slurm
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS
