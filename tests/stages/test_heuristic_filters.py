@@ -184,6 +184,7 @@ CASES = [
     Case(RepeatingTopNGramsFilter(n=1), "ab abab ab", 8 / 10, False, "'ab' also counts inside 'abab'"),
     Case(RepeatingTopNGramsFilter(), "the cat sat", 7 / 11, False, "a tie: the first n-gram, 'the cat'"),
     Case(RepeatingTopNGramsFilter(), "word", 1.0, False, "fewer than n words: 1.0"),
+    Case(RepeatingTopNGramsFilter(n=1), "abc\x0c", 3 / 4, False, "a trailing form feed is not part of the word"),
     # RepeatingDuplicateNGramsFilter: characters covered by repeated n-grams (+1 per gap) / len, keep <= 0.2.
     Case(RepeatingDuplicateNGramsFilter(), "a b a b", 3 / 7, False, "the second 'a b': 1 + 1 + one gap"),
     Case(RepeatingDuplicateNGramsFilter(), "a b c a b c", 5 / 11, False, "'a b' and 'b c' overlap: a b c"),

@@ -218,14 +218,14 @@ class Pieces:
         return np.bincount(self.doc[flags], weights=weights[flags], minlength=n)
 
 
-def _non_empty(values: pa.Array) -> np.ndarray:
-    return np.asarray(call("binary_length", values).to_numpy(zero_copy_only=False)) > 0
-
-
 def words(chunk: pa.Array) -> Pieces:
-    """``text.strip().split()`` of every document (English, and every language but Chinese and
-    Japanese, in NeMo Curator)."""
-    return Pieces.from_lists(call("utf8_split_whitespace", chunk), len(chunk), _non_empty)
+    """``text.split()`` of every document (English, and every language but Chinese and Japanese, in
+    NeMo Curator), as strings. Built from :func:`word_spans`, not Arrow's ``utf8_split_whitespace``:
+    that kernel (pyarrow 26) sometimes leaves a trailing form feed (U+000C) on the last word."""
+    spans = word_spans(utf8(chunk))
+    n = len(chunk)
+    doc = np.repeat(np.arange(n, dtype=np.int64), spans.counts)
+    return Pieces(spans.values(), doc, spans.counts, spans.first)
 
 
 def _not_blank(values: pa.Array) -> np.ndarray:
@@ -311,6 +311,19 @@ class Spans:
     ends: np.ndarray
     first: np.ndarray
     counts: np.ndarray
+
+    def values(self) -> pa.Array:
+        """The words as a string array (their bytes copied out of the documents)."""
+        count = len(self.starts)
+        if count == 0:
+            return pa.array([], pa.large_string())
+        bounds = np.empty(2 * count, np.int64)  # word, gap, word, gap, ..., word
+        bounds[0::2] = self.starts
+        bounds[1::2] = self.ends
+        pieces = pa.Array.from_buffers(
+            pa.large_string(), 2 * count - 1, [None, pa.py_buffer(bounds), pa.py_buffer(self.view.data)]
+        )
+        return call("take", pieces, pa.array(np.arange(0, 2 * count - 1, 2)))
 
     def per_word(self, mask: np.ndarray) -> np.ndarray:
         """How many bytes of each word ``mask`` (a bool per byte of the data) marks."""
