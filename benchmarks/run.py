@@ -896,6 +896,65 @@ def bench_ledger(b: Bench) -> list[Row]:
     ]  # fmt: skip
 
 
+def bench_fuzzy_signatures(b: Bench) -> list[Row]:
+    """Row 12: fuzzy dedup's signature step (normalise, 5-word shingles, 160 MinHash permutations, 20 band
+    hashes; curator_slurm.dedup.minhash) over a batch of ~250-word documents, against a datasketch-style
+    loop doing the same work per document and per shingle: Python normalising and splitting, one hash
+    per shingle, one numpy update of the 160 minima per shingle (datasketch's ``MinHash.update``, with
+    its default SHA-1 shingle hash and its ``(a * x + b) mod (2^61 - 1)`` family), then one xxhash per
+    band. docs/s, interleaved, in this process."""
+    import hashlib
+    import unicodedata
+
+    import numpy as np
+
+    from curator_slurm.dedup import minhash as mh
+    from curator_slurm.dedup.synthetic import near_duplicate_corpus
+
+    docs = 200 if b.quick else 2000
+    corpus = near_duplicate_corpus(unrelated=docs * 3 // 4, originals=docs // 12, copies=(2, 2), words=250, seed=0)
+    texts = pa.array(corpus.texts, pa.string())
+    ngram, bands, rows, seed = mh.DEFAULT_NGRAM, mh.DEFAULT_BANDS, mh.DEFAULT_ROWS, mh.DEFAULT_SEED
+    num_perm = bands * rows
+    prime, max_hash = np.uint64((1 << 61) - 1), np.uint64((1 << 32) - 1)
+    a, c = (p % prime for p in mh.permutations(num_perm, seed))
+    punctuation = re.compile(r"[^\w\s]|_")
+
+    def vectorised() -> np.ndarray:
+        offsets, hashes = mh.shingle_hashes(texts, ngram, seed)
+        return mh.band_hashes(mh.minhash_signatures(offsets, hashes, num_perm, seed), bands, rows)
+
+    def per_shingle() -> list[list[int]]:
+        out = []
+        for text in corpus.texts:
+            words = punctuation.sub(" ", unicodedata.normalize("NFKC", text).lower()).split()
+            grams = [" ".join(words[i : i + ngram]) for i in range(max(1, len(words) - ngram + 1))] if words else []
+            minima = np.full(num_perm, max_hash, dtype=np.uint64)
+            for gram in grams:  # datasketch's MinHash.update, one shingle at a time
+                x = np.uint64(int.from_bytes(hashlib.sha1(gram.encode()).digest()[:4], "little"))
+                minima = np.minimum(np.bitwise_and((a * x + c) % prime, max_hash), minima)
+            sig = minima.astype(np.uint32)
+            out.append([xxhash.xxh64_intdigest(sig[j * rows : (j + 1) * rows].tobytes()) for j in range(bands)])
+        return out
+
+    rates: dict[str, list[float]] = {"vectorised": [], "loop": []}
+    for rep in range(b.repeat):
+        for name in rotated(["vectorised", "loop"], rep):
+            progress(f"row 12: {name}, {docs:,} documents, repeat {rep + 1}/{b.repeat}")
+            start = time.perf_counter()
+            result = vectorised() if name == "vectorised" else per_shingle()
+            rates[name].append(docs / (time.perf_counter() - start))
+            if len(result) != len(corpus.texts):
+                raise BenchError(f"row 12: {name} gave {len(result)} signatures for {len(corpus.texts)} documents")
+    return [
+        Row("12", f"fuzzy dedup signatures (shingles + {num_perm} MinHash + {bands} bands), vectorised / "
+            f"datasketch-style per-shingle loop ({docs:,} docs of ~250 words)",
+            Measure("vectorised", "docs/s", rates["vectorised"]), Measure("loop", "docs/s", rates["loop"]), ">=", 5.0,
+            note=f"vectorised: {statistics.median(rates['vectorised']):,.0f} docs/s on one core, from the text "
+                 "column to the band hashes"),
+    ]  # fmt: skip
+
+
 def bench_ray(b: Bench) -> list[Row]:
     """Row 9: RayExecutor on the demo job vs LocalExecutor(workers=all CPUs), Ray's start-up excluded,
     with its stages fused into one pool (the default) and with a pool per stage; and what Ray's
@@ -1025,6 +1084,92 @@ def bench_exact_dedup(b: Bench) -> list[Row]:
     return rows
 
 
+FUZZY_PHASES = ("signatures", "candidates", "components", "write")
+#: Row 13's baseline: read every JSONL file and write it as Parquet, the least any dedup must do.
+PLAIN_COPY = r"""
+import os, sys
+import pyarrow.json as pj, pyarrow.parquet as pq
+src, out = sys.argv[1], sys.argv[2]
+os.makedirs(out, exist_ok=True)
+for d, _, names in os.walk(src):
+    for name in sorted(names):
+        if name.endswith(".jsonl"):
+            pq.write_table(pj.read_json(os.path.join(d, name)), os.path.join(out, name[:-6] + ".parquet"))
+"""
+
+
+def near_duplicate_jsonl(b: Bench) -> tuple[Path, int]:
+    """A planted near-duplicate corpus (curator_slurm.dedup.synthetic) as JSONL files of 1,000 documents,
+    generated once (its marker holds the document count)."""
+    from curator_slurm.dedup.synthetic import near_duplicate_corpus
+
+    unrelated, originals = (600, 150) if b.quick else (36_000, 6_000)
+    root = b.root / "corpora" / f"near-dup-u{unrelated}-o{originals}-g{GENERATOR}"
+    marker = root / MARKER
+    if not marker.exists():
+        progress(f"row 13: generating a near-duplicate corpus ({unrelated:,} unrelated, {originals:,} originals)")
+        texts = near_duplicate_corpus(unrelated=unrelated, originals=originals, seed=1).texts
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        for start in range(0, len(texts), 1000):
+            part = range(start, min(start + 1000, len(texts)))
+            lines = "\n".join(json.dumps({"id": i, "text": texts[i]}) for i in part)
+            (root / f"part-{start // 1000:04d}.jsonl").write_text(lines + "\n")
+        marker.write_text(str(len(texts)))
+    return root, int(marker.read_text())
+
+
+def bench_fuzzy_workflow(b: Bench) -> list[Row]:
+    """Row 13: the fuzzy-dedup workflow (examples/dedup.py --fuzzy, one process per phase, workers=1) against
+    a plain pyarrow loop that reads the same JSONL and writes Parquet, docs/s; and each phase's wall time,
+    files written and peak RSS."""
+    root, docs = near_duplicate_jsonl(b)
+    b.warm_children()
+    flow: list[float] = []
+    plain: list[float] = []
+    rss: dict[str, list[float]] = {p: [] for p in FUZZY_PHASES}
+    wall: dict[str, list[float]] = {p: [] for p in FUZZY_PHASES}
+    files: dict[str, int] = {}
+    for rep in range(b.repeat):
+        for side in rotated(["flow", "plain"], rep):
+            progress(f"row 13: {side}, repeat {rep + 1}/{b.repeat}")
+            with fresh_dir(b.out(f"fuzzy-{side}")) as out:
+                if side == "plain":
+                    plain.append(
+                        docs / run_child([sys.executable, "-c", PLAIN_COPY, str(root), str(out)], clean_env()).wall
+                    )
+                    continue
+                total = 0.0
+                for phase in FUZZY_PHASES:
+                    cmd = [sys.executable, str(DEDUP_EXAMPLE), "--fuzzy", "--input", str(root), "--output", str(out),
+                           "--workers", "1"]  # fmt: skip
+                    child = run_child(cmd, clean_env({"CURATOR_PHASE": phase}))
+                    total += child.wall
+                    rss[phase].append(child.maxrss)
+                    wall[phase].append(child.wall)
+                flow.append(docs / total)
+                work = out / ".curator-work"
+                files = {
+                    "signatures": len(list((work / "shuffle" / "bands").glob("*.parquet"))),
+                    "candidates": len(list((work / "edges").glob("*.parquet"))),
+                    "components": len(list((work / "duplicates").glob("*.parquet"))),
+                    "write": len(list(out.glob("*.parquet"))),
+                }
+    rows = [
+        Row("13a", f"fuzzy dedup, 4 phases, workers=1 / plain pyarrow JSONL-to-Parquet copy ({docs:,} docs, "
+            "planted near-duplicates)",
+            Measure("workflow", "docs/s", flow), Measure("plain copy", "docs/s", plain), ">=", 0.2),
+    ]  # fmt: skip
+    for key, phase in zip("bcde", FUZZY_PHASES, strict=True):
+        rows.append(
+            Row(f"13{key}", f"fuzzy dedup phase {phase!r}: docs/s of the phase alone; {files.get(phase, 0)} files "
+                f"written, peak RSS {statistics.median(rss[phase]) / 2**20:.0f} MiB",
+                Measure(phase, "docs/s", [docs / w for w in wall[phase]]), Measure("plain copy", "docs/s", plain),
+                "report", 0.0)
+        )  # fmt: skip
+    return rows
+
+
 @dataclass(frozen=True)
 class Group:
     keys: tuple[str, ...]
@@ -1041,7 +1186,9 @@ GROUPS: list[Group] = [
     Group(("7",), bench_rss),
     Group(("8a", "8b"), bench_ledger),
     Group(("9a", "9b", "9c"), bench_ray),
+    Group(("12",), bench_fuzzy_signatures),
     Group(("10a", "10b", "10c", "10d"), bench_exact_dedup),
+    Group(("13a", "13b", "13c", "13d", "13e"), bench_fuzzy_workflow),
 ]
 ROW_KEYS: tuple[str, ...] = tuple(k for g in GROUPS for k in g.keys)
 
