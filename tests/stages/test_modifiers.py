@@ -299,6 +299,36 @@ def test_modify_chains_modifiers_in_place_and_into_new_fields() -> None:
     assert stage.outputs() == (["data"], ["*", "clean"])
 
 
+class _Headline(DocumentModifier):
+    """A multi-input modifier, NeMo Curator's way: each input field is a keyword argument."""
+
+    name = "headline"
+
+    def modify_document(self, title: str, text: str) -> str:  # type: ignore[override]
+        return f"{title.upper()}: {text}"
+
+
+def test_modify_with_several_input_fields_passes_them_by_name() -> None:
+    def signed(full: str, author: str | None) -> str:
+        return f"{full} ({author or 'anonymous'})"
+
+    batch = _batch([{"title": "News", "text": "body", "author": "Ann"}, {"title": "x", "text": "y", "author": None}])
+    stage = Modify(
+        [_Headline(), signed, str.strip],
+        input_fields=[["title", "text"], ["full", "author"], ["full"]],
+        output_fields=["full", "full", None],
+    )
+    out = stage.process(batch).data
+    assert out.column("full").to_pylist() == ["NEWS: body (Ann)", "X: y (anonymous)"]
+    assert out.column("text").to_pylist() == ["body", "y"]
+    # "full" is written by the first modifier, so only the others are needed from before the stage.
+    assert stage.inputs() == (["data"], ["title", "text", "author"])
+    with pytest.raises(ValueError, match=r"reads \['title', 'text'\], so it cannot write in place"):
+        Modify(_Headline(), input_fields=[["title", "text"]])
+    with pytest.raises(TypeError, match="list of lists"):
+        Modify([_Headline(), str.strip], input_fields=[["title", "text"], "text"])
+
+
 def test_modify_takes_functions_and_names_them_stably() -> None:
     stage = Modify(str.strip)
     assert stage.process(_batch([{"text": "  x "}])).data.column("text").to_pylist() == ["x"]
