@@ -585,24 +585,33 @@ def _workflow_phase_dirs(run_dir: str) -> list[tuple[str, str]] | None:
 
 
 def _workflow_status(args: argparse.Namespace, phases: list[tuple[str, str]]) -> int:
-    """Each phase's status in order; a phase with no run directory yet has not started."""
-    statuses: dict[str, Any] = {}
-    code = 0
-    for name, directory in phases:
-        if not os.path.isdir(directory):
-            statuses[name] = None
+    """Each phase's status in order; a phase with no run directory yet has not started. ``--watch`` refreshes
+    until the last phase has nothing pending, or a phase failed or stalled."""
+    while True:
+        statuses: dict[str, Any] = {}
+        code = 0
+        for name, directory in phases:
+            if not os.path.isdir(directory):
+                statuses[name] = None
+                if not args.json:
+                    print(f"== phase {name}: not started")
+                continue
+            status = collect_status(directory)
+            statuses[name] = status
+            code = max(code, status_exit_code(status))
             if not args.json:
-                print(f"== phase {name}: not started")
-            continue
-        status = collect_status(directory)
-        statuses[name] = status
-        code = max(code, status_exit_code(status))
-        if not args.json:
-            print(f"== phase {name}")
-            _print_status(status, args.all)
-    if args.json:
-        _print_json({"workflow": args.run_dir, "phases": statuses})
-    return code
+                print(f"== phase {name}")
+                _print_status(status, args.all)
+        if args.json:
+            _print_json({"workflow": args.run_dir, "phases": statuses})
+        last = statuses[phases[-1][0]]
+        finished = last is not None and last["pending"] == 0
+        stuck = any(s is not None and (s["stalled"] or s["failed"]) for s in statuses.values())
+        if not args.watch or finished or stuck:
+            return code
+        sys.stdout.flush()
+        time.sleep(args.watch)
+        print()
 
 
 def cmd_status(args: argparse.Namespace, _: list[str]) -> int:

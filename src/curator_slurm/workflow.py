@@ -177,22 +177,27 @@ class Workflow:
         }
 
     def _write_marker(self) -> None:
-        """``workflow.json`` in the run root names the phases in order, for `curator-slurm status`."""
-        import json
+        write_marker(self.run_root, self.name, [p.name for p in self.phases])
 
-        os.makedirs(self.run_root, exist_ok=True)
-        path = os.path.join(self.run_root, WORKFLOW_FILE)
-        payload = {"workflow": self.name, "phases": [p.name for p in self.phases]}
-        try:
-            with open(path, encoding="utf-8") as f:
-                if json.load(f) == payload:
-                    return
-        except (OSError, ValueError):
-            pass
-        tmp = os.path.join(self.run_root, f".{WORKFLOW_FILE}.tmp-{os.getpid()}")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(payload, f)
-        os.replace(tmp, path)
+
+def write_marker(run_root: str, name: str, phases: list[str]) -> None:
+    """``workflow.json`` in the run root names the phases in order, for `curator-slurm status`; written by
+    `submit` (so status works before any task ran) and by every run."""
+    import json
+
+    os.makedirs(run_root, exist_ok=True)
+    path = os.path.join(run_root, WORKFLOW_FILE)
+    payload = {"workflow": name, "phases": phases}
+    try:
+        with open(path, encoding="utf-8") as f:
+            if json.load(f) == payload:
+                return
+    except (OSError, ValueError):
+        pass
+    tmp = os.path.join(run_root, f".{WORKFLOW_FILE}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(payload, f)
+    os.replace(tmp, path)
 
 
 def workflow_phases(run_root: str) -> list[str] | None:

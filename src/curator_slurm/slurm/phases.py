@@ -100,7 +100,9 @@ WORKFLOW_SUBMISSION = "workflow-submission.json"
 
 def save_submission(run_root: str, base: SubmitOptions, counts: dict[str, int], plan: dict[str, Any]) -> None:
     """Record what `submit` used for every phase, so `retry` can resubmit a phase and those after it."""
-    os.makedirs(run_root, exist_ok=True)
+    from curator_slurm.workflow import write_marker
+
+    write_marker(run_root, plan["workflow"], [p["phase"] for p in plan["phases"]])
     path = os.path.join(run_root, WORKFLOW_SUBMISSION)
     tmp = os.path.join(run_root, f".{WORKFLOW_SUBMISSION}.tmp-{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as f:
