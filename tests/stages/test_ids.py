@@ -13,7 +13,7 @@ import pytest
 import xxhash
 
 from curator_slurm import InputError, LocalExecutor, Pipeline, PipelineBuildError, PipelineFailedError, ShardSpec
-from curator_slurm.stages import AddId, JsonlReader, Modify, ParquetWriter, UrlRemover
+from curator_slurm.stages import AddId, JsonlReader, Modify, ParquetReader, ParquetWriter, UrlRemover
 from curator_slurm.stages.ids import position_ids
 
 
@@ -74,6 +74,29 @@ def test_split_files_give_the_same_ids_as_whole_files(corpus: Path, tmp_path: Pa
     whole = run_ids(corpus, tmp_path / "whole")
     pieces = run_ids(corpus, tmp_path / "pieces", split_files=True, blocksize=4096)
     assert pieces == whole
+
+
+def test_parquet_row_groups_read_in_pieces_give_the_same_ids(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    for f in range(2):
+        rows = [{"id": f"f{f}-{i}", "text": f"document {i} of file {f} " * 20} for i in range(500)]
+        pq.write_table(pa.Table.from_pylist(rows), src / f"f{f}.parquet", row_group_size=64)
+
+    def ids(out: str, **reader: object) -> dict[str, str]:
+        pipeline = Pipeline("pq").add_stage(ParquetReader(str(src), **reader))  # type: ignore[arg-type]
+        pipeline.add_stage(AddId("doc_id")).add_stage(ParquetWriter(str(tmp_path / out)))
+        pipeline.run(LocalExecutor(workers=1), shard=ShardSpec.single())
+        table = pa.concat_tables([pq.read_table(p) for p in sorted((tmp_path / out).glob("*.parquet"))])
+        return dict(zip(table.column("doc_id").to_pylist(), table.column("id").to_pylist(), strict=True))
+
+    whole = ids("whole")
+    assert len(whole) == 1000
+    assert ids("pieces", split_files=True, blocksize=8192) == whole
+    assert len(list((tmp_path / "pieces").glob("*.parquet"))) > 2  # the files were read in several pieces
+    for doc_id, own in whole.items():
+        stem, row = own.split("-")
+        assert doc_id == expected_id("", f"{stem}.parquet", int(row)).lstrip("_")
 
 
 def test_ids_in_subdirectories_use_the_relative_path(tmp_path: Path) -> None:
