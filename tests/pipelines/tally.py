@@ -53,6 +53,7 @@ def main() -> int:
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--parquet", action="store_true", help="read Parquet instead of JSONL")
+    parser.add_argument("--start-method", default=None, help="how LocalExecutor starts its workers")
     args = parser.parse_args()
     configure_logging()
     reader = ParquetReader(args.input) if args.parquet else JsonlReader(args.input)
@@ -64,7 +65,8 @@ def main() -> int:
         .add_stage(ParquetWriter(args.output))
     )
     try:
-        result = pipeline.run(LocalExecutor(workers=args.workers, retry_backoff=0.01))
+        executor = LocalExecutor(workers=args.workers, retry_backoff=0.01, start_method=args.start_method)
+        result = pipeline.run(executor)
     except PipelineFailedError as e:
         print(f"tally: {e}", file=sys.stderr)
         return 1

@@ -50,18 +50,52 @@ def _init_worker(
     import multiprocessing.util
 
     # Stop signals are the driver's business: it finishes in-flight work, then ends the workers. A
-    # forked worker also inherited the driver's handlers, and may have armed its grace alarm if a
-    # signal arrived before this ran: that alarm and its handler are the driver's, not the worker's.
-    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT):
+    # forked worker also inherited the driver's handlers (and a grace alarm, if one was armed): those
+    # are the driver's, not the worker's.
+    for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)
     signal.alarm(0)
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    _die_with_driver()
     ensure_logging(log_level)  # a spawned worker starts with logging unconfigured; a forked one keeps the driver's
     _worker_adapters = set_up_adapters(stages, shard, retry_backoff, multiprocessing.current_process().pid or 0)
     # Pool workers leave through multiprocessing's exit path, which runs Finalize callbacks, not atexit.
     multiprocessing.util.Finalize(None, tear_down_adapters, args=(_worker_adapters,), exitpriority=10)
     with started.get_lock():  # tells the driver that workers can start at all
         started.value += 1
+
+
+def _die_with_driver() -> None:
+    """Make this worker end when its driver does, so a driver killed with SIGKILL (or by the OOM killer)
+    leaves no worker behind, blocked forever on a pipe nobody reads.
+
+    On Linux the kernel sends SIGKILL to the worker when its parent dies (``PR_SET_PDEATHSIG``). Everywhere,
+    SIGTERM (what `scancel` and a time limit send to every process of the step) ends a worker whose driver
+    is gone; while the driver lives, the worker ignores it and the driver decides (it lets in-flight source
+    tasks finish, then ends its workers)."""
+    import multiprocessing
+
+    driver = multiprocessing.parent_process()  # its sentinel is readable once the driver is gone
+
+    def orphaned() -> bool:
+        return driver is not None and not driver.is_alive()
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        if orphaned():  # nobody will collect what this worker computes
+            os._exit(1)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # no prctl (an unusual libc): SIGTERM and the check below remain
+            pass
+    if orphaned():  # the driver died before the request above took effect
+        os._exit(1)
 
 
 def _run_in_worker(task: Task) -> SourceResult:
