@@ -13,22 +13,38 @@ import pytest
 import xxhash
 
 from curator_slurm import InputError, LocalExecutor, Pipeline, PipelineBuildError, PipelineFailedError, ShardSpec
-from curator_slurm.stages import AddId, JsonlReader, Modify, ParquetReader, ParquetWriter, UrlRemover
+from curator_slurm.backends.base import BaseExecutor
+from curator_slurm.stages import (
+    AddId,
+    JsonlReader,
+    LanguageFilter,
+    Modify,
+    ParquetReader,
+    ParquetWriter,
+    UnicodeReformatter,
+    UrlRemover,
+)
 from curator_slurm.stages.ids import position_ids
+from executors import ExecutorFactory
 
 
 def run_ids(
-    input_dir: Path, output_dir: Path, shard: ShardSpec | None = None, **reader: object
+    input_dir: Path,
+    output_dir: Path,
+    shard: ShardSpec | None = None,
+    executor: BaseExecutor | None = None,
+    **reader: object,
 ) -> dict[str, tuple[str, str]]:
     """id -> (source file name, the document's own ``id`` field) for every document written."""
     pipeline = (
         Pipeline("ids")
         .add_stage(JsonlReader(str(input_dir), **reader))  # type: ignore[arg-type]
         .add_stage(AddId("doc_id", id_prefix="web"))
-        .add_stage(Modify(UrlRemover()))  # keeps every row: ids computed before it survive it
+        .add_stage(Modify([UnicodeReformatter(), UrlRemover()]))  # keeps every row: ids made before it survive it
+        .add_stage(LanguageFilter(languages=None, min_score=0.0))  # adds columns, keeps every document
         .add_stage(ParquetWriter(str(output_dir)))
     )
-    pipeline.run(LocalExecutor(workers=1), shard=shard or ShardSpec.single())
+    pipeline.run(executor or LocalExecutor(workers=1), shard=shard or ShardSpec.single())
     return read_ids(output_dir)
 
 
@@ -60,6 +76,12 @@ def test_one_shard_and_four_shards_give_the_same_ids(corpus: Path, tmp_path: Pat
     for i in range(4):  # the four shards write into one directory, as array tasks do
         run_ids(corpus, tmp_path / "four", ShardSpec.explicit(i, 4))
     assert read_ids(tmp_path / "four") == single  # read_ids also checks no id is written twice
+
+
+def test_every_executor_gives_the_same_ids(corpus: Path, tmp_path: Path, executor_factory: ExecutorFactory) -> None:
+    # Workers (forked, spawned or Ray actors) receive the stages by pickle and run their setup().
+    reference = run_ids(corpus, tmp_path / "reference")
+    assert run_ids(corpus, tmp_path / "executor", executor=executor_factory(workers=2)) == reference
 
 
 def test_ids_survive_moving_the_input_and_a_rerun(corpus: Path, tmp_path: Path) -> None:
