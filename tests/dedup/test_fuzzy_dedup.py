@@ -133,3 +133,25 @@ def test_fuzzy_dedup_as_real_arrays(slurm_cluster: str, planted, tmp_path: Path)
         assert set(wait_for_job(jobs[name], timeout=300).values()) == {"COMPLETED"}, name
     mine, theirs = tree(out), tree(ref)
     assert list(mine) == list(theirs) and all(mine[n].equals(theirs[n]) for n in mine)
+
+
+def test_estimated_jaccard_check_drops_weak_candidates(planted, tmp_path: Path) -> None:
+    """With jaccard_threshold, candidate edges whose estimated similarity is lower are dropped: planted pairs
+    well above the threshold are still found, and fewer documents are grouped than without the check."""
+    corpus, root = planted
+    counts = {}
+    for threshold in (None, 0.9):
+        out = tmp_path / f"t{threshold}"
+        wf = FuzzyDuplicates(JsonlReader(root), ParquetWriter(out), identify_only=True, buckets=4,
+                             jaccard_threshold=threshold)  # fmt: skip
+        wf.run(LocalExecutor(workers=1), shard=ShardSpec.single(), options=RunOptions())
+        listed = pa.concat_tables(pq.read_table(p) for p in sorted(out.glob("*.parquet")))
+        group_of = np.arange(len(corpus.texts))
+        index = (listed["key"].to_numpy() >> 32) * PER_FILE + (listed["key"].to_numpy() & 0xFFFFFFFF)
+        group = (listed["group_key"].to_numpy() >> 32) * PER_FILE + (listed["group_key"].to_numpy() & 0xFFFFFFFF)
+        group_of[index] = group
+        score = score_groups(corpus, group_of, corpus.pair_jaccard(), threshold=0.95)
+        print(f"\njaccard_threshold={threshold}: {score}; {listed.num_rows} documents listed")
+        assert score.recall >= 0.98, str(score)
+        counts[threshold] = listed.num_rows
+    assert counts[0.9] < counts[None]
