@@ -79,6 +79,8 @@ TEXTS = [
     "a b c d e",
     "e d c b a",
     "  ",
+    "x" * 32 + " " + "y" * 33 + " " + "z" * 500 + " \u00e9" * 20 + " end",  # words on both sides of 32 bytes
+    "y" * 33 + " " + "z" * 500 + " \u00e9 \u00e9 \u00e9 " + "x" * 32,
 ]
 
 
@@ -106,6 +108,18 @@ def test_shingle_hashes_do_not_depend_on_the_batch() -> None:
         o2, h2 = mh.shingle_hashes(TEXTS[cut:])
         assert np.array_equal(np.concatenate([h1, h2]), hashes)
         assert np.array_equal(np.concatenate([o1, o2[1:] + o1[-1]]), offsets)
+
+
+def test_a_batch_larger_than_a_slice_gives_the_same_shingles() -> None:
+    """shingle_hashes cuts a batch into slices of about 8 MiB of text; where it cuts changes nothing."""
+    rng = np.random.default_rng(8)
+    words = np.array([f"w{i}" for i in range(5000)])
+    texts = [" ".join(rng.choice(words, int(k))) for k in rng.integers(0, 600, 6000)]
+    assert sum(len(t) for t in texts) > 9 << 20
+    offsets, hashes = mh.shingle_hashes(texts)
+    parts = [mh.shingle_hashes(texts[i : i + 700]) for i in range(0, len(texts), 700)]
+    assert np.array_equal(hashes, np.concatenate([h for _, h in parts]))
+    assert np.array_equal(np.diff(offsets), np.concatenate([np.diff(o) for o, _ in parts]))
 
 
 def test_seed_and_ngram_change_the_hashes() -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow._compute as _pc
+import xxhash
 
 from ..stages._kernels import call
 
@@ -76,6 +77,11 @@ _COMBINE = 0x9E3779B97F4A7C15
 _BAND_MULT = _U64(0xBF58476D1CE4E5B9)
 #: Punctuation (\p{P}) and symbols (\p{S}: currency, math, emoji, ...), as spaces.
 _PUNCTUATION = r"[\p{P}\p{S}]+"
+#: Words longer than this many bytes are hashed one by one (see ``_word_hashes``).
+_LONG_WORD = 32
+#: ``shingle_hashes`` works on slices of about this many bytes of text, so its per-word scratch (about 50
+#: bytes a word) stays near 64 MiB whatever the batch size.
+_SLICE_BYTES = 8 << 20
 #: Shingles per block of ``minhash_signatures``: 2 MiB of uint64 scratch, near a core's cache; 2^16 and
 #: 2^20 measured slower (more Python steps; more cache misses).
 _BLOCK_SHINGLES = 1 << 18
@@ -101,9 +107,11 @@ def _as_string_array(texts: pa.Array | pa.ChunkedArray | list[str | None]) -> pa
     return texts
 
 
-def _word_lists(texts: pa.Array | pa.ChunkedArray | list[str | None]) -> pa.Array:
+def _word_lists(texts: pa.Array | pa.ChunkedArray | list[str | None], already_normalized: bool = False) -> pa.Array:
     """Each text's normalised words, as a list array (see :func:`normalize`)."""
     arr = _as_string_array(texts)
+    if already_normalized:
+        return call("utf8_split_whitespace", call("utf8_trim_whitespace", arr))
     arr = call("utf8_normalize", arr, options=_pc.Utf8NormalizeOptions("NFKC"))
     arr = call("utf8_lower", arr)
     arr = call("replace_substring_regex", arr, options=_pc.ReplaceSubstringOptions(_PUNCTUATION, " "))
@@ -153,17 +161,24 @@ def _splitmix64(seed: int, count: int) -> np.ndarray:
 
 
 def _word_hashes(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """FNV-1a over each word's UTF-8 bytes, vectorised across words: step j hashes byte j of every word
-    longer than j, so the work is the total byte count and the number of numpy calls the longest word's
-    length. Then the murmur3 finaliser, for uniform bits."""
+    """A 64-bit hash of each word's UTF-8 bytes: FNV-1a vectorised across words for words of up to
+    :data:`_LONG_WORD` bytes (step j hashes byte j of every word longer than j, so the work is the total
+    byte count in at most 32 numpy steps), xxh64 one word at a time for the rare longer ones (a base64
+    blob or minified script with no spaces would otherwise cost a numpy step per byte). Which hash a
+    word gets depends on its length only, so equal words always hash alike. Then the murmur3 finaliser,
+    for uniform bits."""
     h = np.full(len(starts), _FNV_OFFSET, dtype=_U64)
-    active = np.flatnonzero(lengths > 0)
+    long = np.flatnonzero(lengths > _LONG_WORD)
+    active = np.flatnonzero((lengths > 0) & (lengths <= _LONG_WORD))
     j = 0
     while len(active):
         byte = data[starts[active] + j].astype(_U64)
         h[active] = (h[active] ^ byte) * _FNV_PRIME
         j += 1
         active = active[lengths[active] > j]
+    if len(long):
+        spans = zip(starts[long].tolist(), lengths[long].tolist(), strict=True)
+        h[long] = [xxhash.xxh64_intdigest(data[s : s + n].tobytes()) for s, n in spans]
     return _fmix64(h)
 
 
@@ -212,10 +227,25 @@ def shingle_hashes(
     """
     if ngram < 1:
         raise ValueError(f"ngram: must be at least 1 word, got {ngram}")
-    if normalized:
-        lists = call("utf8_split_whitespace", call("utf8_trim_whitespace", _as_string_array(texts)))
-    else:
-        lists = _word_lists(texts)
+    arr = _as_string_array(texts)
+    _, text_offsets_buf, _ = arr.buffers()
+    text_offsets = np.frombuffer(text_offsets_buf, dtype=np.int64, count=len(arr) + 1, offset=arr.offset * 8)
+    offsets_parts, hash_parts, base = [np.zeros(1, dtype=np.int64)], [], 0
+    i0 = 0
+    while i0 < len(arr):
+        i1 = max(i0 + 1, int(np.searchsorted(text_offsets, text_offsets[i0] + _SLICE_BYTES, side="right")) - 1)
+        i1 = min(i1, len(arr))
+        part = arr.slice(i0, i1 - i0)
+        offsets, hashes = _shingles_of_words(_word_lists(part, already_normalized=normalized), ngram, seed)
+        offsets_parts.append(offsets[1:] + base)
+        hash_parts.append(hashes)
+        base += len(hashes)
+        i0 = i1
+    return np.concatenate(offsets_parts), (np.concatenate(hash_parts) if hash_parts else np.zeros(0, np.uint32))
+
+
+def _shingles_of_words(lists: pa.Array, ngram: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`shingle_hashes` of one slice, from its word lists."""
     n = len(lists)
     data, starts, lengths, parents = _words(lists)
     words = len(starts)
