@@ -364,13 +364,16 @@ def band_hashes(
             "compute them with minhash_signatures(num_perm=bands * rows)"
         )
     n = sig.shape[0]
-    view = sig[:, : bands * rows].reshape(n, bands, rows).astype(_U64)
-    h = np.broadcast_to(_splitmix64(seed ^ 0xBA4D5BA4D5, bands), (n, bands)).copy()
-    for k in range(rows):
-        h *= _BAND_MULT
-        h += view[:, :, k]
-        h = _fmix64(h)
-    return h
+    out = np.empty((n, bands), dtype=_U64)
+    band_seeds = _splitmix64(seed ^ 0xBA4D5BA4D5, bands)
+    for j in range(bands):  # one band at a time: scratch is 8 bytes a document, not 8 x num_perm
+        h = np.full(n, band_seeds[j], dtype=_U64)
+        for k in range(j * rows, (j + 1) * rows):
+            h *= _BAND_MULT
+            h += sig[:, k]
+            _fmix64(h)
+        out[:, j] = h
+    return out
 
 
 def candidate_probability(s: float | np.ndarray, bands: int = DEFAULT_BANDS, rows: int = DEFAULT_ROWS) -> np.ndarray:
