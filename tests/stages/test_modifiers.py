@@ -336,6 +336,10 @@ def test_modify_takes_functions_and_names_them_stably() -> None:
     assert "str.strip" in repr(stage.params())
     assert "0x" not in repr(stage.params())
     assert stage.name == "modify[strip]"
+    # A function may compute something other than text into another field.
+    out = Modify(len, output_fields="length").process(_batch([{"text": "abc"}, {"text": None}]))
+    assert out.data.column("length").to_pylist() == [3, None]
+    assert out.data.column("length").type == pa.int64()
 
 
 def test_modify_fingerprint_sees_modifier_parameters() -> None:

@@ -120,6 +120,13 @@ class FunctionModifier(DocumentModifier):
         # One text, or (in a Modify with several input fields) each field as a keyword argument.
         return self._fn(*args, **fields)
 
+    def modify_array(self, texts: pa.Array | pa.ChunkedArray) -> pa.Array:
+        # A function may return something other than text (a length, a flag): Arrow infers its type.
+        values = [None if t is None else self._fn(t) for t in texts.to_pylist()]
+        if all(v is None or isinstance(v, str) for v in values):
+            return pa.array(values, type=pa.string())
+        return pa.array(values)
+
 
 class UnicodeReformatter(DocumentModifier):
     """Repair broken Unicode (mojibake, HTML entities, terminal escapes, control characters) with
