@@ -281,7 +281,11 @@ def ngram_codes(words: Pieces, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def space_bytes(view: Utf8) -> np.ndarray:
     """For each byte, whether it belongs to a whitespace character (``str.isspace``)."""
-    space = ascii_mask(view, SPACE_TABLE)
+    data = view.data
+    shifted = data - np.uint8(9)  # ASCII whitespace is 9-13 and 28-32: two range checks
+    space = shifted <= 4
+    np.subtract(data, np.uint8(28), out=shifted)
+    space |= shifted <= 4
     if len(view.data):
         lead = np.flatnonzero(view.data >= 0xC0)
         if len(lead):
@@ -296,8 +300,17 @@ def space_bytes(view: Utf8) -> np.ndarray:
 
 
 def word_counts(view: Utf8) -> np.ndarray:
-    """``len(text.split())`` of each document."""
-    return word_spans(view).counts
+    """``len(text.split())`` of each document: how many of its bytes start a word (a non-space byte
+    after a space byte or at the start of the document; the inner bytes of a multi-byte character
+    follow its own first byte, so they start nothing)."""
+    if len(view.data) == 0:
+        return np.zeros(view.size, np.int64)
+    word = ~space_bytes(view)
+    starts = word.copy()
+    starts[1:] &= ~word[:-1]
+    doc_starts = view.offsets[:-1][view.offsets[:-1] < view.offsets[1:]]
+    starts[doc_starts] = word[doc_starts]
+    return segment_counts(starts, view.offsets)
 
 
 @dataclass(frozen=True)

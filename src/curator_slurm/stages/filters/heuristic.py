@@ -466,8 +466,9 @@ class MeanWordLengthFilter(DocumentFilter):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            words = _text.word_spans(_text.utf8(chunk))
-            return _ratio(words.per_doc_sum(words.lengths()), words.counts, 0.0)
+            view = _text.utf8(chunk)
+            letters = _text.char_lengths(chunk) - _text.count_space(view)
+            return _ratio(letters, _text.word_counts(view), 0.0)
 
         return _text.per_chunk(texts, score, pa.float64())
 
