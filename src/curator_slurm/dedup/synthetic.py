@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,7 +96,7 @@ def _render(rng: random.Random, words: list[str]) -> str:
     return " ".join(out)
 
 
-def _edit(rng: random.Random, words: list[str], fraction: float, draw: callable) -> list[str]:
+def _edit(rng: random.Random, words: list[str], fraction: float, draw: Callable[[], str]) -> list[str]:
     """``words`` with ``round(fraction * len(words))`` edits at random places: 60 % substitutions, 20 %
     deletions, 20 % insertions of a word drawn from the vocabulary."""
     out = list(words)
