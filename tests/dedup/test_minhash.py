@@ -236,6 +236,16 @@ def test_exact_jaccard_equals_python_sets() -> None:
         assert jac == pytest.approx(expected), (i, j)
 
 
+def test_text_jaccard_checks_pairs_of_texts_exactly() -> None:
+    left = ["a b c d e f g", "One two, three four five six.", None, "x y"]
+    right = ["a b c d e f h", "one two three four five six", "", "p q"]
+    got = mh.text_jaccard(left, right)
+    # 3 shingles each, 2 shared; identical after normalisation; two empty texts; disjoint short texts
+    assert got.tolist() == [pytest.approx(2 / 4), 1.0, 1.0, 0.0]
+    with pytest.raises(ValueError, match="as many texts"):
+        mh.text_jaccard(left, right[:2])
+
+
 # ------------------------------------------------------------------------------------------------------
 # end to end on planted near-duplicates
 # ------------------------------------------------------------------------------------------------------

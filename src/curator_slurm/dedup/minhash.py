@@ -50,6 +50,7 @@ __all__ = [
     "permutations",
     "shingle_hashes",
     "signature_similarity",
+    "text_jaccard",
 ]
 
 #: Words per shingle. Five-word shingles are common practice (datatrove's default): short enough that a
@@ -515,3 +516,21 @@ def exact_jaccard(offsets: np.ndarray, hashes: np.ndarray, left: np.ndarray, rig
     inter = np.bincount(dup >> 32, minlength=pairs)
     union = size_a + size_b - inter
     return np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+
+
+def text_jaccard(
+    left: pa.Array | pa.ChunkedArray | list[str | None],
+    right: pa.Array | pa.ChunkedArray | list[str | None],
+    ngram: int = DEFAULT_NGRAM,
+    seed: int = DEFAULT_SEED,
+) -> np.ndarray:
+    """The exact Jaccard similarity of the shingle sets of ``left[i]`` and ``right[i]``, float64 per pair:
+    the exact check of candidate pairs, for a phase that has joined each edge with the texts of both
+    ends (e.g. edges partitioned by one end's file, then by the other's). Memory O(text of the pairs
+    given): pass them in slices. Equal to :func:`exact_jaccard` on :func:`shingle_hashes` of both."""
+    a, b = _as_string_array(left), _as_string_array(right)
+    if len(a) != len(b):
+        raise ValueError(f"left, right: expected as many texts on each side, got {len(a)} and {len(b)}")
+    offsets, hashes = shingle_hashes(pa.concat_arrays([a, b]), ngram, seed)
+    index = np.arange(len(a), dtype=np.int64)
+    return exact_jaccard(offsets, hashes, index, index + len(a))
