@@ -9,7 +9,6 @@ Executors differ only in how they push source tasks through the stages after the
 from __future__ import annotations
 
 import logging
-import math
 import signal
 import threading
 import time
@@ -418,8 +417,11 @@ class GraceExpired(BaseException):
 class StopSignal:
     """Turns SIGTERM, SIGUSR1 and SIGUSR2 into "start no new source task" (preemption, time limits).
 
-    In-flight source tasks get ``grace`` seconds to finish; then SIGALRM raises :class:`GraceExpired`
-    in the driver. Handlers are installed only in the main thread and restored on exit.
+    In-flight source tasks get ``grace`` seconds to finish; then :class:`GraceExpired` is raised in the
+    driver: by the next ``should_stop()`` check of the executor's loop, or, when the driver is busy in a
+    stage's own code (``workers=1``), by a timer thread that sends the stop signal again to the main
+    thread, whose handler then raises. SIGALRM is never used, so a stage may use it for its own time-outs. Handlers
+    are installed only in the main thread and restored on exit.
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
@@ -427,22 +429,30 @@ class StopSignal:
     def __init__(self, grace: float, log: Any) -> None:
         self.grace, self.log = grace, log
         self.signum: int | None = None
+        self.deadline: float | None = None
         self._old: dict[int, Any] = {}
+        self._timer: threading.Timer | None = None
 
     def __enter__(self) -> StopSignal:
         if threading.current_thread() is threading.main_thread():
-            for sig in (*self.SIGNALS, signal.SIGALRM):
-                self._old[sig] = signal.signal(sig, self._alarm if sig == signal.SIGALRM else self._stop)
+            for sig in self.SIGNALS:
+                self._old[sig] = signal.signal(sig, self._stop)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._old:
-            signal.alarm(0)
+        if self._timer is not None:
+            self._timer.cancel()
         for sig, handler in self._old.items():
             signal.signal(sig, handler)
 
     def __call__(self) -> bool:
+        """Whether to start no new source task; raises :class:`GraceExpired` once the grace period is over."""
+        if self.expired():
+            raise GraceExpired()
         return self.signum is not None
+
+    def expired(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
     @property
     def name(self) -> str | None:
@@ -450,17 +460,24 @@ class StopSignal:
 
     def _stop(self, signum: int, frame: object) -> None:
         if self.signum is not None:
+            if self.expired():  # the timer's interruption (or a late signal) after the grace period
+                raise GraceExpired()
             return
         self.signum = signum
+        self.deadline = time.monotonic() + self.grace
         self.log.warning(
             f"received {signal.Signals(signum).name}: starting no new source tasks; in-flight ones get "
             f"{self.grace:.0f} s to finish"
         )
-        signal.alarm(max(1, math.ceil(self.grace)))
-
-    def _alarm(self, signum: int, frame: object) -> None:
-        if self.signum is not None:
-            raise GraceExpired()
+        # A daemon thread, started only now: before a stop signal the driver has no thread of ours (its
+        # workers are forked only while it runs none).
+        # The signal itself, sent to the main thread: unlike _thread.interrupt_main it also wakes a
+        # blocking call (a stage sleeping or reading) so that the handler runs at once.
+        main = threading.main_thread().ident
+        assert main is not None
+        self._timer = threading.Timer(self.grace, signal.pthread_kill, args=(main, signum))
+        self._timer.daemon = True
+        self._timer.start()
 
 
 class BaseExecutor:

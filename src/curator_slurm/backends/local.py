@@ -49,13 +49,10 @@ def _init_worker(
     import multiprocessing
     import multiprocessing.util
 
-    # Stop signals are the driver's business: it finishes in-flight work, then ends the workers. A
-    # forked worker also inherited the driver's handlers (and a grace alarm, if one was armed): those
-    # are the driver's, not the worker's.
+    # Stop signals are the driver's business: it finishes in-flight work, then ends the workers (a
+    # forked worker also inherited the driver's handlers, which are not the worker's to run).
     for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, signal.SIG_DFL)
     _die_with_driver()
     ensure_logging(log_level)  # a spawned worker starts with logging unconfigured; a forked one keeps the driver's
     _worker_adapters = set_up_adapters(stages, shard, retry_backoff, multiprocessing.current_process().pid or 0)
