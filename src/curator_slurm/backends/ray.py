@@ -43,10 +43,11 @@ import math
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,7 @@ from curator_slurm.backends.base import (
     summarise,
     tear_down_adapters,
 )
+from curator_slurm.errors import CuratorError
 from curator_slurm.logs import ROOT, CollectWarnings, bound, configure_logging
 from curator_slurm.slurm.env import ShardSpec, available_cpus, ray_address, ray_expected_nodes
 from curator_slurm.stages.base import ProcessingStage, Resources
@@ -196,8 +198,8 @@ class _StageWorker:
         self.adapters: list[BaseStageAdapter] = []
         self.warnings: list[str] = []
 
-    def setup(self) -> int:
-        """Set the stages up; returns this process's pid (tests and logs use it)."""
+    def setup(self) -> tuple[int, str]:
+        """Set the stages up; returns this process's pid and its node's host name (tests and logs use them)."""
         # Stop signals are the driver's business (it lets in-flight work finish); SIGUSR1/2 would
         # otherwise kill the worker by default. SIGTERM stays Ray's: it uses it to stop workers.
         if threading.current_thread() is threading.main_thread():
@@ -211,7 +213,7 @@ class _StageWorker:
         for name in (ROOT, ""):
             logging.getLogger(name).addHandler(collect)
         self.adapters = set_up_adapters(self.stages, self.shard, self.retry_backoff, os.getpid())
-        return os.getpid()
+        return os.getpid(), os.uname().nodename
 
     def teardown(self) -> None:
         tear_down_adapters(self.adapters)
@@ -385,6 +387,8 @@ class RayExecutor(BaseExecutor):
         self.actor_seconds = 0.0
         #: Pids of the actors of the last run, by pool (:attr:`StageGroup.name`), for diagnostics and tests.
         self.actor_pids: dict[str, list[int]] = {}
+        #: Host name of each actor's node, in the order of :attr:`actor_pids`.
+        self.actor_hosts: dict[str, list[str]] = {}
         #: Actor deaths in the last run (each one cost a call an attempt, or was abandoned while stopping).
         self.deaths = 0
 
@@ -404,7 +408,11 @@ class RayExecutor(BaseExecutor):
             if address and address != "local":
                 _match_ray_start_auth()
                 ray.init(address=address, **quiet)
-                nodes = self._wait_for_nodes(ray, ray_expected_nodes(), log)
+                try:
+                    nodes = self._wait_for_nodes(ray, ray_expected_nodes(), address, shard, log)
+                except BaseException:
+                    ray.shutdown()
+                    raise
                 return _Session(started=True, where=f"the Ray cluster at {address} ({nodes} node(s))")
             temp_dir = self.temp_dir or _default_temp_dir(shard)
             os.makedirs(temp_dir, exist_ok=True)
@@ -421,21 +429,27 @@ class RayExecutor(BaseExecutor):
             auth_logger.setLevel(auth_level)
             _restore_handlers(saved)
 
-    def _wait_for_nodes(self, ray: Any, expected: int | None, log: Any) -> int:
-        """Alive nodes of the cluster, after waiting up to ``node_wait_seconds`` for ``expected`` of them:
-        actors are placed on the nodes there are when they start, so a node that joins late would idle."""
+    def _wait_for_nodes(self, ray: Any, expected: int | None, address: str, shard: ShardSpec, log: Any) -> int:
+        """Alive nodes of the cluster, after waiting up to ``node_wait_seconds`` for ``expected`` of them
+        (``CURATOR_RAY_NODES``, exported by a multi-node array task): actors are placed on the nodes there
+        are when they start, so a node that joins late would idle, and one that never joins is a broken
+        task (wrong address, token or firewall), which :class:`RayNodesMissingError` names."""
         deadline = time.monotonic() + self.node_wait_seconds
         while True:
-            alive = sum(1 for node in ray.nodes() if node.get("Alive"))
-            if expected is None or alive >= expected:
-                return alive
+            alive = [_node_label(node) for node in ray.nodes() if node.get("Alive")]
+            if expected is None or len(alive) >= expected:
+                if expected is not None:
+                    log.info(f"ray: {len(alive)} of {expected} node(s) joined: {', '.join(sorted(alive))}")
+                return len(alive)
             if time.monotonic() >= deadline:
-                log.warning(
-                    f"ray: {alive} of {expected} nodes (CURATOR_RAY_NODES) joined within "
-                    f"{self.node_wait_seconds:.0f} s; going on with them (the missing nodes' `ray start` output "
-                    "is in this task's log)"
+                missing = _missing_slurm_nodes(shard.job.job_id, [a.split(" ")[0] for a in alive])
+                raise RayNodesMissingError(
+                    f"ray: only {len(alive)} of {expected} nodes (CURATOR_RAY_NODES) joined the Ray cluster at "
+                    f"{address} within {self.node_wait_seconds:.0f} s (joined: {', '.join(sorted(alive)) or 'none'}"
+                    + (f"; missing: {', '.join(missing)}" if missing else "")
+                    + "). The missing node's `ray start` output in this task's log says why (an address it "
+                    "cannot reach, authentication, a firewall); RayExecutor(node_wait_seconds=...) sets the wait"
                 )
-                return alive
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
     def _disconnect(self, session: _Session, keep_files: bool, log: Any) -> None:
@@ -481,6 +495,7 @@ class RayExecutor(BaseExecutor):
         firsts = [sum(len(g.stages) for g in groups[:i]) for i in range(len(groups))]
         pools = [_Pool(i, g, firsts[i], p) for i, (g, p) in enumerate(zip(groups, plans, strict=True))]
         self.actor_pids = {p.group.name: [] for p in pools}
+        self.actor_hosts = {p.group.name: [] for p in pools}
         starting: dict[Any, tuple[_Pool, Any]] = {}
         try:
             for pool in pools:
@@ -493,7 +508,7 @@ class RayExecutor(BaseExecutor):
                 done, _ = ray.wait(list(starting), num_returns=len(starting), timeout=1.0)
                 for ref in done:
                     pool, actor = starting.pop(ref)
-                    self.actor_pids[pool.group.name].append(_setup_result(ref, pool))
+                    self._record_actor(pool, _setup_result(ref, pool))
                     pool.idle.append(actor)
                 if starting and time.monotonic() > deadline:
                     deadline = float("inf")
@@ -509,7 +524,14 @@ class RayExecutor(BaseExecutor):
             + ", ".join(f"{p.group.name} x{p.plan.actors}" for p in pools)
             + f" ready; up to {in_flight} source tasks in flight"
         )
+        hosts = Counter(h for group in self.actor_hosts.values() for h in group)
+        log.info(f"ray: actors on {len(hosts)} node(s): " + ", ".join(f"{h} x{n}" for h, n in sorted(hosts.items())))
         return pools, in_flight, cpus
+
+    def _record_actor(self, pool: _Pool, started: tuple[int, str]) -> None:
+        pid, host = started
+        self.actor_pids[pool.group.name].append(pid)
+        self.actor_hosts.setdefault(pool.group.name, []).append(host)
 
     # --- the run ------------------------------------------------------------------------------------
     def process_sources(
@@ -544,9 +566,10 @@ class RayExecutor(BaseExecutor):
             clean = True
         finally:
             actors = [a for p in run.pools for a in p.actors]
+            unstarted = {id(a) for _, a in run.starting.values()}  # e.g. waiting for CPUs a dead node had
             try:
                 if clean:
-                    _teardown(actors, log)
+                    _teardown([a for a in actors if id(a) not in unstarted], log)
                 _kill(actors)
             finally:
                 self._disconnect(session, keep_files=not clean or self.deaths > 0, log=log)
@@ -574,6 +597,7 @@ class _Run:
         self.starting: dict[Any, tuple[_Pool, Any]] = {}  # setup ref of a replacement actor -> (pool, actor)
         self.busy_cpus = 0.0
         self.any_abandoned = False
+        self.failed_starts = 0  # replacement actors that died before their setup() ran
 
     def results(self, sources: list[Task]) -> Iterator[SourceResult]:
         """Admit source tasks (at most ``in_flight`` at once), dispatch their calls, and yield each one
@@ -653,11 +677,25 @@ class _Run:
         if ref in self.starting:
             pool, actor = self.starting.pop(ref)
             try:
-                self.executor.actor_pids[pool.group.name].append(_setup_result(ref, pool))
+                self.executor._record_actor(pool, _setup_result(ref, pool))
             except RuntimeError as e:
-                if not self.should_stop():
+                if self.should_stop():
+                    self._abandon_all(f"a replacement Ray worker could not start while stopping ({e})")
+                    return None
+                if not isinstance(e.__cause__, _death_errors()) or self.failed_starts >= _MAX_FAILED_STARTS:
                     raise
-                self._abandon_all(f"a replacement Ray worker could not start while stopping ({e})")
+                # Its process or node died before setup() ran (e.g. placed on a node that had just died and
+                # was not yet known dead): not the stage's fault, so start another, a bounded number of times.
+                self.failed_starts += 1
+                self.log.warning(
+                    f"a replacement Ray worker of {pool.group.describe()} died before it started "
+                    f"({_first_line(e.__cause__)}); starting another ({self.failed_starts} of {_MAX_FAILED_STARTS})"
+                )
+                pool.actors.remove(actor)
+                _kill([actor])
+                again, ready = self.executor._new_actor(pool, self.shard)
+                pool.actors.append(again)
+                self.starting[ready] = (pool, again)
                 return None
             pool.idle.append(actor)
             return None
@@ -769,17 +807,58 @@ class _Run:
         ]
 
 
+#: Replacement actors of one run that may die before their setup() ran before the run gives up.
+_MAX_FAILED_STARTS = 8
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def _summarise(source: _Source) -> SourceResult:
     task = source.task
     return summarise(task.source_id or task.task_id, source.finals, source.stats, source.started)
 
 
-def _setup_result(ref: Any, pool: _Pool) -> int:
-    """The pid an actor's setup() returned, or a clear error naming the stage whose setup failed."""
+class RayNodesMissingError(CuratorError, RuntimeError):
+    """Fewer nodes than ``CURATOR_RAY_NODES`` joined the Ray cluster within ``node_wait_seconds``."""
+
+
+def _node_label(node: dict[str, Any]) -> str:
+    """``host (address)`` of a node as ``ray.nodes()`` describes it."""
+    host = str(node.get("NodeManagerHostname") or "?")
+    return f"{host} ({node.get('NodeManagerAddress', '?')})"
+
+
+def _missing_slurm_nodes(job_id: str | None, joined_hosts: Sequence[str]) -> list[str]:
+    """The nodes of Slurm job ``job_id`` whose name is not among the joined Ray nodes' host names (short
+    names compared), to name them in the error; empty when Slurm cannot say (not in a job, no scontrol,
+    or node names unlike host names)."""
+    if not job_id or shutil.which("scontrol") is None:
+        return []
+    try:
+        job = subprocess.run(
+            ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+        nodelist = next((f.split("=", 1)[1] for f in job.split() if f.startswith("NodeList=")), "")
+        names = subprocess.run(
+            ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return []
+    joined = {h.split(".")[0] for h in joined_hosts}
+    missing = [n for n in names if n.split(".")[0] not in joined]
+    return missing if len(missing) < len(names) else []
+
+
+def _setup_result(ref: Any, pool: _Pool) -> tuple[int, str]:
+    """The (pid, host) an actor's setup() returned, or a clear error naming the stage whose setup failed."""
     import ray
 
     try:
-        return int(ray.get(ref))
+        pid, host = ray.get(ref)
+        return int(pid), str(host)
     except Exception as e:
         raise RuntimeError(f"{pool.group.describe()}: setup() failed on a Ray worker: {e}") from e
 
@@ -830,4 +909,4 @@ def _restore_handlers(saved: dict[int, Any]) -> None:
             signal.signal(sig, handler)
 
 
-__all__ = ["PoolPlan", "RayExecutor", "StageGroup", "fuse_stages", "plan_pools", "ray_address"]
+__all__ = ["PoolPlan", "RayExecutor", "RayNodesMissingError", "StageGroup", "fuse_stages", "plan_pools", "ray_address"]
