@@ -164,15 +164,19 @@ class RepeatingTopNGramsFilter(_MaxRatio):
             if len(positions) == 0:
                 return out
             doc = words.doc[positions]
-            key = doc * (int(grams.max()) + 1) + grams
-            _, first, counts = np.unique(key, return_index=True, return_counts=True)
-            key_doc = doc[first]
-            # Per document: the highest count, then the earliest first occurrence.
-            order = np.lexsort((first, -counts, key_doc))
-            head = np.ones(len(order), bool)
-            head[1:] = key_doc[order][1:] != key_doc[order][:-1]
-            top_docs = key_doc[order][head]
-            top_start = positions[first[order][head]]
+            ids, first = _text.occurrences(_text.combine(doc, grams), doc)
+            counts = np.bincount(ids)
+            first_at = np.flatnonzero(first)  # where each (document, n-gram) first occurs, in id order
+            id_doc = doc[first_at]
+            # A document's ids are consecutive (documents are contiguous): the first id of the document
+            # with the highest count is its most frequent n-gram, the earliest on ties.
+            group = np.flatnonzero(np.r_[True, id_doc[1:] != id_doc[:-1]])
+            best = np.maximum.reduceat(counts, group)
+            sizes = np.diff(np.r_[group, len(counts)])
+            candidate = np.where(counts == np.repeat(best, sizes), np.arange(len(counts)), len(counts))
+            top = np.minimum.reduceat(candidate, group)
+            top_docs = id_doc[group]
+            top_start = positions[first_at[top]]
             parts = [call("take", words.values, pa.array(top_start + k)) for k in range(n)]
             space = pa.scalar(" ", words.values.type)
             joined = call("binary_join_element_wise", *parts, space) if n > 1 else parts[0]
@@ -234,10 +238,7 @@ class RepeatingDuplicateNGramsFilter(_MaxRatio):
                 return out
             positions, grams = _text.ngram_codes(words, n)
             doc = words.doc[positions]
-            key = doc * (int(grams.max()) + 1) + grams
-            _, first = np.unique(key, return_index=True)
-            repeat = np.ones(len(positions), bool)
-            repeat[first] = False
+            repeat = ~_text.occurrences(_text.combine(doc, grams), doc)[1]
             starts = positions[repeat]
             total = len(words.values)
             # Words covered by a repeated n-gram: +1 where one starts, -1 just after it ends.
