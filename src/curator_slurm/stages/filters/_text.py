@@ -272,24 +272,28 @@ def combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 _BLOCK = 1 << 16
 
 
-def occurrences(keys: np.ndarray | pa.Array, doc: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The id of each key (0, 1, 2, ... in order of first appearance) and whether each position is its
-    key's first appearance (the position where a new, larger id shows up).
+def encode(keys: np.ndarray | pa.Array, doc: np.ndarray | None = None) -> np.ndarray:
+    """The id of each key: 0, 1, 2, ... in order of first appearance, equal for equal keys.
 
-    With ``doc`` (non-decreasing, and keys of different documents never equal) the keys are encoded a
-    block of whole documents at a time."""
+    With ``doc`` (non-decreasing, and only keys of one document ever compared) the keys are encoded a
+    block of whole documents at a time; ids stay distinct across blocks."""
     if doc is None or len(keys) <= _BLOCK:
-        ids = dictionary_codes(keys)
-    else:
-        cuts = np.unique(np.searchsorted(doc, doc[np.arange(0, len(keys), _BLOCK)]))
-        bounds = [*cuts.tolist(), len(keys)]
-        ids = np.empty(len(keys), np.int64)
-        offset = 0
-        for a, b in itertools.pairwise(bounds):
-            if b > a:
-                block = dictionary_codes(keys[a:b])
-                ids[a:b] = block + offset
-                offset += int(block.max()) + 1
+        return dictionary_codes(keys)
+    cuts = np.unique(np.searchsorted(doc, doc[np.arange(0, len(keys), _BLOCK)]))
+    ids = np.empty(len(keys), np.int64)
+    offset = 0
+    for a, b in itertools.pairwise([*cuts.tolist(), len(keys)]):
+        if b > a:
+            block = dictionary_codes(keys[a:b])
+            ids[a:b] = block + offset
+            offset += int(block.max()) + 1
+    return ids
+
+
+def occurrences(keys: np.ndarray | pa.Array, doc: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`encode`'s ids, and whether each position is its key's first appearance (the position
+    where a new, larger id shows up)."""
+    ids = encode(keys, doc)
     first = np.ones(len(ids), bool)
     if len(ids) > 1:
         first[1:] = ids[1:] > np.maximum.accumulate(ids)[:-1]
@@ -300,13 +304,13 @@ def ngram_codes(words: Pieces, n: int) -> tuple[np.ndarray, np.ndarray]:
     """The positions (indices into ``words.values``) where an ``n``-gram of words starts inside one
     document, and an integer per n-gram, equal for equal n-grams."""
     total = len(words.values)
-    codes = occurrences(words.values, words.doc)[0]
+    codes = encode(words.values, words.doc)
     ends = (words.starts + words.counts)[words.doc] if total else np.zeros(0, np.int64)
     positions = np.flatnonzero(np.arange(total) + n <= ends)
     grams = codes[positions]
     doc = words.doc[positions]
     for k in range(1, n):
-        grams = occurrences(combine(grams, codes[positions + k]), doc)[0]
+        grams = encode(combine(grams, codes[positions + k]), doc)
     return positions, grams
 
 
