@@ -21,9 +21,6 @@ import pyarrow as pa
 
 from .._kernels import call, cast, split_pattern
 
-#: Python's whitespace (``str.isspace``, what ``str.split()`` and ``str.strip()`` use) below 0x80.
-ASCII_SPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
-
 
 def texts_of(texts: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
     """The column as a chunked string column with nulls read as empty text (NeMo's filters see
@@ -146,10 +143,13 @@ def classify(cps: np.ndarray, predicate: Callable[[str], bool]) -> np.ndarray:
     return flags[inverse.reshape(-1)]
 
 
-def count_chars(view: Utf8, table: np.ndarray, non_ascii: Callable[[str], bool] | None = None) -> np.ndarray:
-    """Per document, the number of characters that are ASCII and marked in ``table``, or non-ASCII
-    and satisfy ``non_ascii``."""
-    counts = _count_marks(pa.py_buffer(view.raw.translate(table)), view.offsets)
+def count_chars(view: Utf8, table: bytes | np.ndarray, non_ascii: Callable[[str], bool] | None = None) -> np.ndarray:
+    """Per document, the number of characters that are ASCII and marked by ``table`` (a table from
+    :func:`ascii_table`, or a bool per byte already computed), or non-ASCII and satisfy ``non_ascii``."""
+    if isinstance(table, bytes):
+        counts = _count_marks(pa.py_buffer(view.raw.translate(table)), view.offsets)
+    else:
+        counts = segment_counts(table, view.offsets)
     if non_ascii is not None and len(view.data):
         lead = np.flatnonzero(view.data >= 0xC0)
         if len(lead):
@@ -169,12 +169,19 @@ def _is_space(c: str) -> bool:
     return c.isspace()
 
 
-SPACE_TABLE = ascii_table(ASCII_SPACE)
+def ascii_space(data: np.ndarray) -> np.ndarray:
+    """For each byte, whether it is an ASCII whitespace character (``str.isspace``: 9-13 and 28-32;
+    two range checks are faster than any table lookup)."""
+    shifted = data - np.uint8(9)
+    space = shifted <= 4
+    np.subtract(data, np.uint8(28), out=shifted)
+    space |= shifted <= 4
+    return space
 
 
 def count_space(view: Utf8) -> np.ndarray:
     """Per document, the characters ``str.isspace`` accepts."""
-    return count_chars(view, SPACE_TABLE, _is_space)
+    return count_chars(view, ascii_space(view.data), _is_space)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -230,7 +237,8 @@ def words(chunk: pa.Array) -> Pieces:
 
 
 def _not_blank(values: pa.Array) -> np.ndarray:
-    return count_space(utf8(values)) < char_lengths(values)
+    view = utf8(values)
+    return segment_counts(~space_bytes(view), view.offsets) > 0
 
 
 def lines(chunk: pa.Array) -> Pieces:
@@ -316,11 +324,7 @@ def ngram_codes(words: Pieces, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def space_bytes(view: Utf8) -> np.ndarray:
     """For each byte, whether it belongs to a whitespace character (``str.isspace``)."""
-    data = view.data
-    shifted = data - np.uint8(9)  # ASCII whitespace is 9-13 and 28-32: two range checks
-    space = shifted <= 4
-    np.subtract(data, np.uint8(28), out=shifted)
-    space |= shifted <= 4
+    space = ascii_space(view.data)
     if len(view.data):
         lead = np.flatnonzero(view.data >= 0xC0)
         if len(lead):
