@@ -280,9 +280,9 @@ def _ray_cluster_block(opts: SubmitOptions, command: str) -> list[str]:
         'export CURATOR_RAY_NODES="${#nodes[@]}"  # the pipeline waits for them all to join',
         'export RAY_AUTH_MODE="${RAY_AUTH_MODE:-token}"  # one random token per task, for every node',
         'export RAY_AUTH_TOKEN="$(od -An -tx1 -N32 /dev/urandom | tr -d " \\n")"',
-        "read -r -d '' ray_node <<'CURATOR_RAY_NODE' || true",
+        "read -r -d '' ray_node <<'END_OF_RAY_NODE' || true",
         *_RAY_NODE.splitlines(),
-        "CURATOR_RAY_NODE",
+        "END_OF_RAY_NODE",
         'echo "curator-slurm: Ray head on $head_node at $RAY_ADDRESS; nodes: ${nodes[*]}"',
         f'srun --nodes=1 --ntasks=1 -w "$head_node" {node_step} {ray} start --head --block --port="$port" '
         f'--num-cpus={cpus} --node-ip-address="$head" --include-dashboard=false &',
