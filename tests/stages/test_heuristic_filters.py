@@ -10,6 +10,7 @@ curator-slurm documents: the score that drops the document (or 0 for LongWordFil
 from __future__ import annotations
 
 import inspect
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -416,3 +417,27 @@ def test_score_and_filter_refuse_a_non_filter() -> None:
         Score(len, score_field="n")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="Filter needs a DocumentFilter instance"):
         Filter(len, filter_field="n")  # type: ignore[arg-type]
+
+
+class _ImportRecorder:
+    """A sys.meta_path finder that finds nothing and records each module the import system searches for."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+        self.names.append(name)
+
+
+def test_scoring_a_batch_searches_for_no_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once every filter has run, scoring another batch imports nothing: no Python scalar reaches
+    pyarrow's type inference (which looks for dateutil along sys.path on every call)."""
+    stages = [ScoreFilter(f, score_field="s") for f in ALL_FILTERS]
+    for stage in stages:
+        stage.process(batch(WEB))
+    batches = [batch(WEB) for _ in stages]  # building a batch from Python values infers types
+    recorder = _ImportRecorder()
+    monkeypatch.setattr(sys, "meta_path", [recorder, *sys.meta_path])
+    for stage, b in zip(stages, batches, strict=True):
+        stage.process(b)
+    assert recorder.names == []
