@@ -103,6 +103,8 @@ class BaseStageAdapter:
         #: Source stage only: every source task it listed, and the ones this shard keeps.
         self.sources: list[Task] = []
         self.kept: list[Task] = []
+        #: Set when the sources came from a submit-time manifest (curator_slurm.slurm.manifest), not a listing.
+        self.manifest: Any = None
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         self.stage.setup(worker_metadata)
@@ -500,9 +502,18 @@ class BaseExecutor:
 
     def run_source_stage(self, stage: ProcessingStage, shard: ShardSpec, log: Any) -> BaseStageAdapter:
         """Run the source stage in the driver and log what this shard keeps."""
+        # --- manifest hook (issue #19): a task of a planned array loads its shard, it lists nothing ---
+        if shard.manifest:
+            from curator_slurm.slurm.manifest import source_adapter
+
+            adapter = source_adapter(stage, shard, self.retry_backoff)
+            assert adapter.selection is not None
+            log.info(f"{adapter.selection.describe(shard)}, from manifest {shard.manifest}")
+            return adapter
+        # --- end of the manifest hook ---
         adapter = list_sources(stage, shard, self.retry_backoff)
         assert adapter.selection is not None
-        log.info(adapter.selection.describe(shard))
+        log.info(f"{adapter.selection.describe(shard)}, listed by this process")
         return adapter
 
     def execute(
@@ -530,8 +541,14 @@ class BaseExecutor:
             run_dir = None
         if run_dir is not None:
             run_dir.claim(fingerprint or {})
-            weights = [t.weight for t in source.sources] if shard.strategy == "balanced" else None
-            run_dir.check_sources([t.task_id for t in source.sources], options.accept_new_inputs, weights)
+            run_dir.claim_shard(shard)
+            if source.manifest is not None:  # manifest hook: the plan's digest, not every id
+                from curator_slurm.slurm.manifest import check_sources
+
+                check_sources(run_dir.path, source.manifest, options.accept_new_inputs)
+            else:
+                weights = [t.weight for t in source.sources] if shard.strategy == "balanced" else None
+                run_dir.check_sources([t.task_id for t in source.sources], options.accept_new_inputs, weights)
             state = run_dir.state()
             todo = [t for t in mine if t.task_id not in state.done]
             if len(todo) < len(mine):
@@ -571,7 +588,7 @@ class BaseExecutor:
             stages=stats,
             output_files=sorted(outputs),
             output_tasks=output_tasks,
-            source_tasks_total=len(source.sources),
+            source_tasks_total=source.manifest.count if source.manifest is not None else len(source.sources),
             source_tasks_mine=len(mine),
             source_tasks_skipped=len(mine) - len(todo),
             done=progress.done,

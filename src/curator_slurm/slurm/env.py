@@ -63,6 +63,10 @@ class JobInfo:
     array_task_id: str | None = None
     restart_count: int = 0
     host: str = field(default_factory=_host_name)
+    #: ``SLURM_STEP_ID`` (absent in the batch step, which Slurm calls ``batch``) and ``SLURM_PROCID``: which
+    #: step and which of its tasks, so that two processes of one step claiming one shard are caught.
+    step_id: str | None = None
+    procid: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> JobInfo:
@@ -73,6 +77,8 @@ class JobInfo:
             array_job_id=env.get("SLURM_ARRAY_JOB_ID"),
             array_task_id=env.get("SLURM_ARRAY_TASK_ID"),
             restart_count=int(restart) if restart.isdigit() else 0,
+            step_id=env.get("SLURM_STEP_ID"),
+            procid=env.get("SLURM_PROCID"),
         )
 
     @property
@@ -100,6 +106,9 @@ class ShardSpec:
     #: ``CURATOR_SOURCE_LIST``: a file of source task ids (one a line) to shard instead of all of them;
     #: `curator-slurm retry` freezes the unfinished ones there so every retry shard splits the same list.
     source_list: str | None = None
+    #: ``CURATOR_MANIFEST``: the directory of source tasks `curator-slurm submit` planned for this array
+    #: (see ``curator_slurm.slurm.manifest``); the task loads its shard's file instead of listing the input.
+    manifest: str | None = None
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -143,6 +152,12 @@ class ShardSpec:
         source_list = env.get("CURATOR_SOURCE_LIST") or None
         if source_list is not None and not os.path.isfile(source_list):
             raise ShardConfigError(f"CURATOR_SOURCE_LIST={source_list!r} is not a file; point it at a list of task ids")
+        manifest = env.get("CURATOR_MANIFEST") or None
+        if manifest is not None and not os.path.isdir(manifest):
+            raise ShardConfigError(
+                f"CURATOR_MANIFEST={manifest!r} is not a directory; point it at the manifest `curator-slurm submit` "
+                "wrote (<run dir>/manifest/...), or unset it to list the inputs"
+            )
         index, count, origin = _base_shard(env)
         enabled = count is not None
         if count is None:
@@ -171,6 +186,7 @@ class ShardSpec:
             origin=origin,
             job=job,
             source_list=source_list,
+            manifest=manifest,
         )
 
 

@@ -31,7 +31,7 @@ import pyarrow as pa
 import xxhash
 
 from curator_slurm._lazy import LazyModule
-from curator_slurm.errors import RunDirError, is_out_of_space, out_of_space
+from curator_slurm.errors import RunDirError, ShardConfigError, is_out_of_space, out_of_space
 from curator_slurm.slurm.env import ShardSpec
 
 logger = logging.getLogger(__name__)
@@ -41,6 +41,8 @@ pj = LazyModule("pyarrow.json")
 LEDGER_DIR = "ledger"
 RUN_FILE = "run.json"
 SOURCES_FILE = "sources.json"
+#: Claim files: ``claims/<job id>/step<step>-r<restart>-shard<i>of<n>``, one per shard done in a Slurm job step.
+CLAIMS_DIR = "claims"
 #: Where a run directory goes when none is given and the sink writes files: inside its output directory.
 DEFAULT_RUN_DIR_NAME = ".curator-run"
 
@@ -248,11 +250,63 @@ class RunDir:
         have = _write_once(os.path.join(self.path, SOURCES_FILE), want)
         _compare_sources(self.path, have, want, weights is not None, accept_new_inputs)
 
+    def claim_shard(self, shard: ShardSpec) -> None:
+        """Inside a Slurm job, record that this process does ``shard`` in this job step (a claim file
+        per shard and step under ``claims/<job id>/``); a second process of the same step that claims it
+        (two srun ranks given the same ``SLURM_PROCID``, or the script started twice in one batch step)
+        is refused, so the work is not done twice while another shard's is never done."""
+        job = shard.job
+        if not job.job_id:
+            return
+        step = job.step_id or "batch"
+        directory = os.path.join(self.path, CLAIMS_DIR, job.job_id)
+        os.makedirs(directory, exist_ok=True)
+        name = f"step{step}-r{job.restart_count}-shard{shard.index}of{shard.count}"
+        me = f"{job.host} {os.getpid()} procid={job.procid}"
+        path = os.path.join(directory, name)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            with open(path, encoding="utf-8") as f:
+                holder = f.read().strip()
+            if holder.split(" procid=")[0] == me.split(" procid=")[0]:
+                return  # this very process (a second pipeline of the same script)
+            if _ended_here(holder, job.host):  # an earlier run of the script in this step, since ended
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(me + "\n")
+                return
+            raise ShardConfigError(
+                f"{shard.label} is already being done by another process of job {job.job_id} step {step} ({holder}; "
+                f"this one: {me}); two processes of one step computed the same shard ({shard.origin}). Every task of "
+                "an srun step needs its own SLURM_PROCID (srun sets it: do not override it), and every array task "
+                "its own SLURM_ARRAY_TASK_ID / CURATOR_SHARD_INDEX; or start the script once per step"
+            ) from None
+        except OSError as e:
+            if is_out_of_space(e):
+                raise out_of_space(e, directory) from e
+            raise
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(me + "\n")
+
     def state(self) -> LedgerState:
         return load_status(self.path)
 
     def writer(self, shard: ShardSpec) -> LedgerWriter:
         return LedgerWriter(self.path, shard)
+
+
+def _ended_here(holder: str, host: str) -> bool:
+    """Whether the claim ``holder`` (``host pid ...``) is a process of this host that no longer runs."""
+    parts = holder.split()
+    if len(parts) < 2 or parts[0] != host or not parts[1].isdigit():
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
 
 
 def source_record(task_ids: Sequence[str], weights: Sequence[int] | None = None) -> dict[str, Any]:
