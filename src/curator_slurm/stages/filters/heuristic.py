@@ -537,11 +537,15 @@ class SymbolsToWordsFilter(_MaxRatio):
             which, key = words.packed()
             flags = np.zeros(len(words.starts), bool)
             flags[which[np.isin(key, _ELLIPSIS_KEYS)]] = True
-            hashes = view.data == ord("#")
-            run_starts = hashes.copy()
-            run_starts[1:] &= ~hashes[:-1]
-            run_starts[words.starts] = hashes[words.starts]  # a run never continues across a space
-            flags |= 2 * words.per_word(run_starts) > words.lengths()
+            hashes = np.flatnonzero(view.data == ord("#"))  # rare: work on their positions
+            if len(hashes):
+                word = np.searchsorted(words.starts, hashes, side="right") - 1  # every # is inside a word
+                # A run of # starts at a # whose byte before is not a # of the same word.
+                run_start = np.ones(len(hashes), bool)
+                run_start[1:] = (hashes[1:] - 1 != hashes[:-1]) | (word[1:] != word[:-1])
+                runs = np.bincount(word[run_start], minlength=len(words.starts))
+                hashed = np.flatnonzero(runs)
+                flags[hashed] |= 2 * runs[hashed] > words.lengths()[hashed]
             return _ratio(words.per_doc_sum(flags.astype(np.int64)), words.counts, 1.0)
 
         return _text.per_chunk(texts, score, pa.float64())
