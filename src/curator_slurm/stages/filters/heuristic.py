@@ -745,6 +745,10 @@ class EllipsisFilter(_MaxRatio):
 
 
 _POLICY = "|".join(re2_literal(p) for p in POLICY_SUBSTRINGS)
+#: Every policy phrase contains one of these words; RE2's case folding matches at least what Python's
+#: lower() does (the Kelvin sign as k, too).
+_BOILERPLATE_WORDS = "(?i)terms of use|privacy|cookie|lorem ipsum"
+assert all(any(w in p for w in ("terms of use", "privacy", "cookie")) for p in POLICY_SUBSTRINGS)
 
 
 class BoilerPlateStringFilter(_MaxRatio):
@@ -768,11 +772,18 @@ class BoilerPlateStringFilter(_MaxRatio):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            lowered = call("utf8_lower", chunk)
+            out = np.zeros(len(chunk), np.float64)
+            # Only a text containing one of these words, in any case, can score above 0.
+            rows = np.flatnonzero(np.asarray(match_substring(chunk, _BOILERPLATE_WORDS, regex=True)))
+            if len(rows) == 0:
+                return out
+            some = chunk.take(pa.array(rows))
+            lowered = call("utf8_lower", some)
             paragraphs = _text.paragraphs(lowered)
             policy = np.asarray(match_substring(paragraphs.values, _POLICY, regex=True), dtype=bool)
-            out = _ratio(paragraphs.per_doc(policy), paragraphs.counts, 1.0)
-            out[np.asarray(match_substring(lowered, "lorem ipsum"), dtype=bool)] = 1.0
+            scores = paragraphs.per_doc(policy) / paragraphs.counts  # every text has a paragraph
+            scores[np.asarray(match_substring(lowered, "lorem ipsum"), dtype=bool)] = 1.0
+            out[rows] = scores
             # Python lower-cases U+0130 (İ) to "i" + U+0307, Arrow to "i": score those texts in Python.
             _python_scores(self, chunk, np.flatnonzero(np.asarray(match_substring(chunk, "\u0130"))), out)
             return out
