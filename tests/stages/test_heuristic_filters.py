@@ -10,6 +10,7 @@ curator-slurm documents: the score that drops the document (or 0 for LongWordFil
 from __future__ import annotations
 
 import inspect
+import random
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -441,3 +442,23 @@ def test_scoring_a_batch_searches_for_no_module(monkeypatch: pytest.MonkeyPatch)
     for stage, b in zip(stages, batches, strict=True):
         stage.process(b)
     assert recorder.names == []
+
+
+def test_large_columns_encoded_in_blocks_agree_with_per_document() -> None:
+    """Past 65536 words (or lines) a column's n-grams are hashed a block of documents at a time; the
+    scores still equal the per-document ones, documents at block edges included."""
+    rng = random.Random(7)
+    vocab = ["the", "cat", "sat", "on", "mat", "a", "b", "x"]
+    texts = [
+        "\n".join(" ".join(rng.choice(vocab) for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(1, 6)))
+        for _ in range(20000)
+    ]
+    assert sum(len(t.split()) for t in texts) > 3 * 65536
+    assert sum(len([line for line in t.split("\n") if line.strip()]) for t in texts) > 65536
+    for f in (
+        RepeatingTopNGramsFilter(),
+        RepeatingDuplicateNGramsFilter(n=3),
+        RepeatedLinesFilter(),
+        RepeatedLinesByCharFilter(),
+    ):
+        _agree(f, texts, chunks=1)
