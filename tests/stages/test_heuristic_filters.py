@@ -451,7 +451,7 @@ def test_large_columns_encoded_in_blocks_agree_with_per_document() -> None:
     vocab = ["the", "cat", "sat", "on", "mat", "a", "b", "x"]
     texts = [
         "\n".join(" ".join(rng.choice(vocab) for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(1, 6)))
-        for _ in range(20000)
+        for _ in range(24000)
     ]
     assert sum(len(t.split()) for t in texts) > 3 * 65536
     assert sum(len([line for line in t.split("\n") if line.strip()]) for t in texts) > 65536
