@@ -402,6 +402,7 @@ def check_run_dir(path: str) -> None:
 
 def collect_status(run_dir: str) -> dict[str, Any]:
     """Everything `status` shows, as data."""
+    from curator_slurm.backends.base import funnel_of_records
     from curator_slurm.slurm.ledger import RERUN_REMEDY, SOURCES_FILE, iter_records, read_json
     from curator_slurm.slurm.submit import ACTIVE_STATES, ENDED_BADLY_STATES, job_states, load_submissions
 
@@ -486,6 +487,7 @@ def collect_status(run_dir: str) -> dict[str, Any]:
         "jobs": job_ids,
         "job_states": active,
         "ended_tasks": ended,
+        "funnel": [row.as_dict() for row in funnel_of_records(done.values())],
     }
 
 
@@ -537,6 +539,11 @@ def _print_status(status: dict[str, Any], show_all: bool) -> None:
         f"throughput {num(status['docs_per_second'], '{:.0f}')}"
         f" docs/s, {num(status['tasks_per_second'], '{:.2f}')} tasks/s; {eta}"
     )
+    if status["funnel"]:
+        print(f"funnel of the done source tasks, all shards: {'docs in':>10} {'docs out':>10} {'dropped':>10}")
+        for row in status["funnel"]:
+            dropped = row["dropped"] if row["rows_in"] else "-"
+            print(f"  {row['stage']:<45} {row['rows_in']:>10} {row['rows_out']:>10} {dropped:>10}")
     if status["job_states"] is not None:
         states = ", ".join(f"{n} {s}" for s, n in sorted(status["job_states"].items())) or "none known to Slurm"
         print(f"array tasks of jobs {', '.join(status['jobs']) or '-'}: {states}")

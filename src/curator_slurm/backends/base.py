@@ -349,6 +349,41 @@ def summarise(source_id: str, finals: list[Task], stats: list[StageStats], start
     return result
 
 
+@dataclass(frozen=True)
+class FunnelRow:
+    """One stage of a run's funnel: documents in and out (a reader reads files: its ``rows_in`` is 0)."""
+
+    stage: str
+    rows_in: int
+    rows_out: int
+
+    @property
+    def dropped(self) -> int:
+        """Documents the stage removed (0 for a stage that adds rows or reads files)."""
+        return max(self.rows_in - self.rows_out, 0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"stage": self.stage, "rows_in": self.rows_in, "rows_out": self.rows_out, "dropped": self.dropped}
+
+
+def funnel_of_records(records: Iterable[dict[str, Any]]) -> list[FunnelRow]:
+    """The funnel of a run directory: the ``stages`` rows of its done records, summed stage by stage
+    (records of a ledger written before they carried ``stages`` are left out)."""
+    names: list[str] = []
+    rows: list[list[int]] = []
+    for record in records:
+        stages = record.get("stages")
+        if record.get("status") != "done" or not isinstance(stages, list):
+            continue
+        for i, (name, rows_in, rows_out) in enumerate(stages):
+            if i == len(names):
+                names.append(name)
+                rows.append([0, 0])
+            rows[i][0] += int(rows_in)
+            rows[i][1] += int(rows_out)
+    return [FunnelRow(n, r[0], r[1]) for n, r in zip(names, rows, strict=True)]
+
+
 @dataclass
 class PipelineResult:
     """What a run did: per-stage counts, files written, source-task fates."""
@@ -375,6 +410,11 @@ class PipelineResult:
     @property
     def rows_out(self) -> int:
         return self.stages[-1].rows_out if self.stages else 0
+
+    def funnel(self) -> list[FunnelRow]:
+        """Documents in and out of every stage after the source, summed over the source tasks this run did:
+        how many each filter dropped. `curator-slurm status` shows the same for the whole run directory."""
+        return [FunnelRow(s.name, s.rows_in, s.rows_out) for s in self.stages[1:]]
 
     def summary(self) -> str:
         return (
@@ -633,6 +673,8 @@ def _record(result: SourceResult) -> dict[str, Any]:
             "rows_out": result.rows_out,
             "seconds": round(result.seconds, 4),
             "attempts": result.attempts,
+            # Rows in and out of every stage after the source, for the run's funnel (`status`).
+            "stages": [[s.name, s.rows_in, s.rows_out] for s in result.stats],
         }
     f = result.failure
     return {
@@ -656,10 +698,12 @@ def _passthrough(tasks: list[Task]) -> Iterator[SourceResult]:
 __all__ = [
     "BaseExecutor",
     "BaseStageAdapter",
+    "FunnelRow",
     "PipelineResult",
     "SourceResult",
     "StageStats",
     "format_bytes",
+    "funnel_of_records",
     "list_sources",
     "run_source_task",
     "summarise",
