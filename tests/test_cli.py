@@ -459,7 +459,7 @@ def test_retry_json_is_json(corpus: Path, tmp_path: Path) -> None:
     run_dir = submitted_run(corpus, tmp_path / "out", 3, submission)
     proc = cli("retry", str(run_dir), "--dry-run", "--json", check=True)
     data = json.loads(proc.stdout)
-    assert data["arrays"][0]["size"] == 3 and "CURATOR_SOURCE_LIST" in data["arrays"][0]["script"]
+    assert data["arrays"][0]["size"] == 3 and "CURATOR_MANIFEST" in data["arrays"][0]["script"]  # of the 3 left
     assert "retrying 3 of 3 source tasks" in proc.stderr
     assert not (run_dir / "retries").exists(), "a dry run writes nothing"
 

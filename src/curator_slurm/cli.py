@@ -88,9 +88,17 @@ def run_plan(script: str, script_args: Sequence[str], cwd: str | None = None) ->
             raise UsageError(f"listing the work of {script} failed (exit {proc.returncode}): {detail}")
         with open(out, encoding="utf-8") as f:
             plans = [json.loads(line) for line in f if line.strip()]
+        # The full source tasks of the first plan, for the manifest (None: they cannot go into one); read now,
+        # before the temporary directory goes. Not part of plan.json.
+        from curator_slurm.slurm.manifest import read_sources
+
+        sources_file = plans[0].get("sources_file")
+        table = read_sources(sources_file) if sources_file and plans[0].get("kind") == "pipeline" else None
+        for p in plans:
+            p.pop("sources_file", None)
         # A script may run several pipelines (or a workflow of several phases): each wrote one plan line. The
         # first is the one submitted and followed; a workflow's line holds all of its phases.
-        return {**plans[0], "plans": plans}
+        return {**plans[0], "plans": plans, "sources_table": table}
 
 
 def shard_loads(tasks: list[list[Any]], shards: int, strategy: str) -> list[tuple[int, float]]:
@@ -143,6 +151,8 @@ def cmd_plan(args: argparse.Namespace, script_args: list[str]) -> int:
     plan = run_plan(args.script, script_args)
     summary = plan_summary(plan, args.shards)
     summary["run_dir"] = plan["run_dir"]
+    summary["manifest"] = plan.pop("sources_table") is not None
+    summary["submit_strategy"] = "balanced" if summary["manifest"] else "hash"
     if args.json:
         _print_json(summary)
         return 0
@@ -159,7 +169,14 @@ def cmd_plan(args: argparse.Namespace, script_args: list[str]) -> int:
             f"{_fmt_weight(s['weight_mean'], plan['has_bytes']):>12} "
             f"{_fmt_weight(s['weight_max'], plan['has_bytes']):>12} {s['imbalance']:>9.3f} {s['empty_shards']:>6}"
         )
-    print("balanced needs every shard to list the same inputs; use it with CURATOR_SHARD_STRATEGY=balanced")
+    chosen = summary["submit_strategy"]
+    why = (
+        "the tasks load a manifest of this listing, so every shard sees the same list"
+        if summary["manifest"]
+        else "the source tasks cannot go into a manifest, so each task lists its input; balanced needs every "
+        "shard to list the same inputs (--strategy balanced)"
+    )
+    print(f"submit would use {chosen} (expected max/mean {summary['strategies'][chosen]['imbalance']:.3f}): {why}")
     return 0
 
 
@@ -236,12 +253,13 @@ def refuse_if_busy(run_dir: str, force: bool = False) -> None:
         )
 
 
-def check_before_submit(opts: Any, plan: dict[str, Any]) -> None:
-    """What every array task would check as it starts, checked before sbatch (see ``check_submission``)."""
+def check_before_submit(opts: Any, plan: dict[str, Any], manifest: bool = False) -> None:
+    """What every array task would check as it starts, checked before sbatch (see ``check_submission``).
+    With a ``manifest`` the sizes do not matter (the plan fixes who does what): only the ids are compared."""
     from curator_slurm.slurm.ledger import check_submission
 
     ids = [t[0] for t in plan["tasks"]]
-    weights = [int(t[1]) for t in plan["tasks"]] if opts.strategy == "balanced" else None
+    weights = [int(t[1]) for t in plan["tasks"]] if opts.strategy == "balanced" and not manifest else None
     check_submission(opts.run_dir, plan.get("fingerprint"), ids, weights, opts.accept_new_inputs)
 
 
@@ -320,6 +338,7 @@ def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
     from curator_slurm.slurm.submit import SubmitOptions
 
     plan = run_plan(args.script, script_args)
+    sources = plan.pop("sources_table", None)
     run_dir = os.path.abspath(args.run_dir or plan["run_dir"] or "")
     if not run_dir or run_dir == os.path.abspath(""):
         raise UsageError(
@@ -333,6 +352,8 @@ def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
             file=sys.stderr,
         )
     fields = _options_from_args(args, {"job_name": os.path.splitext(os.path.basename(args.script))[0]})
+    if sources is not None and plan.get("kind") != "workflow":
+        fields["strategy"] = args.strategy or "balanced"  # with a manifest every shard sees the same list
     opts = SubmitOptions(
         script=os.path.abspath(args.script),
         script_args=tuple(script_args),
@@ -342,12 +363,35 @@ def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
     )
     if plan.get("kind") == "workflow":
         return _submit_workflow(args, opts, plan)
-    check_before_submit(opts, plan)
+    check_before_submit(opts, plan, manifest=sources is not None)
+    if sources is not None:
+        opts = _with_manifest(opts, sources, "submit", args.dry_run, args.json)
     if not args.dry_run:
         os.makedirs(run_dir, exist_ok=True)
         with open(os.path.join(run_dir, "plan.json"), "w", encoding="utf-8") as f:
             json.dump(plan, f)
     return _submit(opts, "submit", args.dry_run, args.json)
+
+
+def _with_manifest(
+    opts: Any, sources: Any, kind: str, dry_run: bool, as_json: bool, record: dict[str, Any] | None = None
+) -> Any:
+    """Plan once: write the source tasks ``sources`` as a manifest of ``opts.shards`` shards into the run
+    directory (not on a dry run) and return ``opts`` that export ``CURATOR_MANIFEST`` to every task."""
+    from curator_slurm.slurm.manifest import new_manifest_dir, write_manifest
+
+    directory = new_manifest_dir(opts.run_dir, kind)
+    strategy = opts.strategy or "balanced"
+    if not dry_run:
+        info = write_manifest(directory, sources, opts.shards, strategy, sources=record)
+        weights = [w for _, w in info.loads]
+        mean = sum(weights) / len(weights)
+        print(
+            f"planned {info.count} source tasks into {directory} ({strategy}; heaviest shard "
+            f"{max(weights) / mean if mean else 1.0:.3f}x the mean)",
+            file=sys.stderr if as_json else sys.stdout,
+        )
+    return replace(opts, strategy=strategy, env=(*opts.env, ("CURATOR_MANIFEST", directory)))
 
 
 def _submit_workflow(args: argparse.Namespace, opts: Any, plan: dict[str, Any]) -> int:
@@ -819,9 +863,25 @@ def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
         env=(("CURATOR_SOURCE_LIST", source_list),),
     )
     # The script (or its inputs) may have changed since the submission: list its work again, as every
-    # retry task will, and refuse what they would refuse.
-    check_before_submit(opts, run_plan(opts.script, opts.script_args, cwd=opts.workdir))
-    if not args.dry_run:
+    # retry task would, and refuse what they would refuse.
+    plan = run_plan(opts.script, opts.script_args, cwd=opts.workdir)
+    sources = plan.pop("sources_table", None)
+    if sources is not None:
+        opts = replace(opts, strategy=opts.strategy or "balanced")
+    check_before_submit(opts, plan, manifest=sources is not None)
+    if sources is not None:  # a manifest of the remaining tasks, checked against the whole plan's digest
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from curator_slurm.slurm.ledger import source_record
+
+        wanted = pa.array(remaining, type=pa.string())
+        left = sources.filter(pc.is_in(sources.column("task_id"), value_set=wanted))
+        opts = replace(opts, env=tuple(kv for kv in opts.env if kv[0] != "CURATOR_SOURCE_LIST"))
+        everything = source_record([t[0] for t in plan["tasks"]])
+        opts = _with_manifest(opts, left, "retry", args.dry_run, args.json, everything)
+        source_list = None
+    elif not args.dry_run:
         os.makedirs(retry_dir, exist_ok=True)
         write_source_list(source_list, remaining)
     print(

@@ -162,6 +162,9 @@ class Pipeline:
     def _write_plan(self, path: str, stages: list[ProcessingStage], run_dir: str | os.PathLike | None) -> list:
         """Append this pipeline's plan to ``path`` (one JSON line per pipeline or workflow the script runs)."""
         plan, tasks = self.plan(stages, run_dir)
+        from curator_slurm.slurm.manifest import save_plan_sources
+
+        plan["sources_file"] = save_plan_sources(path, tasks)  # what `submit` turns into a manifest
         append_plan(path, plan)
         return tasks
 

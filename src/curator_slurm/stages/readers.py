@@ -273,6 +273,29 @@ def _concat(tables: list[pa.Table], paths: list[str]) -> pa.Table:
         raise InputError(f"{', '.join(paths)}: files of one group have incompatible schemas ({e}): {schemas}") from e
 
 
+def _check_planned_sizes(task: FileGroupTask) -> None:
+    """A task from a submit-time manifest knows each file's size when it was planned
+    (``file_sizes``, curator_slurm.slurm.manifest.SIZES_KEY): an input removed or changed since then is
+    refused here, naming the file, instead of being read as something other than what was planned."""
+    sizes = task.metadata.get("file_sizes")
+    if not sizes:
+        return
+    for path, planned in zip(task.data, sizes, strict=False):
+        try:
+            now = os.path.getsize(path)
+        except FileNotFoundError:
+            raise InputError(
+                f"{path}: the file was removed after the run was planned (curator-slurm submit); restore it, "
+                "or submit the run again to plan the inputs as they are now"
+            ) from None
+        if now != planned:
+            raise InputError(
+                f"{path}: the file is {now} bytes but was {planned} when the run was planned (curator-slurm "
+                "submit); restore it, or submit the run again (into a new run directory if outputs exist) to "
+                "plan the inputs as they are now"
+            )
+
+
 class _FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
     """Reads every file of a group into one batch whose id is the group's id."""
 
@@ -298,6 +321,7 @@ class _FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
         return ["data"], self.fields
 
     def process(self, task: FileGroupTask) -> DocumentBatch | None:
+        _check_planned_sizes(task)
         byte_range = task.metadata.get("byte_range")
         if byte_range is not None:
             table = self.read_range(task.data[0], *byte_range)
