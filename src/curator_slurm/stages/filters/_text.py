@@ -369,11 +369,8 @@ class Spans:
         count = len(self.starts)
         if count == 0:
             return pa.array([], pa.large_string())
-        bounds = np.empty(2 * count, np.int64)  # word, gap, word, gap, ..., word
-        bounds[0::2] = self.starts
-        bounds[1::2] = self.ends
         pieces = pa.Array.from_buffers(
-            pa.large_string(), 2 * count - 1, [None, pa.py_buffer(bounds), pa.py_buffer(self.view.data)]
+            pa.large_string(), 2 * count - 1, [None, pa.py_buffer(self._bounds()), pa.py_buffer(self.view.data)]
         )
         return call("take", pieces, pa.array(np.arange(0, 2 * count - 1, 2)))
 
@@ -381,21 +378,21 @@ class Spans:
         """How many bytes of each word ``mask`` (a bool per byte of the data) marks."""
         if len(self.starts) == 0:
             return np.zeros(0, np.int64)
+        return segment_counts(mask, self._bounds())[0::2]
+
+    def lengths(self) -> np.ndarray:
+        """``len(word)`` of each word: the characters of its bytes, counted by Arrow's ``utf8_length``
+        over the words and the gaps between them."""
+        if len(self.starts) == 0:
+            return np.zeros(0, np.int64)
+        return _count_marks(pa.py_buffer(self.view.data), self._bounds())[0::2]
+
+    def _bounds(self) -> np.ndarray:
+        """Offsets that make word, gap, word, gap, ..., word segments of the data."""
         bounds = np.empty(2 * len(self.starts), np.int64)
         bounds[0::2] = self.starts
         bounds[1::2] = self.ends
-        return segment_counts(mask, bounds)[0::2]
-
-    def lengths(self) -> np.ndarray:
-        """``len(word)`` of each word: its bytes minus the continuation bytes of its characters."""
-        data = self.view.data
-        lengths = self.ends - self.starts
-        inner = np.flatnonzero((data & 0xC0) == 0x80)
-        if len(inner) and len(self.starts):
-            word = np.searchsorted(self.starts, inner, side="right") - 1
-            inside = (word >= 0) & (inner < self.ends[np.maximum(word, 0)])
-            lengths = lengths - np.bincount(word[inside], minlength=len(self.starts))
-        return lengths
+        return bounds
 
     def per_doc_sum(self, values: np.ndarray) -> np.ndarray:
         """Per document, the sum of ``values`` (one per word) over its words."""
@@ -453,11 +450,13 @@ def word_spans(view: Utf8) -> Spans:
     after[-1] = False
     after[:-1] = word[1:]
     after[doc_ends - 1] = False
-    starts = np.flatnonzero(word & ~before)
+    start_mask = word & ~before
+    starts = np.flatnonzero(start_mask)
     ends = np.flatnonzero(word & ~after) + 1
-    first = np.searchsorted(starts, offsets[:-1])
-    counts = np.searchsorted(starts, offsets[1:]) - first
-    return Spans(view, starts, ends, first.astype(np.int64), counts.astype(np.int64))
+    counts = segment_counts(start_mask, offsets)
+    first = np.zeros(view.size, np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    return Spans(view, starts, ends, first, counts)
 
 
 def char_mask(view: Utf8, table: bytes, non_ascii: Callable[[str], bool] | None = None) -> np.ndarray:
