@@ -509,11 +509,15 @@ def collect_status(run_dir: str) -> dict[str, Any]:
     # ended without doing it and the retry command.
     stalled = bool(pending) and states is not None and running == 0
     recorded = {r.get("shard") for r in [*done.values(), *failed.values()]}
+    last = tasks[-1]["submission"] if tasks else None
+    # Array tasks that ended badly: those of any submission while work is left, and always those of the
+    # newest one (its tasks were meant to finish the run; it is not complete while they failed).
     ended = [
         {**t, "recorded": t["shard"] in recorded}
         for t in tasks
-        if t["state"] in ENDED_BADLY_STATES and (pending or failed)
+        if t["state"] in ENDED_BADLY_STATES and (pending or failed or t["submission"] == last)
     ]
+    last_failed = sum(1 for t in ended if t["submission"] == last)
     return {
         "run_dir": os.path.abspath(run_dir),
         "total": total,
@@ -531,6 +535,7 @@ def collect_status(run_dir: str) -> dict[str, Any]:
         "jobs": job_ids,
         "job_states": active,
         "ended_tasks": ended,
+        "last_submission_failed": last_failed,
         "funnel": [row.as_dict() for row in funnel_of_records(done.values())],
     }
 
@@ -539,8 +544,9 @@ def array_tasks(run_dir: str, submissions: list[dict[str, Any]], states: dict[st
     """Every array task of every submission, oldest first: ``job`` (``123_4``), ``shard`` (``i/N``),
     ``state`` (from squeue; None when Slurm no longer knows the task or cannot be asked) and ``log``."""
     tasks = []
-    for sub in submissions:
+    for line, sub in enumerate(submissions):
         logs = sub.get("options", {}).get("output_logs") or os.path.join(run_dir, "logs")
+        submission = sub.get("submission") or f"line {line + 1}"  # one line per submission before ids
         for a in sub.get("arrays", []):
             for index in range(int(a.get("size", 0))):
                 job = f"{a['job_id']}_{index}"
@@ -550,6 +556,7 @@ def array_tasks(run_dir: str, submissions: list[dict[str, Any]], states: dict[st
                         "shard": f"{int(a['offset']) + index}/{sub['shards']}",
                         "state": (states or {}).get(job),
                         "log": os.path.join(logs, f"{job}.log"),
+                        "submission": submission,
                     }
                 )
     return tasks
@@ -597,6 +604,11 @@ def _print_status(status: dict[str, Any], show_all: bool) -> None:
         print(f"array task {t['job']} (shard {t['shard']}) ended {t['state']} {what}; log: {t['log']}")
     if len(ended) > 10 and not show_all:
         print(f"... and {len(ended) - 10} more array tasks that ended badly (--all lists them)")
+    if status["last_submission_failed"] and not status["pending"] and not status["failed"]:
+        print(
+            f"not complete: {status['last_submission_failed']} array task(s) of the last submission ended badly "
+            "(see their logs above), although every source task is recorded done"
+        )
     if status["stalled"]:
         print(
             f"stalled: {status['pending']} source tasks pending and no job of this run is queued or running; "
@@ -622,9 +634,9 @@ def _print_status(status: dict[str, Any], show_all: bool) -> None:
 
 
 def status_exit_code(status: dict[str, Any]) -> int:
-    """1 when some source task failed or the run is stalled (work pending, nothing queued or running),
-    else 0 (complete, or still going)."""
-    return 1 if status["failed"] or status["stalled"] else 0
+    """1 when some source task failed, the run is stalled (work pending, nothing queued or running), or
+    an array task of the newest submission ended badly; else 0 (complete, or still going)."""
+    return 1 if status["failed"] or status["stalled"] or status["last_submission_failed"] else 0
 
 
 def _workflow_phase_dirs(run_dir: str) -> list[tuple[str, str]] | None:

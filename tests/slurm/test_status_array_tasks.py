@@ -82,3 +82,21 @@ def test_tasks_that_died_before_recording_anything_make_the_run_stalled(
         env=clean_env(),
     )
     assert piped.stdout.startswith("run directory") and "Broken pipe" not in piped.stderr, piped.stderr
+
+
+def test_a_run_is_not_complete_while_the_last_submissions_tasks_failed(
+    slurm_cluster: str, corpus: Path, tmp_path: Path
+) -> None:
+    script, out = tmp_path / "dies.py", tmp_path / "out"
+    script.write_text(DIES_IN_ARRAY_TASKS)
+    local = subprocess.run([sys.executable, str(script), str(corpus), str(out)], env=clean_env(), capture_output=True)
+    assert local.returncode == 0, local.stderr  # every source task done, outside Slurm
+    submitted = cli("submit", str(script), "--shards", "2", "--json", "--", str(corpus), str(out))
+    assert submitted.returncode == 0, submitted.stderr
+    (array,) = json.loads(submitted.stdout)["arrays"]
+    assert set(wait_for_job(str(array["job_id"]), timeout=120).values()) == {"FAILED"}
+    status = cli("status", str(out / ".curator-run"))
+    assert status.returncode == 1, status.stdout
+    assert "12 done, 0 failed, 0 pending" in status.stdout
+    assert "not complete: 2 array task(s) of the last submission ended badly" in status.stdout
+    assert f"array task {array['job_id']}_1 (shard 1/2) ended FAILED" in status.stdout

@@ -336,6 +336,8 @@ class Submission:
     options: dict[str, object]
     source_list: str | None
     time: float
+    #: Shared by the lines (one per array) of one submission in ``submissions.jsonl``.
+    submission: str = ""
 
 
 def submit(opts: SubmitOptions, chunks: list[ArrayChunk], kind: str, source_list: str | None = None) -> Submission:
@@ -356,6 +358,7 @@ def submit(opts: SubmitOptions, chunks: list[ArrayChunk], kind: str, source_list
         "script_args": list(opts.script_args),
         "options": {k: v for k, v in asdict(opts).items() if k not in ("script", "script_args")},
         "source_list": source_list,
+        "submission": f"{kind}-{stamp}-{os.getpid()}",
     }
     for i, chunk in enumerate(chunks):
         path = os.path.join(scripts_dir, f"{kind}-{stamp}-{i}.sh")
