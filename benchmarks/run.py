@@ -18,6 +18,8 @@ Rows:
 4.  An array task that is assigned no work vs ``python -c "import pyarrow.parquet"``: wall seconds.
 5.  ``slurm.sharding.select`` per source task vs one ``xxhash.xxh64_intdigest`` call: ns.
 6.  Balanced vs hash assignment: max/mean shard weight on lognormal task sizes, N = 16, 100, 1000.
+14. An array task with nothing left to do whose shard comes from a 1,000,000-file manifest (1,000
+    shards) vs row 4's task listing a 1-file corpus: wall seconds, target <= 2 s (the value is A).
 7.  Peak RSS of the demo job on a 10x larger corpus (same file size, more files) vs the base corpus.
 h1-h24. Each heuristic filter (NeMo Curator's 23 and SymbolRatioFilter): MB/s of its column API vs the
     same filter as a plain Python function per document, on web-like English text, one core.
@@ -683,6 +685,81 @@ def bench_empty_shard(b: Bench) -> list[Row]:
     ]  # fmt: skip
 
 
+def planned_manifest(directory: Path, files: int, shards: int) -> tuple[float, list[str]]:
+    """A manifest of ``files`` one-file source tasks (the files are not made) over ``shards`` shards, as
+    `curator-slurm submit` would write for examples/curate.py over ``directory / "input"``: lognormal sizes
+    around 20 kB, balanced by bytes. Returns the seconds write_manifest took and shard 0's task ids."""
+    from curator_slurm.slurm.manifest import SCHEMA, write_manifest
+
+    root = str(directory / "input")
+    rng = random.Random(14)
+    rel = [f"d{i // 1000:04d}/part-{i:07d}.jsonl" for i in range(files)]
+    sizes = [max(1, int(rng.lognormvariate(math.log(20_000), 1.0))) for _ in range(files)]
+    columns = [
+        [content_id(r) for r in rel],
+        ["input"] * files,
+        [[f"{root}/{r}"] for r in rel],
+        [[n] for n in sizes],
+        [json.dumps({"bytes": n, "root": root, "file_indices": [i]}) for i, n in enumerate(sizes)],
+        sizes,
+    ]
+    arrays = [pa.array(c, type=f.type) for c, f in zip(columns, SCHEMA, strict=True)]
+    table = pa.Table.from_arrays(arrays, schema=SCHEMA)
+    start = time.perf_counter()
+    info = write_manifest(str(directory / "manifest"), table, shards, "balanced")
+    seconds = time.perf_counter() - start
+    return seconds, pq.read_table(info.shard_file(0), columns=["task_id"]).column("task_id").to_pylist()
+
+
+def bench_manifest_startup(b: Bench) -> list[Row]:
+    """Row 14: the wall time of an array task with nothing left to do whose shard comes from a manifest of
+    1,000,000 files (1,000 shards of 1,000; its tasks are recorded done in the ledger, so it reads its
+    shard file, checks the run directory and ends), vs row 4's task with no work that lists a 1-file corpus.
+    Target: at most 2 s, whatever the size of the manifest (the task reads only its shard's file)."""
+    from curator_slurm.slurm.ledger import LedgerWriter, RunDir
+
+    files = 20_000 if b.quick else 1_000_000
+    shards = files // 1000
+    with fresh_dir(b.out("manifest-startup")) as work:
+        progress(f"row 14: writing a manifest of {files:,} files over {shards} shards (the files are not made)")
+        write_seconds, mine = planned_manifest(work, files, shards)
+        out = work / "out"
+        run_dir = out / ".curator-run"
+        RunDir(run_dir).claim(demo_pipeline(work / "input", out).fingerprint())
+        ledger = LedgerWriter(str(run_dir), ShardSpec.explicit(0, shards))
+        for task_id in mine:  # shard 0 finished earlier: this task start finds nothing left to do
+            ledger.write({"source": task_id, "status": "done", "outputs": [], "rows_in": 0, "rows_out": 0})
+        ledger.close()
+        env = clean_env(
+            {"CURATOR_MANIFEST": str(work / "manifest"), "CURATOR_NUM_SHARDS": str(shards), "CURATOR_SHARD_INDEX": "0"}
+        )
+        corpus = b.corpus("one-file")
+        owner = shard_of(FileGroupTask.from_paths([str(corpus.files[0])]).task_id, 64)
+        listing_env = clean_env({"CURATOR_NUM_SHARDS": "64", "CURATOR_SHARD_INDEX": str((owner + 1) % 64)})
+        b.warm_children()
+        # Untimed: writes sources.json once. The input directory does not exist, so a task that listed
+        # it instead of loading the manifest would fail (and the bench with it).
+        run_child(curate_cmd(work / "input", out), env)
+        manifest: list[float] = []
+        listing: list[float] = []
+        sides: list[tuple[list[float], Callable[[], ChildRun]]] = [
+            (manifest, lambda: run_child(curate_cmd(work / "input", out), env)),
+            (listing, lambda: run_child(curate_cmd(corpus.path, work / "listing-out"), listing_env)),
+        ]
+        for rep in range(b.micro_repeat):
+            progress(f"row 14: repeat {rep + 1}/{b.micro_repeat}")
+            for samples, fn in rotated(sides, rep):
+                samples.append(fn().wall)
+        if list(out.glob("*.parquet")):
+            raise BenchError("row 14: the task was meant to find nothing left to do but wrote outputs")
+    return [
+        Row("14", f"array task with nothing left to do, its shard from a {files:,}-file manifest ({shards:,} "
+            "shards), wall s (value: A)", Measure("manifest", "s", manifest), Measure("1-file listing (row 4)", "s",
+            listing), "<=", 2.0, value=statistics.median(manifest),
+            note=f"writing the manifest at submit took {write_seconds:.1f} s ({files:,} tasks, balanced)")
+    ]  # fmt: skip
+
+
 def bench_select(b: Bench) -> list[Row]:
     """Row 5: ns per source task of the shard filter vs ns of the hash call it cannot avoid.
 
@@ -1310,6 +1387,7 @@ GROUPS: list[Group] = [
     Group(("1", "2"), bench_executor),
     Group(("3a", "3b"), bench_sharded_cpu),
     Group(("4",), bench_empty_shard),
+    Group(("14",), bench_manifest_startup),
     Group(("5",), bench_select),
     Group(("6a", "6b", "6c", "6d"), bench_balance),
     Group(("7",), bench_rss),
