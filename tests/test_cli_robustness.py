@@ -3,6 +3,7 @@ bad --signal values, programming errors that keep their traceback, a bad SLURM_C
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -95,3 +96,25 @@ def test_a_bad_slurm_cpus_per_task_is_an_error_naming_it(value: str) -> None:
     with pytest.raises(ShardConfigError, match=f"SLURM_CPUS_PER_TASK='{value}'"):
         available_cpus({"SLURM_CPUS_PER_TASK": value})
     assert available_cpus({"SLURM_CPUS_PER_TASK": "3"}) == 3
+
+
+def test_job_states_asks_each_id_when_squeue_refuses_a_list_with_a_forgotten_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Some Slurm versions refuse the whole -j list when one id is unknown: the known ids must not be lost."""
+    from curator_slurm.slurm.submit import job_states
+
+    fake = tmp_path / "bin" / "squeue"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/bash\n"
+        'ids=""; while [ $# -gt 0 ]; do [ "$1" = -j ] && ids="$2"; shift; done\n'
+        'case "$ids" in\n'
+        '  41) echo "41_0 RUNNING"; echo "41_1 FAILED" ;;\n'
+        '  *) echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1 ;;\n'
+        "esac\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    assert job_states(["41", "7"]) == {"41_0": "RUNNING", "41_1": "FAILED"}
+    assert job_states(["7"]) == {}
