@@ -82,7 +82,7 @@ __all__ = [
     "UrlRemover",
     "WordCountFilter",
 ]
-#: The filters and the stages that apply them (curator_slurm.stages.filters), beyond those listed above.
+#: The filters and the stages that apply them (the filters subpackage), beyond those listed above.
 __all__ += [
     "BoilerPlateStringFilter",
     "BulletsFilter",

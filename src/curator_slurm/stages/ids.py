@@ -12,7 +12,7 @@ An id is ``<prefix>_<file hash>_<row>`` (``<file hash>_<row>`` without a prefix)
 - It is NeMo Curator's shape (``<prefix>_<batch id>_<index>``), with the batch's random id replaced by
   something that does not change from run to run.
 
-Positions come from :func:`curator_slurm.positions.document_positions`, which needs the rows the
+Positions come from :func:`..positions.document_positions`, which needs the rows the
 reader read: put ``AddId`` before any stage that drops rows (a filter), else it fails and says so.
 """
 

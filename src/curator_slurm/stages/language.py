@@ -5,7 +5,7 @@ Why CLD2 (pycld2): its model is part of the compiled extension, so nothing is do
 needs a model file fetched beforehand); it installs from wheels (gcld3 has none for Python 3.11 here
 and needs protobuf; langid.py is pure Python on numpy and slower); it identifies 80+ languages at
 10-25 MB/s per core here, nearly all of it in CLD2 itself; and its import takes about 2 ms, paid
-only when a language stage first runs (never when ``curator_slurm.stages`` is imported).
+only when a language stage first runs (never when this package is imported).
 
 The score of a document is the fraction of its text (by bytes, as CLD2 counts them) that is in its
 most likely language, 0 to 1. CLD2 answers ``"un"`` (unknown) with score 0 for text it cannot call

@@ -7,7 +7,7 @@ Where a pyarrow kernel gives exactly the same result (the regex and line-based o
 a whole column at once; the others run their per-document Python, as NeMo Curator does.
 
 Nothing here imports ftfy until a ``UnicodeReformatter`` modifies its first document: importing ftfy
-costs about 80 ms, which every process that imports ``curator_slurm.stages`` would otherwise pay.
+costs about 80 ms, which every process that imports this package would otherwise pay.
 """
 
 from __future__ import annotations
@@ -475,7 +475,7 @@ class Modify(ProcessingStage[DocumentBatch, DocumentBatch]):
     output field. ``output_fields``: None to change the (single) input field in place, else one field
     for all or one per modifier (None in the list: in place). A later modifier sees what the earlier
     ones wrote. Rows are never dropped or reordered, so document positions (and
-    :class:`~curator_slurm.stages.AddId`) still work after a Modify.
+    :class:`~.ids.AddId`) still work after a Modify.
     """
 
     def __init__(

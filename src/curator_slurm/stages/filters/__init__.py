@@ -1,5 +1,5 @@
 """Document filters: NeMo Curator's heuristic filters (same names, parameters, defaults and
-decisions), curator-slurm's own SymbolRatioFilter, and the stages that apply any of them."""
+decisions), this project's own SymbolRatioFilter, and the stages that apply any of them."""
 
 from .base import DocumentFilter, Filter, Score, ScoreFilter
 from .heuristic import (

@@ -95,7 +95,7 @@ def check_lang(owner: str, lang: str) -> str:
     if lang.lower() in ("zh", "ja"):
         raise ValueError(
             f"{owner}(lang={lang!r}): NeMo Curator splits {'Chinese' if lang.lower() == 'zh' else 'Japanese'} "
-            "words with a segmenter (jieba, MeCab); curator-slurm splits words on whitespace only, which would "
+            "words with a segmenter (jieba, MeCab); this package splits words on whitespace only, which would "
             "count a whole sentence as one word. Leave lang='en' only for space-separated languages."
         )
     return lang
