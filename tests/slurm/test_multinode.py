@@ -71,7 +71,7 @@ def test_srun_ranks_on_two_nodes_split_the_work_between_them(
 #: The stage is defined in the script: Ray ships it to the actors by value.
 SLOW_SCRIPT = """
 import sys, time
-from curator_slurm import LocalExecutor, Pipeline, configure_logging
+from curator_slurm import CuratorError, LocalExecutor, Pipeline, configure_logging
 from curator_slurm.backends.ray import RayExecutor
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage
 from curator_slurm.tasks import DocumentBatch
@@ -92,8 +92,14 @@ class Slow(ProcessingStage[DocumentBatch, DocumentBatch]):
 if __name__ == "__main__":
     configure_logging()
     source, out, seconds, executor = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+    node_wait = float(sys.argv[5]) if len(sys.argv) > 5 else 300.0
     pipeline = Pipeline("slow").add_stage(JsonlReader(source)).add_stage(Slow(seconds)).add_stage(ParquetWriter(out))
-    result = pipeline.run(RayExecutor(retry_backoff=0.1) if executor == "ray" else LocalExecutor(workers=1))
+    ray = RayExecutor(retry_backoff=0.1, node_wait_seconds=node_wait)
+    try:
+        result = pipeline.run(ray if executor == "ray" else LocalExecutor(workers=1))
+    except CuratorError as e:
+        print(f"slow: {type(e).__name__}: {e}", file=sys.stderr)
+        sys.exit(2)
     print(f"slow: {result.done} done")
 """
 
@@ -223,5 +229,34 @@ def test_a_ray_node_killed_mid_run_is_survived(multinode_cluster: str, corpus: P
     assert wait_for_job(array, timeout=JOB_TIMEOUT) == {"0": "COMPLETED"}, logs(out)
     assert read_tree(out) == read_tree(reference)
     assert re.search(r"a Ray worker of stages? .*'slow'.* died", logs(out)), logs(out)
+    wait_until(lambda: ray_leftovers(job) == [], 30, f"no Ray process or directory of job {job} on any node",
+               lambda: ray_leftovers(job))  # fmt: skip
+
+
+def test_a_node_that_cannot_join_fails_the_task_naming_it(multinode_cluster: str, corpus: Path, tmp_path: Path) -> None:
+    """The failure this cluster was built to show: the second node's `ray start` does not get the task's
+    token (an --env-setup line wraps srun to drop it, as the script did before it exported one), so it
+    cannot join. The pipeline waits its node_wait_seconds (20 here), then fails naming the node, and
+    nothing of Ray is left on either node."""
+    script, out = tmp_path / "slow.py", tmp_path / "out"
+    script.write_text(SLOW_SCRIPT)
+    drop_token = (
+        'srun() { if [[ " $* " == *" --address="* ]]; then env -u RAY_AUTH_MODE -u RAY_AUTH_TOKEN srun "$@"; '
+        'else command srun "$@"; fi; }'
+    )
+    array = submit(multinode_cluster, tmp_path, str(script), "--shards", "1", "--nodes-per-task", "2",
+                   "--cpus-per-task", "1", "--env-setup", drop_token, "--",
+                   str(corpus), str(out), "0", "ray", "20")  # fmt: skip
+    assert wait_for_job(array, timeout=JOB_TIMEOUT) == {"0": "FAILED"}, logs(out)
+    text = logs(out)
+    head = re.search(r"Ray head on (\S+) at", text)
+    assert head is not None, text
+    (other,) = {"cnode1", "cnode2"} - {head.group(1)}
+    assert re.search(
+        rf"slow: RayNodesMissingError: ray: only 1 of 2 nodes \(CURATOR_RAY_NODES\) joined the Ray cluster at "
+        rf"\S+ within 20 s \(joined: {head.group(1)} \([\d.]+\); missing: {other}\)",
+        text,
+    ), text
+    job = task_job_id(array, 0)
     wait_until(lambda: ray_leftovers(job) == [], 30, f"no Ray process or directory of job {job} on any node",
                lambda: ray_leftovers(job))  # fmt: skip

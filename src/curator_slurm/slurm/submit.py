@@ -221,14 +221,15 @@ def render_script(opts: SubmitOptions, chunk: ArrayChunk) -> str:
 HEAD_START_SECONDS = 300
 
 #: What runs Ray on one node of a multi-node task, as the task of an srun step of its own: ``ray start
-#: --block`` with a temporary directory for this task on this node. On SIGUSR1 (which srun passes on
-#: to its task: the batch script's way to end the step, as srun itself kills its step at once on
-#: SIGTERM) or SIGTERM (scancel, the time limit), or when Ray ends on its own, every Ray process of that
-#: directory (``ray start``, raylet, GCS, ...; their workers exit with their raylet) gets TERM, then
-#: KILL 4 s later (a worker node's raylet may wait a long time for a head that is going away), and the
-#: directory is removed: done in about 5 s, within Slurm's KillWait, so nothing of the task stays on any
-#: node. The processes are found by the directory in their command line, never by name; ``-z`` makes
-#: each argument a line and ``\(/\|$\)`` keeps the search from finding itself.
+#: --block`` with a temporary directory for this task on this node. On SIGUSR1 (the batch script's way
+#: to end the steps: ``scancel --signal=USR1`` reaches every step but the batch one, while SIGTERM to
+#: srun would make it kill its step at once) or SIGTERM (scancel, the time limit), or when Ray ends on
+#: its own, every Ray process of that directory (``ray start``, raylet, GCS, ...; their workers exit
+#: with their raylet) gets TERM, then KILL 4 s later (a worker node's raylet may wait a long time for a
+#: head that is going away), and the directory is removed: done in about 5 s, within Slurm's KillWait,
+#: so nothing of the task stays on any node. The processes are found by the directory in their command
+#: line, never by name; ``-z`` makes each argument a line and ``\(/\|$\)`` keeps the search from
+#: finding itself.
 _RAY_NODE = r"""tmp="/tmp/curator-ray-${SLURM_JOB_ID}-${SLURMD_NODENAME}"
 "$@" --temp-dir="$tmp" &
 stopped=0
@@ -291,7 +292,7 @@ def _ray_cluster_block(opts: SubmitOptions, command: str) -> list[str]:
         f'  if [ "$waited" -ge {wait} ]; then',
         f'    echo "curator-slurm: the Ray head on $head_node at $head:$port did not start in {wait} s '
         '(see its output above)" >&2',
-        "    kill -s USR1 $(jobs -p) 2>/dev/null || true",
+        '    scancel --signal=USR1 "$SLURM_JOB_ID" 2>/dev/null || true',
         "    wait",
         "    exit 1",
         "  fi",
@@ -310,9 +311,9 @@ def _ray_cluster_block(opts: SubmitOptions, command: str) -> list[str]:
         'wait "$child" || status=$?',
         'while kill -0 "$child" 2>/dev/null; do wait "$child" || status=$?; done',
         "# Stop this task's Ray by ending its srun steps (`ray stop` would end every Ray on the node,",
-        "# those of other array tasks sharing it too): srun passes SIGUSR1 on to the step, which stops",
-        "# its node's Ray and removes its files; SIGTERM would make srun kill the step at once.",
-        "kill -s USR1 $(jobs -p) 2>/dev/null || true",
+        "# those of other array tasks sharing it too): SIGUSR1 to every step but this batch step makes",
+        "# each stop its node's Ray and remove its files (SIGTERM would make srun kill its step at once).",
+        'scancel --signal=USR1 "$SLURM_JOB_ID" 2>/dev/null || true',
         'for _ in $(seq 30); do [ -z "$(jobs -rp)" ] && break; sleep 1; done',
         "kill $(jobs -p) 2>/dev/null || true",
         "wait",
