@@ -94,11 +94,18 @@ def run_plan(script: str, script_args: Sequence[str], cwd: str | None = None) ->
 
         sources_file = plans[0].get("sources_file")
         table = read_sources(sources_file) if sources_file and plans[0].get("kind") == "pipeline" else None
+        phase_sources = {
+            phase["phase"]: read_sources(phase["sources_file"])
+            for phase in plans[0].get("phases", [])
+            if phase.get("sources_file")
+        }
         for p in plans:
             p.pop("sources_file", None)
+            for phase in p.get("phases", []):
+                phase.pop("sources_file", None)
         # A script may run several pipelines (or a workflow of several phases): each wrote one plan line. The
         # first is the one submitted and followed; a workflow's line holds all of its phases.
-        return {**plans[0], "plans": plans, "sources_table": table}
+        return {**plans[0], "plans": plans, "sources_table": table, "phase_sources": phase_sources}
 
 
 def shard_loads(tasks: list[list[Any]], shards: int, strategy: str) -> list[tuple[int, float]]:
@@ -378,20 +385,18 @@ def _with_manifest(
 ) -> Any:
     """Plan once: write the source tasks ``sources`` as a manifest of ``opts.shards`` shards into the run
     directory (not on a dry run) and return ``opts`` that export ``CURATOR_MANIFEST`` to every task."""
-    from curator_slurm.slurm.manifest import new_manifest_dir, write_manifest
+    from curator_slurm.slurm.manifest import attach_manifest
 
-    directory = new_manifest_dir(opts.run_dir, kind)
-    strategy = opts.strategy or "balanced"
-    if not dry_run:
-        info = write_manifest(directory, sources, opts.shards, strategy, sources=record)
+    opts, info = attach_manifest(opts, sources, kind, dry_run, record)
+    if info is not None:
         weights = [w for _, w in info.loads]
         mean = sum(weights) / len(weights)
         print(
-            f"planned {info.count} source tasks into {directory} ({strategy}; heaviest shard "
+            f"planned {info.count} source tasks into {info.path} ({opts.strategy}; heaviest shard "
             f"{max(weights) / mean if mean else 1.0:.3f}x the mean)",
             file=sys.stderr if as_json else sys.stdout,
         )
-    return replace(opts, strategy=strategy, env=(*opts.env, ("CURATOR_MANIFEST", directory)))
+    return opts
 
 
 def _submit_workflow(args: argparse.Namespace, opts: Any, plan: dict[str, Any]) -> int:
@@ -399,6 +404,7 @@ def _submit_workflow(args: argparse.Namespace, opts: Any, plan: dict[str, Any]) 
     from curator_slurm.slurm.phases import parse_phase_shards, phase_options, phase_shard_counts, submit_phases
     from curator_slurm.slurm.submit import render_script, split_shards
 
+    phase_sources = plan.pop("phase_sources", None)  # each phase's manifest (not part of the saved plan)
     names = [p["phase"] for p in plan["phases"]]
     counts = phase_shard_counts(plan, args.shards, parse_phase_shards(args.phase_shards, names))
     limits = _array_limits(args.dry_run)[:2]
@@ -417,7 +423,7 @@ def _submit_workflow(args: argparse.Namespace, opts: Any, plan: dict[str, Any]) 
     from curator_slurm.slurm.phases import save_submission
 
     save_submission(plan["run_dir"], opts, counts, plan)
-    submitted = submit_phases(opts, plan, counts, limits)
+    submitted = submit_phases(opts, plan, counts, limits, sources=phase_sources)
     if args.json:
         _print_json({name: asdict(record) for name, record in submitted})
         return 0

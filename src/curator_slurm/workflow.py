@@ -114,7 +114,7 @@ class Workflow:
         options = options if options is not None else RunOptions.from_env()
         spec = shard if shard is not None else ShardSpec.from_env()
         if options.plan_out:
-            append_plan(options.plan_out, self.plan())
+            append_plan(options.plan_out, self.plan(options.plan_out))
             return WorkflowResult(planned=True)
         self._write_marker()
         todo = self.phases if options.phase is None else [self.phase(options.phase)]
@@ -156,13 +156,18 @@ class Workflow:
         )
 
     # --- planning -----------------------------------------------------------------------------------
-    def plan(self) -> dict[str, Any]:
+    def plan(self, plan_out: str | None = None) -> dict[str, Any]:
         """Every phase's source tasks, for `curator-slurm plan/submit` (no data is read). A phase whose
-        source lists what an earlier phase writes gives ids that do not depend on those files."""
+        source lists what an earlier phase writes gives ids that do not depend on those files. With
+        ``plan_out``, each phase's full source tasks are saved beside it, for its manifest."""
+        from curator_slurm.slurm.manifest import save_plan_sources
+
         phases = []
         for phase in self.phases:
             stages = phase.pipeline.build()
-            plan, _ = phase.pipeline.plan(stages, self.run_dir(phase))
+            plan, tasks = phase.pipeline.plan(stages, self.run_dir(phase))
+            if plan_out:
+                plan["sources_file"] = save_plan_sources(plan_out, tasks, tag=f"-{phase.name}")
             plan.update(phase=phase.name, default_shards=phase.default_shards, max_shards=phase.max_shards)
             phases.append(plan)
         first = phases[0]

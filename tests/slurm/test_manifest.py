@@ -205,3 +205,33 @@ def test_submitted_tasks_follow_the_manifest_not_the_input_tree(
     assert len(load_status(str(run_dir)).done) == 12
     (manifest,) = (run_dir / "manifest").iterdir()
     assert read_info(str(manifest)).strategy == "balanced"
+
+
+@pytest.mark.slurm
+def test_each_workflow_phase_loads_its_own_manifest(slurm_cluster: str, tmp_path: Path) -> None:
+    """examples/dedup.py submitted as a workflow: every phase's tasks load their shard from a manifest in the
+    phase's run directory (the bucket phase's tasks are known at plan time), and the result is the unsharded
+    run's."""
+    import pyarrow.parquet as pq
+
+    from curator_slurm.sample import make_corpus
+
+    dedup = EXAMPLE.parent / "dedup.py"
+    make_corpus(str(tmp_path / "in"), files=6, docs_per_file=30, seed=3)
+    first = sorted((tmp_path / "in").glob("*.jsonl"))
+    (tmp_path / "in" / "zz-copy.jsonl").write_bytes(first[0].read_bytes())  # exact duplicates to remove
+    args = ["--input", str(tmp_path / "in"), "--buckets", "4"]
+    subprocess.run([sys.executable, str(dedup), *args, "--output", str(tmp_path / "ref")], env=clean_env(),
+                   check=True, capture_output=True)  # fmt: skip
+    submit = [*CLI, "submit", str(dedup), "--shards", "2", "--json", "--", *args, "--output", str(tmp_path / "out")]
+    proc = subprocess.run(submit, env=clean_env(), check=True, capture_output=True, text=True)
+    jobs = {name: record["arrays"][0]["job_id"] for name, record in json.loads(proc.stdout).items()}
+    for name, job in jobs.items():
+        assert set(wait_for_job(job, timeout=300).values()) == {"COMPLETED"}, name
+    run_root = tmp_path / "out" / ".curator-work" / DEFAULT_RUN_DIR_NAME
+    for name, job in jobs.items():
+        logs = [p.read_text() for p in (run_root / name / "logs").glob(f"{job}_*.log")]
+        assert logs and all(f"from manifest {run_root / name}/manifest/submit-0" in log for log in logs), name
+    mine, theirs = ({p.name: pq.read_table(p) for p in sorted(d.glob("*.parquet"))}
+                    for d in (tmp_path / "out", tmp_path / "ref"))  # fmt: skip
+    assert list(mine) == list(theirs) and all(mine[n].equals(theirs[n]) for n in mine)

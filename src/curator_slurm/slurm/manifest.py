@@ -26,6 +26,7 @@ return None and the tasks list their input themselves, as before.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -108,9 +109,10 @@ def sources_table(tasks: Sequence[Task]) -> pa.Table | None:
     return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, SCHEMA, strict=True)], schema=SCHEMA)
 
 
-def save_plan_sources(plan_out: str, tasks: Sequence[Task]) -> str | None:
-    """Write the full source tasks next to the plan file ``plan_out`` (one file per plan line); the path,
-    for the plan's ``sources_file``, or None when the tasks cannot go into a manifest."""
+def save_plan_sources(plan_out: str, tasks: Sequence[Task], tag: str = "") -> str | None:
+    """Write the full source tasks next to the plan file ``plan_out`` (one file per plan line, and per
+    ``tag``, e.g. a workflow's phase); the path, for the plan's ``sources_file``, or None when the tasks
+    cannot go into a manifest."""
     table = sources_table(tasks)
     if table is None:
         return None
@@ -118,7 +120,7 @@ def save_plan_sources(plan_out: str, tasks: Sequence[Task]) -> str | None:
     if os.path.exists(plan_out):
         with open(plan_out, encoding="utf-8") as f:
             n = sum(1 for line in f if line.strip())
-    path = f"{plan_out}.sources-{n}.parquet"
+    path = f"{plan_out}.sources-{n}{tag}.parquet"
     pq.write_table(table, path, compression="zstd")
     return path
 
@@ -216,6 +218,20 @@ def new_manifest_dir(run_dir: str, kind: str) -> str:
     while os.path.exists(os.path.join(root, f"{kind}-{n}")):
         n += 1
     return os.path.join(root, f"{kind}-{n}")
+
+
+def attach_manifest(
+    opts: Any, table: pa.Table, kind: str, dry_run: bool, sources: dict[str, Any] | None = None
+) -> tuple[Any, ManifestInfo | None]:
+    """Plan once for a submission: write ``table`` as a manifest of ``opts.shards`` shards into a new
+    ``<opts.run_dir>/manifest/<kind>-<n>/`` (not on a dry run) and return ``opts`` (a ``SubmitOptions``) with
+    the strategy it used (``opts.strategy``, default ``balanced``) and ``CURATOR_MANIFEST`` exported to
+    every task, plus the manifest (None on a dry run)."""
+    directory = new_manifest_dir(opts.run_dir, kind)
+    strategy = opts.strategy or "balanced"
+    info = None if dry_run else write_manifest(directory, table, opts.shards, strategy, sources=sources)
+    env = (*(kv for kv in opts.env if kv[0] != "CURATOR_MANIFEST"), ("CURATOR_MANIFEST", directory))
+    return dataclasses.replace(opts, strategy=strategy, env=env), info
 
 
 def read_sources(path: str) -> pa.Table:
@@ -335,6 +351,7 @@ __all__ = [
     "SIZES_KEY",
     "ManifestInfo",
     "assign",
+    "attach_manifest",
     "check_sources",
     "load_shard",
     "new_manifest_dir",

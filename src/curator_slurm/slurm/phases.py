@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from curator_slurm.errors import CuratorError
@@ -74,10 +74,12 @@ def submit_phases(
     start: str | None = None,
     after: Sequence[str] = (),
     send: Callable[[SubmitOptions, list[ArrayChunk], str], Submission] | None = None,
+    sources: Mapping[str, Any] | None = None,
 ) -> list[tuple[str, Submission]]:
     """Submit the phases of ``plan`` from ``start`` (default: the first) on, each behind the one before
     (the first behind ``after``), writing each phase's plan into its run directory. Job ids are recorded
-    in each phase's ``submissions.jsonl`` as soon as its arrays are submitted."""
+    in each phase's ``submissions.jsonl`` as soon as its arrays are submitted. A phase with a table in
+    ``sources`` (its planned source tasks) gets a manifest in its run directory (``CURATOR_MANIFEST``)."""
     send = send or (lambda opts, chunks, kind: submit(opts, chunks, kind))
     names = [p["phase"] for p in plan["phases"]]
     first = names.index(start) if start else 0
@@ -86,6 +88,10 @@ def submit_phases(
     for phase in plan["phases"][first:]:
         opts = phase_options(base, phase, counts[phase["phase"]], previous)
         os.makedirs(opts.run_dir, exist_ok=True)
+        if sources and sources.get(phase["phase"]) is not None:  # plan once (curator_slurm.slurm.manifest)
+            from curator_slurm.slurm.manifest import attach_manifest
+
+            opts, _ = attach_manifest(opts, sources[phase["phase"]], "submit", dry_run=False)
         with open(os.path.join(opts.run_dir, "plan.json"), "w", encoding="utf-8") as f:
             json.dump({**phase, "workflow_plan": plan}, f)
         record = send(opts, split_shards(opts.shards, *limits), "submit")
