@@ -52,7 +52,7 @@ is_ours() {
     [[ "$comm" == "$2" ]] || return 1
     state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" || return 1
     [[ "$state" != Z ]] || return 1
-    tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "-f $CONF "
+    [[ "$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)" == *" -f $CONF "* ]]
 }
 
 wait_gone() {

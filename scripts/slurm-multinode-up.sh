@@ -70,7 +70,12 @@ done
 is_uint "$CTLD_PORT" || die "CURATOR_SLURM_MN_PORT must be an integer"
 is_uint "$WAIT_SECS" || die "CURATOR_SLURM_WAIT must be an integer"
 [[ "$(id -u)" == 0 ]] || die "must run as root"
-for cmd in ip nsenter unshare flock slurmctld slurmd scontrol sinfo srun munge; do
+if ! command -v ip >/dev/null 2>&1; then
+    log "installing iproute2 (ip is missing)"
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y iproute2
+fi
+for cmd in ip nsenter unshare mountpoint flock slurmctld slurmd scontrol sinfo srun munge getent; do
     command -v "$cmd" >/dev/null 2>&1 || die "$cmd not found; run scripts/slurm-up.sh first (it installs Slurm and munge)"
 done
 munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1 \
@@ -97,7 +102,8 @@ recorded_pid() {
     [[ "$comm" == "${1%%-*}" ]] || return 1
     state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" || return 1
     [[ "$state" != Z ]] || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "-f $CONF " || return 1
+    # (No `| grep -q` under pipefail: grep's early exit can fail the pipeline with SIGPIPE.)
+    [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == *" -f $CONF "* ]] || return 1
     echo "$pid"
 }
 
@@ -132,7 +138,7 @@ ensure_network() {
         log "creating bridge $BRIDGE ($NET.1/24)"
         ip link add "$BRIDGE" type bridge
     fi
-    ip addr show dev "$BRIDGE" | grep -qF "inet $NET.1/24" || ip addr add "$NET.1/24" dev "$BRIDGE"
+    [[ "$(ip addr show dev "$BRIDGE")" == *"inet $NET.1/24 "* ]] || ip addr add "$NET.1/24" dev "$BRIDGE"
     ip link set "$BRIDGE" up
     for ((i = 1; i <= NODES; i++)); do
         node="$(node_name "$i")" ns="$(netns_name "$i")" veth="$(veth_name "$i")" uts="$NS_DIR/uts-$(node_name "$i")"
@@ -144,7 +150,7 @@ ensure_network() {
         ip link set "$veth" master "$BRIDGE"
         ip link set "$veth" up
         ip -n "$ns" link set lo up
-        ip -n "$ns" addr show dev eth0 | grep -qF "inet $(node_ip "$i")/24" \
+        [[ "$(ip -n "$ns" addr show dev eth0)" == *"inet $(node_ip "$i")/24 "* ]] \
             || ip -n "$ns" addr add "$(node_ip "$i")/24" dev eth0
         ip -n "$ns" link set eth0 up
         ip -n "$ns" route replace default via "$NET.1" dev eth0
