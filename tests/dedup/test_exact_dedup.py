@@ -191,3 +191,22 @@ def test_normalisation_is_pythons_split_and_join() -> None:
     rng = random.Random(3)
     texts = ["".join(rng.choice([*spaces, "a", "b", "é"]) for _ in range(rng.randint(0, 25))) for _ in range(5000)]
     assert normalize_for_exact(pa.array(texts)).to_pylist() == [" ".join(t.split()) for t in texts]
+
+
+def test_shuffle_file_counts_and_what_a_bucket_task_reads(dup_corpus: Path, unsharded: Path) -> None:
+    """The scale limits the reference states, at small size: the hash phase writes one file per source task
+    (not one per task and bucket), the find phase one per bucket, and a bucket task's batch holds only its
+    own bucket's rows."""
+    from curator_slurm.shuffle import read_bucket, shuffle_files
+
+    work = unsharded / ".curator-work"
+    sources = len(list(dup_corpus.rglob("*.jsonl")))
+    files = shuffle_files(str(work / "shuffle" / "hash"))
+    assert len(files) == sources
+    assert len(list((work / "duplicates").glob("*.parquet"))) == 5
+    total = 0
+    for bucket in range(5):
+        table = read_bucket(files, bucket)
+        assert table is not None and set(table.column("bucket").to_pylist()) == {bucket}
+        total += table.num_rows
+    assert total == sum(pq.read_metadata(f).num_rows for f in files), "every row is in exactly one bucket"

@@ -96,7 +96,7 @@ def test_real_arrays_per_phase_then_retry_after_a_fixed_input(
     broken.write_text(good + '{"id": "x", "text": \n')
     out = tmp_path / "out"
     run_root = out / ".curator-work" / ".curator-run"
-    submitted = cli("submit", str(DEDUP), "--shards", "2", "--phase-shards", "find=3", "--json",
+    submitted = cli("submit", str(DEDUP), "--shards", "4", "--phase-shards", "find=3", "--json",
                     "--", "--input", str(copy), "--output", str(out), "--buckets", "6")  # fmt: skip
     jobs = {name: [a["job_id"] for a in record["arrays"]] for name, record in json.loads(submitted.stdout).items()}
     assert list(jobs) == ["hash", "find", "write"]
