@@ -365,14 +365,16 @@ def test_column_api_equals_per_document_api(texts: list[str | None], chunks: int
 
 @pytest.mark.parametrize("f", ALL_FILTERS, ids=repr)
 def test_column_api_on_sliced_large_and_empty_columns(f: DocumentFilter) -> None:
-    """A slice of a larger array (non-zero offset), a large_string column, an empty column and an
-    all-null column are scored like their texts."""
+    """A slice of a larger array (non-zero offset), a large_string column, an empty column, a column
+    with an empty chunk and an all-null column are scored like their texts."""
     texts = ["• a b a b\n\nthe the", "x http://porn.x/y ...", "", "  ", "日本 ⟨x⟩ 12", "a\na\nb", None, "z"]
     sliced = pa.chunked_array([pa.array(texts, pa.string()).slice(2, 5)])
     assert f.score_array(sliced).to_pylist() == pytest.approx([f.score_document(t or "") for t in texts[2:7]])
     large = pa.chunked_array([pa.array(texts, pa.large_string())])
     assert f.score_array(large).to_pylist() == pytest.approx([f.score_document(t or "") for t in texts])
     assert f.score_array(pa.chunked_array([], pa.string())).to_pylist() == []
+    gap = pa.chunked_array([pa.array(texts[:2], pa.string()), pa.array([], pa.string()), pa.array(texts[2:])])
+    assert f.score_array(gap).to_pylist() == pytest.approx([f.score_document(t or "") for t in texts])
     nulls = f.score_array(pa.chunked_array([pa.nulls(2)]))
     assert nulls.to_pylist() == pytest.approx([f.score_document("")] * 2)
 
