@@ -349,6 +349,8 @@ class RayExecutor(BaseExecutor):
     ``fuse``: consecutive stages with equal ``Resources`` share one pool, each actor running all of
     them (default); ``False`` gives every stage a pool of its own, its data passed on through Ray.
     ``temp_dir``: where a local Ray keeps its sockets, logs and spilled objects.
+    ``node_wait_seconds``: joining a cluster with ``CURATOR_RAY_NODES`` set (a multi-node array task),
+    how long to wait for that many nodes; fewer is a :class:`RayNodesMissingError` naming them.
     """
 
     def __init__(
