@@ -920,18 +920,34 @@ def cmd_local(args: argparse.Namespace, script_args: list[str]) -> int:
     os.makedirs(logs, exist_ok=True)
     plan = run_plan(args.script, script_args)
     if plan.get("kind") != "workflow":
-        return _local_array(args, script_args, args.shards, logs, {}, "shard")
+        extra = _local_manifest(plan["sources_table"], plan.get("run_dir"), args.shards, args.strategy)
+        return _local_array(args, script_args, args.shards, logs, extra, "shard")
     from curator_slurm.slurm.phases import parse_phase_shards, phase_shard_counts
 
     counts = phase_shard_counts(
         plan, args.shards, parse_phase_shards(args.phase_shards, [p["phase"] for p in plan["phases"]])
     )
+    run_dirs = {p["phase"]: p.get("run_dir") for p in plan["phases"]}
     for phase, n in counts.items():  # in order: a phase starts when every shard of the one before ended well
         print(f"phase {phase}:")
-        code = _local_array(args, script_args, n, logs, {"CURATOR_PHASE": phase}, f"{phase}-shard")
+        extra = _local_manifest(plan["phase_sources"].get(phase), run_dirs[phase], n, args.strategy)
+        code = _local_array(args, script_args, n, logs, {"CURATOR_PHASE": phase, **extra}, f"{phase}-shard")
         if code:
             return code
     return 0
+
+
+def _local_manifest(table: Any, run_dir: str | None, shards: int, strategy: str | None) -> dict[str, str]:
+    """``CURATOR_MANIFEST`` for the shards of a local array: the listing planned once, as `submit` does
+    (into ``<run dir>/manifest/local-<n>``); nothing when the tasks cannot go into a manifest or there is no
+    run directory."""
+    if table is None or not run_dir:
+        return {}
+    from curator_slurm.slurm.manifest import new_manifest_dir, write_manifest
+
+    directory = new_manifest_dir(run_dir, "local")
+    write_manifest(directory, table, shards, strategy or "balanced")
+    return {"CURATOR_MANIFEST": directory}
 
 
 def _local_array(

@@ -177,6 +177,21 @@ def test_plan_says_which_strategy_submit_uses(corpus: Path, tmp_path: Path) -> N
     assert summary["strategies"]["balanced"]["imbalance"] <= summary["strategies"]["hash"]["imbalance"]
 
 
+def test_local_array_plans_once(corpus: Path, tmp_path: Path) -> None:
+    reference, out = tmp_path / "reference", tmp_path / "out"
+    run_example(corpus, reference, "--workers", "1")
+    proc = subprocess.run(
+        [*CLI, "local", str(EXAMPLE), "--shards", "3", "--logs", str(tmp_path / "logs"), "--", "--input",
+         str(corpus), "--output", str(out), "--workers", "1"], capture_output=True, text=True, env=clean_env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    manifest = out / DEFAULT_RUN_DIR_NAME / "manifest" / "local-0"
+    assert read_info(str(manifest)).shards == 3
+    logs = [(tmp_path / "logs" / f"shard-{i}.log").read_text() for i in range(3)]
+    assert all(f"from manifest {manifest}" in log for log in logs)
+    assert read_tree(out) == read_tree(reference)
+
+
 @pytest.mark.slurm
 def test_submitted_tasks_follow_the_manifest_not_the_input_tree(
     slurm_cluster: str, corpus: Path, tmp_path: Path
