@@ -56,21 +56,9 @@ def match_substring(values: Any, pattern: str, regex: bool = False) -> Any:
     return call("match_substring_regex" if regex else "match_substring", values, options=options)
 
 
-def count_substring(values: Any, pattern: str, regex: bool = False) -> Any:
-    """Non-overlapping occurrences of ``pattern`` (an RE2 pattern when ``regex``) in each string, as
-    ``str.count`` counts them for a literal."""
-    options = _compute.MatchSubstringOptions(pattern)
-    return call("count_substring_regex" if regex else "count_substring", values, options=options)
-
-
 def starts_or_ends_with(values: Any, pattern: str, end: bool) -> Any:
     """Whether each string starts (or, with ``end``, ends) with the literal ``pattern``."""
     return call("ends_with" if end else "starts_with", values, options=_compute.MatchSubstringOptions(pattern))
-
-
-def is_in(values: Any, value_set: pa.Array) -> Any:
-    """Whether each value is one of ``value_set``."""
-    return call("is_in", values, options=_compute.SetLookupOptions(value_set))
 
 
 def split_pattern(values: Any, pattern: str) -> Any:

@@ -24,7 +24,7 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
-from .._kernels import call, match_substring, starts_or_ends_with
+from .._kernels import call, cast, match_substring, replace_regex, starts_or_ends_with
 from . import _text
 from .base import DocumentFilter, between
 
@@ -323,17 +323,11 @@ class UrlsFilter(_MaxRatio):
             rows = np.flatnonzero(np.asarray(match_substring(chunk, "://")))
             if len(rows):
                 some = chunk.take(pa.array(rows))
-                stripped = call("replace_substring_regex", some, options=_replace(URL_PATTERN))
+                stripped = replace_regex(some, URL_PATTERN, "")
                 url_chars[rows] = n[rows] - _text.char_lengths(stripped)
             return _ratio(url_chars, n, 1.0)
 
         return _text.per_chunk(texts, score, pa.float64())
-
-
-def _replace(pattern: str) -> object:
-    from .._kernels import _compute
-
-    return _compute.ReplaceSubstringOptions(pattern, "")
 
 
 class PornographicUrlsFilter(DocumentFilter):
@@ -395,16 +389,10 @@ class SubstringFilter(DocumentFilter):
             found = match_substring(column, self.substring)
         else:
             found = starts_or_ends_with(column, self.substring, end=self.position == "suffix")
-        return call("cast", found, options=_cast_int())
+        return cast(found, pa.int64())
 
     def keep_array(self, scores: pa.Array) -> pa.Array:
         return call("equal", scores, 1)
-
-
-def _cast_int() -> object:
-    from .._kernels import _compute
-
-    return _compute.CastOptions.safe(pa.int64())
 
 
 # --------------------------------------------------------------------------------------------------
