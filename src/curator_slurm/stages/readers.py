@@ -274,9 +274,9 @@ def _concat(tables: list[pa.Table], paths: list[str]) -> pa.Table:
 
 
 def _check_planned_sizes(task: FileGroupTask) -> None:
-    """A task from a submit-time manifest knows each file's size when it was planned
-    (``file_sizes``, curator_slurm.slurm.manifest.SIZES_KEY): an input removed or changed since then is
-    refused here, naming the file, instead of being read as something other than what was planned."""
+    """A task rebuilt from a plan made before it ran knows each file's size when it was planned
+    (``metadata["file_sizes"]``): an input removed or changed since then is refused here, naming the file,
+    instead of being read as something other than what was planned."""
     sizes = task.metadata.get("file_sizes")
     if not sizes:
         return
@@ -285,13 +285,13 @@ def _check_planned_sizes(task: FileGroupTask) -> None:
             now = os.path.getsize(path)
         except FileNotFoundError:
             raise InputError(
-                f"{path}: the file was removed after the run was planned (curator-slurm submit); restore it, "
+                f"{path}: the file was removed after the run was planned (at submit); restore it, "
                 "or submit the run again to plan the inputs as they are now"
             ) from None
         if now != planned:
             raise InputError(
-                f"{path}: the file is {now} bytes but was {planned} when the run was planned (curator-slurm "
-                "submit); restore it, or submit the run again (into a new run directory if outputs exist) to "
+                f"{path}: the file is {now} bytes but was {planned} when the run was planned (at submit); "
+                "restore it, or submit the run again (into a new run directory if outputs exist) to "
                 "plan the inputs as they are now"
             )
 
@@ -333,7 +333,7 @@ class _FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
             file_rows = [t.num_rows for t in tables]
             table = _concat(tables, list(task.data))
         # files and file_rows (with root, file_indices and byte_range from the source task) are what
-        # curator_slurm.positions turns into each document's position, when a stage asks for it.
+        # the positions module turns into each document's position, when a stage asks for it.
         return task.derive(table, cls=DocumentBatch, files=list(task.data), file_rows=file_rows)
 
 
