@@ -65,3 +65,22 @@ def split_pattern(values: Any, pattern: str) -> Any:
     """Each string split at every (non-overlapping) occurrence of the literal ``pattern``, as
     ``str.split(pattern)`` splits it."""
     return call("split_pattern", values, options=_compute.SplitPatternOptions(pattern))
+
+
+def to_numpy(array: Any) -> Any:
+    """A numpy copy-free view of a null-free Arrow array of integers, floats or booleans, read from its
+    buffers; anything else through ``to_numpy``. pyarrow 14's ``to_numpy`` looks for pandas on every call,
+    which, where pandas is not installed, is a search along all of ``sys.path`` each time."""
+    import numpy as np
+
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    kind = array.type
+    if array.null_count == 0 and (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        dtype = np.dtype(f"{'f' if pa.types.is_floating(kind) else 'u' if pa.types.is_unsigned_integer(kind) else 'i'}"
+                         f"{kind.bit_width // 8}")  # fmt: skip
+        return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
+    if array.null_count == 0 and pa.types.is_boolean(kind):
+        bits = np.unpackbits(np.frombuffer(array.buffers()[1], dtype=np.uint8), bitorder="little")
+        return bits[array.offset : array.offset + len(array)].astype(bool)
+    return array.to_numpy(zero_copy_only=False)

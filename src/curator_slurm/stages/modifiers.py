@@ -23,7 +23,7 @@ import pyarrow as pa
 from .._lazy import LazyModule
 from ..errors import InputError
 from ..tasks import DocumentBatch
-from ._kernels import call, replace_regex
+from ._kernels import call, replace_regex, to_numpy
 from .base import PASSTHROUGH, ProcessingStage
 
 _compute = LazyModule("pyarrow._compute")
@@ -279,8 +279,8 @@ class LineRemover(DocumentModifier):
         lines = call("split_pattern", texts, options=_compute.SplitPatternOptions("\n"))
         values = lines.flatten()
         keep = call("invert", call("is_in", values, options=_compute.SetLookupOptions(pa.array(self.patterns))))
-        parents = call("list_parent_indices", lines).to_numpy(zero_copy_only=False)
-        kept = keep.to_numpy(zero_copy_only=False)
+        parents = to_numpy(call("list_parent_indices", lines))
+        kept = to_numpy(keep)
         counts = _np.bincount(parents[kept], minlength=len(texts))
         offsets = _np.zeros(len(texts) + 1, dtype=_np.int32)
         _np.cumsum(counts, out=offsets[1:])

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from .._kernels import call, cast, split_pattern
+from .._kernels import call, cast, split_pattern, to_numpy
 
 
 def texts_of(texts: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
@@ -101,7 +101,7 @@ def _count_marks(marks: pa.Buffer, offsets: np.ndarray) -> np.ndarray:
     string column over the same offsets."""
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     column = pa.Array.from_buffers(pa.large_string(), len(offsets) - 1, [None, pa.py_buffer(offsets), marks])
-    return np.array(call("utf8_length", column).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return np.array(to_numpy(call("utf8_length", column)), dtype=np.int64)
 
 
 def ascii_table(chars: Iterable[str]) -> bytes:
@@ -162,7 +162,7 @@ def count_chars(view: Utf8, table: bytes | np.ndarray, non_ascii: Callable[[str]
 
 def char_lengths(chunk: pa.Array) -> np.ndarray:
     """``len(text)`` of each document: code points, as Python counts them."""
-    return np.asarray(call("utf8_length", chunk).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return np.asarray(to_numpy(call("utf8_length", chunk)), dtype=np.int64)
 
 
 def _is_space(c: str) -> bool:
@@ -203,7 +203,7 @@ class Pieces:
     @classmethod
     def from_lists(cls, lists: pa.Array, n: int, keep: Callable[[pa.Array], np.ndarray] | None = None) -> Pieces:
         values = call("list_flatten", lists)
-        doc = np.asarray(call("list_parent_indices", lists).to_numpy(zero_copy_only=False), dtype=np.int64)
+        doc = np.asarray(to_numpy(call("list_parent_indices", lists)), dtype=np.int64)
         if keep is not None:
             mask = keep(values)
             if not mask.all():
@@ -265,7 +265,7 @@ def dictionary_codes(values: pa.Array | np.ndarray) -> np.ndarray:
     if len(values) == 0:
         return np.zeros(0, np.int64)
     encoded = call("dictionary_encode", values if isinstance(values, pa.Array) else pa.array(values))
-    return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return np.asarray(to_numpy(encoded.indices), dtype=np.int64)
 
 
 def combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
