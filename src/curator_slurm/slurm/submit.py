@@ -128,9 +128,9 @@ def split_shards(total: int, max_array_size: int, max_array_tasks: int | None = 
     """Cut ``total`` shards into arrays whose indices stay below ``max_array_size`` (Slurm's limit is
     on the index, so an array holds at most that many tasks) and within ``max_array_tasks``."""
     if total < 1:
-        raise ValueError(f"cannot split {total} shards")
+        raise OptionError(f"--shards {total}: cannot split fewer than 1 shard into arrays")
     if max_array_size < 1:
-        raise ValueError(f"MaxArraySize={max_array_size} leaves no valid array index")
+        raise OptionError(f"MaxArraySize={max_array_size} (scontrol show config) leaves no valid array index")
     per_array = min(max_array_size, max_array_tasks or max_array_size)
     return [ArrayChunk(offset, min(per_array, total - offset)) for offset in range(0, total, per_array)]
 
