@@ -31,7 +31,8 @@ test: venv
 FLOOR_VENV ?= .venv-pyarrow-floor
 PYARROW_FLOOR := 14.0.2
 FLOOR_TESTS := tests/test_io.py tests/test_filters.py tests/test_ledger.py tests/test_local_executor.py \
-	tests/test_sharding.py tests/test_shard_env.py
+	tests/test_sharding.py tests/test_shard_env.py tests/test_positions.py tests/stages/test_heuristic_filters.py \
+	tests/dedup
 
 $(FLOOR_VENV)/.installed: pyproject.toml Makefile
 	@test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)

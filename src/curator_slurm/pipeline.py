@@ -237,4 +237,4 @@ def default_run_dir(sink: ProcessingStage) -> str | None:
 def append_plan(path: str, plan: dict[str, Any]) -> None:
     """Add one plan (a pipeline's or a workflow's) as a JSON line: a script may run several."""
     with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(plan) + "\n")
+        f.write(json.dumps(plan, default=str) + "\n")

@@ -84,3 +84,19 @@ def to_numpy(array: Any) -> Any:
         bits = np.unpackbits(np.frombuffer(array.buffers()[1], dtype=np.uint8), bitorder="little")
         return bits[array.offset : array.offset + len(array)].astype(bool)
     return array.to_numpy(zero_copy_only=False)
+
+
+def from_numpy(values: Any, type_: pa.DataType) -> pa.Array:
+    """An Arrow array of ``type_`` (integer, floating or boolean) made from a numpy array's buffer; pyarrow
+    14's ``pa.array(ndarray)`` looks for pandas on every call (see :func:`to_numpy`)."""
+    import numpy as np
+
+    if pa.types.is_boolean(type_):
+        flags = np.asarray(values, dtype=bool)
+        packed = np.packbits(flags, bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), len(flags), [None, pa.py_buffer(packed)])
+    if pa.types.is_integer(type_) or pa.types.is_floating(type_):
+        kind = "f" if pa.types.is_floating(type_) else "u" if pa.types.is_unsigned_integer(type_) else "i"
+        data = np.ascontiguousarray(values, dtype=f"{kind}{type_.bit_width // 8}")
+        return pa.Array.from_buffers(type_, len(data), [None, pa.py_buffer(data)])
+    return pa.array(values, type=type_)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from .._kernels import call, cast, split_pattern, to_numpy
+from .._kernels import call, cast, from_numpy, split_pattern, to_numpy
 
 
 def texts_of(texts: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
@@ -41,7 +41,7 @@ def per_chunk(
 ) -> pa.ChunkedArray:
     """``score`` applied to each chunk of the column, as one chunked column of ``type``."""
     column = texts_of(texts)
-    out = [pa.array(score(chunk), type=type) for chunk in column.chunks]
+    out = [from_numpy(score(chunk), type) for chunk in column.chunks]
     return pa.chunked_array(out, type=type)
 
 

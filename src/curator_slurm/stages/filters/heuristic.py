@@ -24,7 +24,7 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
-from .._kernels import call, cast, match_substring, replace_regex, starts_or_ends_with
+from .._kernels import call, cast, match_substring, replace_regex, starts_or_ends_with, to_numpy
 from . import _text
 from .base import DocumentFilter, between
 
@@ -320,7 +320,7 @@ class UrlsFilter(_MaxRatio):
         def score(chunk: pa.Array) -> np.ndarray:
             n = _text.char_lengths(chunk)
             url_chars = np.zeros(len(chunk), np.int64)
-            rows = np.flatnonzero(np.asarray(match_substring(chunk, "://")))
+            rows = np.flatnonzero(to_numpy(match_substring(chunk, "://")))
             if len(rows):
                 some = chunk.take(pa.array(rows))
                 stripped = replace_regex(some, URL_PATTERN, "")
@@ -350,7 +350,7 @@ class PornographicUrlsFilter(DocumentFilter):
         def score(chunk: pa.Array) -> np.ndarray:
             out = np.zeros(len(chunk), np.int64)
             # Only a document containing "porn" can score 1; those few are checked in Python.
-            _python_scores(self, chunk, np.flatnonzero(np.asarray(match_substring(chunk, "porn"))), out)
+            _python_scores(self, chunk, np.flatnonzero(to_numpy(match_substring(chunk, "porn"))), out)
             return out
 
         return _text.per_chunk(texts, score, pa.int64())
@@ -662,11 +662,11 @@ class BulletsFilter(_MaxRatio):
             lines = _text.lines(chunk)
             bullets = np.zeros(len(chunk), np.int64)
             # Only lines of documents that contain a bullet character at all need the regex.
-            rows = np.flatnonzero(np.asarray(match_substring(chunk, f"[{''.join(BULLETS)}]", regex=True)))
+            rows = np.flatnonzero(to_numpy(match_substring(chunk, f"[{''.join(BULLETS)}]", regex=True)))
             if len(rows):
                 in_rows = np.isin(lines.doc, rows)
                 some = call("filter", lines.values, pa.array(in_rows))
-                starts = np.asarray(match_substring(some, _BULLET_START, regex=True))
+                starts = to_numpy(match_substring(some, _BULLET_START, regex=True))
                 bullets = np.bincount(lines.doc[in_rows][starts], minlength=len(chunk))
             return _ratio(bullets, lines.counts, 1.0)
 
@@ -694,7 +694,7 @@ class PunctuationFilter(_MaxRatio):
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
             lines = _text.lines(chunk)
-            marked = np.asarray(match_substring(lines.values, _ENDS_WITH_MARK, regex=True), dtype=bool)
+            marked = to_numpy(match_substring(lines.values, _ENDS_WITH_MARK, regex=True))
             return _ratio(lines.per_doc(~marked), lines.counts, 1.0)
 
         return _text.per_chunk(texts, score, pa.float64())
@@ -726,7 +726,7 @@ class EllipsisFilter(_MaxRatio):
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
             lines = _text.lines(chunk)
-            ending = np.asarray(match_substring(lines.values, _ENDS_WITH_ELLIPSIS, regex=True), dtype=bool)
+            ending = to_numpy(match_substring(lines.values, _ENDS_WITH_ELLIPSIS, regex=True))
             return _ratio(lines.per_doc(ending), lines.counts, 1.0)
 
         return _text.per_chunk(texts, score, pa.float64())
@@ -762,18 +762,18 @@ class BoilerPlateStringFilter(_MaxRatio):
         def score(chunk: pa.Array) -> np.ndarray:
             out = np.zeros(len(chunk), np.float64)
             # Only a text containing one of these words, in any case, can score above 0.
-            rows = np.flatnonzero(np.asarray(match_substring(chunk, _BOILERPLATE_WORDS, regex=True)))
+            rows = np.flatnonzero(to_numpy(match_substring(chunk, _BOILERPLATE_WORDS, regex=True)))
             if len(rows) == 0:
                 return out
             some = chunk.take(pa.array(rows))
             lowered = call("utf8_lower", some)
             paragraphs = _text.paragraphs(lowered)
-            policy = np.asarray(match_substring(paragraphs.values, _POLICY, regex=True), dtype=bool)
+            policy = to_numpy(match_substring(paragraphs.values, _POLICY, regex=True))
             scores = paragraphs.per_doc(policy) / paragraphs.counts  # every text has a paragraph
-            scores[np.asarray(match_substring(lowered, "lorem ipsum"), dtype=bool)] = 1.0
+            scores[to_numpy(match_substring(lowered, "lorem ipsum"))] = 1.0
             out[rows] = scores
             # Python lower-cases U+0130 (İ) to "i" + U+0307, Arrow to "i": score those texts in Python.
-            _python_scores(self, chunk, np.flatnonzero(np.asarray(match_substring(chunk, "\u0130"))), out)
+            _python_scores(self, chunk, np.flatnonzero(to_numpy(match_substring(chunk, "\u0130"))), out)
             return out
 
         return _text.per_chunk(texts, score, pa.float64())
