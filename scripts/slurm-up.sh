@@ -118,11 +118,19 @@ pids_named() {
 
 # Refuse to fight a daemon somebody else started (it would hold the ports);
 # we never kill it, we only report it.
+# A daemon started with another configuration file (`-f OTHER.conf`, e.g. the 3-node cluster of
+# scripts/slurm-multinode-up.sh, on its own ports) is not in the way and is left alone.
 check_foreign() {
-    local name="$1" mine others
+    local name="$1" mine pid others=""
     mine="$(recorded_pid "$name" || true)"
-    others="$(pids_named "$name" | grep -vx "${mine:-none}" || true)"
-    [[ -z "$others" ]] || die "a $name not started by this script is running (pid(s): $(tr "\n" " " <<<"$others")); stop it first"
+    for pid in $(pids_named "$name"); do
+        [[ "$pid" == "${mine:-none}" ]] && continue
+        if [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" =~ \ -f\ ([^ ]+) ]] && [[ "${BASH_REMATCH[1]}" != "$CONF" ]]; then
+            continue
+        fi
+        others+="$pid "
+    done
+    [[ -z "$others" ]] || die "a $name not started by this script is running (pid(s): $others); stop it first"
 }
 
 # Start daemon $1 with command "${@:2}" in its own session, logging to
