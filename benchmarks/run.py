@@ -1096,7 +1096,6 @@ def bench_ray(b: Bench) -> list[Row]:
 
 
 DEDUP_EXAMPLE = REPO / "examples" / "dedup.py"
-DEDUP_PHASES = ("hash", "find", "write")
 #: Row 10's baseline: the same exact dedup (whitespace-normalised text, first occurrence kept) as one
 #: process that holds the whole corpus in memory and deduplicates it with pyarrow's group-by.
 PLAIN_DEDUP = r"""
@@ -1113,6 +1112,45 @@ pq.write_table(table.filter(pc.is_in(index, first)), os.path.join(out, "dedup.pa
 """
 
 
+@dataclass
+class WorkflowRuns:
+    """Row 10's and 13's measurements: the workflow and the plain baseline, interleaved; per phase its
+    wall times and peak RSS, and the files the last run wrote in each phase's directory."""
+
+    flow: list[float] = field(default_factory=list)
+    plain: list[float] = field(default_factory=list)
+    wall: dict[str, list[float]] = field(default_factory=dict)
+    rss: dict[str, list[float]] = field(default_factory=dict)
+    files: dict[str, int] = field(default_factory=dict)
+
+
+def measure_workflow(
+    b: Bench, row: str, docs: int, flow_args: list[str], phases: dict[str, str], plain_code: str, source: Path
+) -> WorkflowRuns:
+    """Run examples/dedup.py ``flow_args`` one process per phase (as array tasks do, workers=1) and the plain
+    script ``plain_code SOURCE OUT``, interleaved ``b.repeat`` times; ``phases`` maps each phase, in order, to
+    the directory (relative to the output) whose Parquet files it writes."""
+    runs = WorkflowRuns(wall={p: [] for p in phases}, rss={p: [] for p in phases})
+    for rep in range(b.repeat):
+        for side in rotated(["flow", "plain"], rep):
+            progress(f"row {row}: {side}, repeat {rep + 1}/{b.repeat}")
+            with fresh_dir(b.out(f"{row}-{side}")) as out:
+                if side == "plain":
+                    runs.plain.append(docs / run_child([sys.executable, "-c", plain_code, str(source), str(out)],
+                                                       clean_env()).wall)  # fmt: skip
+                    continue
+                total = 0.0
+                for phase in phases:
+                    cmd = [sys.executable, str(DEDUP_EXAMPLE), *flow_args, "--output", str(out), "--workers", "1"]
+                    child = run_child(cmd, clean_env({"CURATOR_PHASE": phase}))
+                    total += child.wall
+                    runs.rss[phase].append(child.maxrss)
+                    runs.wall[phase].append(child.wall)
+                runs.flow.append(docs / total)
+                runs.files = {p: len(list((out / d).glob("*.parquet"))) for p, d in phases.items()}
+    return runs
+
+
 def bench_exact_dedup(b: Bench) -> list[Row]:
     """Row 10: the exact-dedup workflow (examples/dedup.py: hash, find, write; one process per phase as an
     array task would run it, workers=1) against a plain in-memory pyarrow group-by dedup, docs/s; and each
@@ -1120,50 +1158,24 @@ def bench_exact_dedup(b: Bench) -> list[Row]:
     corpus = b.corpus("base")
     docs = len(corpus.files) * b.docs_per_file
     b.warm_children()
-    flow: list[float] = []
-    plain: list[float] = []
-    phase_rss: dict[str, list[float]] = {p: [] for p in DEDUP_PHASES}
-    phase_wall: dict[str, list[float]] = {p: [] for p in DEDUP_PHASES}
-    files: dict[str, int] = {}
-    for rep in range(b.repeat):
-        for side in rotated(["flow", "plain"], rep):
-            progress(f"row 10: {side}, repeat {rep + 1}/{b.repeat}")
-            with fresh_dir(b.out(f"dedup-{side}")) as out:
-                if side == "plain":
-                    plain.append(docs / run_child([sys.executable, "-c", PLAIN_DEDUP, str(corpus.path), str(out)],
-                                                  clean_env()).wall)  # fmt: skip
-                    continue
-                total = 0.0
-                for phase in DEDUP_PHASES:
-                    cmd = [sys.executable, str(DEDUP_EXAMPLE), "--input", str(corpus.path), "--output", str(out),
-                           "--workers", "1"]  # fmt: skip
-                    child = run_child(cmd, clean_env({"CURATOR_PHASE": phase}))
-                    total += child.wall
-                    phase_rss[phase].append(child.maxrss)
-                    phase_wall[phase].append(child.wall)
-                flow.append(docs / total)
-                work = out / ".curator-work"
-                files = {
-                    "hash": len(list((work / "shuffle" / "hash").glob("*.parquet"))),
-                    "find": len(list((work / "duplicates").glob("*.parquet"))),
-                    "write": len(list(out.glob("*.parquet"))),
-                }
+    phases = {"hash": ".curator-work/shuffle/hash", "find": ".curator-work/duplicates", "write": "."}
+    runs = measure_workflow(b, "10", docs, ["--input", str(corpus.path)], phases, PLAIN_DEDUP, corpus.path)
     rows = [
         Row("10a", f"exact dedup, 3 phases, workers=1 / plain pyarrow group-by dedup in memory ({docs:,} docs)",
-            Measure("workflow", "docs/s", flow), Measure("plain", "docs/s", plain), ">=", 0.5,
+            Measure("workflow", "docs/s", runs.flow), Measure("plain", "docs/s", runs.plain), ">=", 0.5,
             note="the workflow writes and reads its shuffle through the filesystem; the plain loop holds the "
                  "corpus in memory and cannot be sharded"),
     ]  # fmt: skip
-    for key, phase in zip("bcd", DEDUP_PHASES, strict=True):
+    for key, phase in zip("bcd", phases, strict=True):
+        written = runs.files.get(phase, 0)
         rows.append(
-            Row(f"10{key}", f"exact dedup phase {phase!r}: peak RSS / base corpus size; {files.get(phase, 0)} files "
-                f"written, {statistics.median(phase_wall[phase]):.2f} s",
-                Measure(phase, "B", phase_rss[phase]), Measure("corpus", "B", [float(corpus.bytes)]), "report", 0.0)
+            Row(f"10{key}", f"exact dedup phase {phase!r}: peak RSS / base corpus size; {written} files "
+                f"written, {statistics.median(runs.wall[phase]):.2f} s",
+                Measure(phase, "B", runs.rss[phase]), Measure("corpus", "B", [float(corpus.bytes)]), "report", 0.0)
         )  # fmt: skip
     return rows
 
 
-FUZZY_PHASES = ("signatures", "candidates", "components", "write")
 #: Row 13's baseline: read every JSONL file and write it as Parquet, the least any dedup must do.
 PLAIN_COPY = r"""
 import os, sys
@@ -1204,47 +1216,20 @@ def bench_fuzzy_workflow(b: Bench) -> list[Row]:
     files written and peak RSS."""
     root, docs = near_duplicate_jsonl(b)
     b.warm_children()
-    flow: list[float] = []
-    plain: list[float] = []
-    rss: dict[str, list[float]] = {p: [] for p in FUZZY_PHASES}
-    wall: dict[str, list[float]] = {p: [] for p in FUZZY_PHASES}
-    files: dict[str, int] = {}
-    for rep in range(b.repeat):
-        for side in rotated(["flow", "plain"], rep):
-            progress(f"row 13: {side}, repeat {rep + 1}/{b.repeat}")
-            with fresh_dir(b.out(f"fuzzy-{side}")) as out:
-                if side == "plain":
-                    plain.append(
-                        docs / run_child([sys.executable, "-c", PLAIN_COPY, str(root), str(out)], clean_env()).wall
-                    )
-                    continue
-                total = 0.0
-                for phase in FUZZY_PHASES:
-                    cmd = [sys.executable, str(DEDUP_EXAMPLE), "--fuzzy", "--input", str(root), "--output", str(out),
-                           "--workers", "1"]  # fmt: skip
-                    child = run_child(cmd, clean_env({"CURATOR_PHASE": phase}))
-                    total += child.wall
-                    rss[phase].append(child.maxrss)
-                    wall[phase].append(child.wall)
-                flow.append(docs / total)
-                work = out / ".curator-work"
-                files = {
-                    "signatures": len(list((work / "shuffle" / "bands").glob("*.parquet"))),
-                    "candidates": len(list((work / "edges").glob("*.parquet"))),
-                    "components": len(list((work / "duplicates").glob("*.parquet"))),
-                    "write": len(list(out.glob("*.parquet"))),
-                }
+    phases = {"signatures": ".curator-work/shuffle/bands", "candidates": ".curator-work/edges",
+              "components": ".curator-work/duplicates", "write": "."}  # fmt: skip
+    runs = measure_workflow(b, "13", docs, ["--fuzzy", "--input", str(root)], phases, PLAIN_COPY, root)
     rows = [
         Row("13a", f"fuzzy dedup, 4 phases, workers=1 / plain pyarrow JSONL-to-Parquet copy ({docs:,} docs, "
             "planted near-duplicates)",
-            Measure("workflow", "docs/s", flow), Measure("plain copy", "docs/s", plain), ">=", 0.2),
+            Measure("workflow", "docs/s", runs.flow), Measure("plain copy", "docs/s", runs.plain), ">=", 0.2),
     ]  # fmt: skip
-    for key, phase in zip("bcde", FUZZY_PHASES, strict=True):
+    for key, phase in zip("bcde", phases, strict=True):
+        written, speed = runs.files.get(phase, 0), [docs / w for w in runs.wall[phase]]
         rows.append(
-            Row(f"13{key}", f"fuzzy dedup phase {phase!r}: docs/s of the phase alone; {files.get(phase, 0)} files "
-                f"written, peak RSS {statistics.median(rss[phase]) / 2**20:.0f} MiB",
-                Measure(phase, "docs/s", [docs / w for w in wall[phase]]), Measure("plain copy", "docs/s", plain),
-                "report", 0.0)
+            Row(f"13{key}", f"fuzzy dedup phase {phase!r}: docs/s of the phase alone; {written} files "
+                f"written, peak RSS {statistics.median(runs.rss[phase]) / 2**20:.0f} MiB",
+                Measure(phase, "docs/s", speed), Measure("plain copy", "docs/s", runs.plain), "report", 0.0)
         )  # fmt: skip
     return rows
 

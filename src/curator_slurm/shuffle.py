@@ -44,18 +44,21 @@ def bucket_of(keys: np.ndarray, buckets: int) -> np.ndarray:
     return (mixed >> np.uint64(32)) % np.uint64(buckets)
 
 
-class BucketWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
-    """Write a batch that has a ``bucket`` column into ``<path>/<source id>.parquet``, one row group per
-    bucket, sorted by bucket: the map side of the shuffle. Empty batches still write a file (with the
-    schema), so the next phase sees that this source task produced nothing rather than nothing at all."""
+class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
+    """Write each batch sorted by ``column`` into ``<path>/<source id>.parquet``, atomically, with ``column``'s
+    statistics in every row group, so a reader can pick the row groups of a value or a range from the footer.
+    Row groups hold one value each (``group_rows=None``) or ``group_rows`` rows. Every source task gets a
+    file, an empty one too, so the next phase sees that it produced nothing rather than nothing at all."""
 
-    name = "bucket_writer"
+    name = "sorted_file_writer"
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, column: str, group_rows: int | None = None) -> None:
         self.path = os.fspath(path)
+        self.column = column
+        self.group_rows = group_rows
 
     def inputs(self) -> tuple[list[str], list[str]]:
-        return ["data"], [BUCKET]
+        return ["data"], [self.column]
 
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], []
@@ -65,19 +68,20 @@ class BucketWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
 
     def process(self, task: DocumentBatch) -> FileGroupTask:
         table = task.data
-        if BUCKET not in table.column_names:
-            raise InputError(f"stage {self.name!r}: the batch of task {task.task_id} has no {BUCKET!r} column")
-        buckets = table.column(BUCKET).to_numpy()
-        order = np.argsort(buckets, kind="stable")
+        if self.column not in table.column_names:
+            raise InputError(f"stage {self.name!r}: the batch of task {task.task_id} has no {self.column!r} column")
+        values = table.column(self.column).to_numpy()
+        order = np.argsort(values, kind="stable")
         table = call("take", table, pa.array(order))
-        bounds = np.flatnonzero(np.diff(buckets[order])) + 1
+        if self.group_rows is None:
+            bounds = np.flatnonzero(np.diff(values[order])) + 1
+        else:
+            bounds = np.arange(self.group_rows, table.num_rows, self.group_rows)
         pieces = np.split(np.arange(table.num_rows), bounds) if table.num_rows else []
         final = os.path.join(self.path, f"{task.source_id or task.task_id}.parquet")
 
         def write(f: BinaryIO) -> None:
-            writer = pq.ParquetWriter(
-                f, table.schema, compression="zstd", use_dictionary=False, write_statistics=[BUCKET]
-            )
+            writer = pq.ParquetWriter(f, table.schema, compression="zstd", write_statistics=[self.column])
             try:
                 for piece in pieces:
                     writer.write_table(table.slice(int(piece[0]), len(piece)), row_group_size=len(piece))
@@ -94,6 +98,15 @@ class BucketWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
             metadata={"rows": table.num_rows},
             source_id=task.source_id,
         )
+
+
+class BucketWriter(SortedFileWriter):
+    """The map side of the shuffle: a batch with a ``bucket`` column, one row group per bucket."""
+
+    name = "bucket_writer"
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        super().__init__(path, BUCKET)
 
 
 class BucketSource(ProcessingStage[EmptyTask, FileGroupTask]):

@@ -11,18 +11,19 @@ task reads only the row groups whose key range overlaps its own files' keys.
 from __future__ import annotations
 
 import os
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from .._lazy import LazyModule
 from ..positions import document_positions
-from ..shuffle import read_overlapping
-from ..stages._kernels import call, filter_table
+from ..shuffle import SortedFileWriter, read_overlapping
+from ..stages._kernels import filter_table
 from ..stages.base import PASSTHROUGH, ProcessingStage
-from ..stages.writers import atomic_write
-from ..tasks import DocumentBatch, FileGroupTask
+from ..stages.writers import BaseWriter
+from ..tasks import DocumentBatch
+from ..workflow import Phase
 
 pq = LazyModule("pyarrow.parquet")
 
@@ -32,46 +33,21 @@ KEY = "key"
 ROW_GROUP = 65_536
 
 
-class SortedKeyWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
-    """Write a batch sorted by ``key`` into ``<path>/<source id>.parquet`` (row groups with key statistics).
-
-    Every source task gets a file, also an empty one, so a reader can tell "nothing to drop" from "not
-    written yet" by the ledger, never by a missing file."""
+class SortedKeyWriter(SortedFileWriter):
+    """A list of documents (or edges) sorted by ``key``, in row groups of :data:`ROW_GROUP` rows."""
 
     name = "sorted_key_writer"
 
     def __init__(self, path: str | os.PathLike) -> None:
-        self.path = os.fspath(path)
+        super().__init__(path, KEY, ROW_GROUP)
 
-    def inputs(self) -> tuple[list[str], list[str]]:
-        return ["data"], [KEY]
 
-    def outputs(self) -> tuple[list[str], list[str] | None]:
-        return ["data"], []
+def write_phase(name: str, reader: ProcessingStage, duplicates_dir: str, writer: BaseWriter) -> Phase:
+    """The last phase of a dedup workflow: the input read again, without the listed documents, written."""
+    from ..pipeline import Pipeline
 
-    def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
-        os.makedirs(self.path, exist_ok=True)
-
-    def process(self, task: DocumentBatch) -> FileGroupTask:
-        table = task.data
-        table = call("take", table, pa.array(np.argsort(table.column(KEY).to_numpy(), kind="stable")))
-        final = os.path.join(self.path, f"{task.source_id or task.task_id}.parquet")
-
-        def write(f: BinaryIO) -> None:
-            writer = pq.ParquetWriter(f, table.schema, compression="zstd", write_statistics=[KEY])
-            try:
-                writer.write_table(table, row_group_size=ROW_GROUP)
-            finally:
-                writer.close()
-
-        atomic_write(final, write)
-        return FileGroupTask(
-            task_id=task.task_id,
-            dataset_name=task.dataset_name,
-            data=[final],
-            metadata={"rows": table.num_rows},
-            source_id=task.source_id,
-        )
+    pipeline = Pipeline(f"{name}-write").add_stage(reader).add_stage(RemoveDuplicates(duplicates_dir))
+    return Phase("write", pipeline.add_stage(writer))
 
 
 def keys_in_range(directory: str, low: int, high: int) -> np.ndarray:

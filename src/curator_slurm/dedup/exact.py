@@ -34,7 +34,7 @@ from ..stages.base import ProcessingStage
 from ..stages.writers import BaseWriter
 from ..tasks import DocumentBatch
 from ..workflow import Phase, Workflow
-from .common import KEY, RemoveDuplicates, SortedKeyWriter
+from .common import KEY, SortedKeyWriter, write_phase
 
 DEFAULT_BUCKETS = 64
 
@@ -204,15 +204,7 @@ class ExactDuplicates(Workflow):
             ),
         ]
         if not identify_only:
-            phases.append(
-                Phase(
-                    "write",
-                    Pipeline(f"{name}-write")
-                    .add_stage(reader)
-                    .add_stage(RemoveDuplicates(duplicates_dir))
-                    .add_stage(writer),
-                )
-            )
+            phases.append(write_phase(name, reader, duplicates_dir, writer))
         super().__init__(name, work, phases)
 
 

@@ -39,7 +39,7 @@ from ..stages.writers import BaseWriter
 from ..tasks import DocumentBatch, FileGroupTask
 from ..workflow import Phase, Workflow
 from . import minhash
-from .common import KEY, RemoveDuplicates, SortedKeyWriter
+from .common import KEY, SortedKeyWriter, write_phase
 from .exact import _reader_with_fields
 
 pq = LazyModule("pyarrow.parquet")
@@ -243,13 +243,5 @@ class FuzzyDuplicates(Workflow):
             ),
         ]
         if not identify_only:
-            phases.append(
-                Phase(
-                    "write",
-                    Pipeline(f"{name}-write")
-                    .add_stage(reader)
-                    .add_stage(RemoveDuplicates(duplicates_dir))
-                    .add_stage(writer),
-                )
-            )
+            phases.append(write_phase(name, reader, duplicates_dir, writer))
         super().__init__(name, work, phases)
