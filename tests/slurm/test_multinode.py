@@ -70,7 +70,7 @@ def test_srun_ranks_on_two_nodes_split_the_work_between_them(
 #: A pipeline whose middle stage sleeps on every source task, so a run can be stopped or hurt midway.
 #: The stage is defined in the script: Ray ships it to the actors by value.
 SLOW_SCRIPT = """
-import sys, time
+import os, sys, time
 from curator_slurm import CuratorError, LocalExecutor, Pipeline, configure_logging
 from curator_slurm.backends.ray import RayExecutor
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage
@@ -92,6 +92,8 @@ class Slow(ProcessingStage[DocumentBatch, DocumentBatch]):
 if __name__ == "__main__":
     configure_logging()
     source, out, seconds, executor = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+    if os.environ.get("SLURM_ARRAY_TASK_ID", "0") != "0":
+        seconds = 0.0  # only the array's first task is slow
     node_wait = float(sys.argv[5]) if len(sys.argv) > 5 else 300.0
     pipeline = Pipeline("slow").add_stage(JsonlReader(source)).add_stage(Slow(seconds)).add_stage(ParquetWriter(out))
     ray = RayExecutor(retry_backoff=0.1, node_wait_seconds=node_wait)
@@ -192,6 +194,8 @@ def test_an_array_of_two_node_tasks_runs_ray_over_both_nodes(
 def test_scancel_of_a_running_two_node_task_leaves_no_ray_on_any_node(
     multinode_cluster: str, corpus: Path, tmp_path: Path
 ) -> None:
+    """scancel while the task's actors run on both nodes: every node's step stops its Ray and removes
+    its directory within Slurm's KillWait."""
     script, out = tmp_path / "slow.py", tmp_path / "out"
     script.write_text(SLOW_SCRIPT)
     array = submit(multinode_cluster, tmp_path, str(script), "--shards", "1", "--nodes-per-task", "2",
@@ -260,3 +264,19 @@ def test_a_node_that_cannot_join_fails_the_task_naming_it(multinode_cluster: str
     job = task_job_id(array, 0)
     wait_until(lambda: ray_leftovers(job) == [], 30, f"no Ray process or directory of job {job} on any node",
                lambda: ray_leftovers(job))  # fmt: skip
+
+
+def test_a_task_that_ends_first_stops_only_its_own_ray(multinode_cluster: str, corpus: Path, tmp_path: Path) -> None:
+    """Two tasks of one array share both nodes; the last one (whose job id is the array's) has nothing
+    slow to do and ends while the first still works. Ending its Ray must not touch the first task's
+    (`scancel $SLURM_JOB_ID` there would signal every task of the array): both complete."""
+    script, reference, out = tmp_path / "slow.py", tmp_path / "reference", tmp_path / "out"
+    script.write_text(SLOW_SCRIPT)
+    local = subprocess.run([sys.executable, str(script), str(corpus), str(reference), "0", "local"],
+                           env=clean_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert local.returncode == 0, local.stderr
+    array = submit(multinode_cluster, tmp_path, str(script), "--shards", "2", "--nodes-per-task", "2",
+                   "--cpus-per-task", "1", "--", str(corpus), str(out), "3", "ray")  # fmt: skip
+    assert wait_for_job(array, timeout=JOB_TIMEOUT) == {"0": "COMPLETED", "1": "COMPLETED"}, logs(out)
+    assert read_tree(out) == read_tree(reference)
+    assert logs(out).count("ray: actors on 2 node(s)") == 2
