@@ -128,9 +128,11 @@ def node_namespaces() -> dict[int, str]:
     return {os.stat(p).st_ino: p.name.removeprefix("curator-") for p in Path("/run/netns").glob("curator-cnode*")}
 
 
-def ray_processes_on_nodes(marker: str = "") -> list[str]:
-    """``node: pid command`` of every Ray process (raylet, GCS, workers, ``ray start``) in a node's
-    network namespace whose command line contains ``marker``: all nodes share this machine's process table."""
+def ray_processes_on_nodes(job: str) -> list[str]:
+    """``node: pid command`` of every Ray process (raylet, GCS, workers, ``ray start``) of Slurm job
+    ``job`` (an array task's own id) in a node's network namespace: all nodes share this machine's
+    process table. A process belongs to the job by the ``SLURM_JOB_ID`` it inherited from its step
+    (Ray workers retitle themselves ``ray::...``, so their command line does not say)."""
     namespaces, found = node_namespaces(), []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -138,20 +140,19 @@ def ray_processes_on_nodes(marker: str = "") -> list[str]:
         try:
             node = namespaces.get(os.stat(proc / "ns" / "net").st_ino)
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue  # gone meanwhile
         is_ray = cmdline.startswith("ray::") or any(m in cmdline for m in ("/ray/", "bin/ray ", "curator-ray-"))
         is_ray = is_ray and Path(cmdline.split(" ")[0]).name not in ("bash", "srun")  # Slurm's, that run Ray
-        if node and is_ray and marker in cmdline:
+        if node and is_ray and f"SLURM_JOB_ID={job}".encode() in environ:
             found.append(f"{node}: {proc.name} {cmdline[:200]}")
     return found
 
 
 def ray_leftovers(job: str) -> list[str]:
-    """The temporary directories of Slurm job ``job`` (an array task's own id), and every Ray process on
-    any node: called when no other multi-node job runs (Ray workers retitle themselves ``ray::...``, so
-    their command line does not say which job they belong to)."""
-    return [str(p) for p in Path("/tmp").glob(f"curator-ray-{job}-*")] + ray_processes_on_nodes()
+    """The temporary directories and Ray processes of Slurm job ``job`` left on any node."""
+    return [str(p) for p in Path("/tmp").glob(f"curator-ray-{job}-*")] + ray_processes_on_nodes(job)
 
 
 def wait_until(condition: Callable[[], object], timeout: float, what: str, show: Callable[[], object] = str) -> None:
@@ -225,8 +226,8 @@ def test_a_ray_node_killed_mid_run_is_survived(multinode_cluster: str, corpus: P
     job = task_job_id(array, 0)
     head = re.search(r"Ray head on (\S+) at", logs(out))
     assert head is not None
-    victims = [line for line in ray_processes_on_nodes() if not line.startswith(head.group(1) + ":")]
-    assert victims, ray_processes_on_nodes()
+    victims = [line for line in ray_processes_on_nodes(job) if not line.startswith(head.group(1) + ":")]
+    assert victims, ray_processes_on_nodes(job)
     for line in victims:
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(line.split()[1]), signal.SIGKILL)
