@@ -163,7 +163,7 @@ def test_multi_node_tasks_run_on_their_own_ray_cluster_and_leave_nothing_behind(
     job_ids = {str(r["job_id"]) for r in iter_records(str(out / DEFAULT_RUN_DIR_NAME))}
     assert len(job_ids) == 2
     for task_job in job_ids:
-        assert not Path(f"/tmp/curator-ray-{task_job}").exists()
+        assert not list(Path("/tmp").glob(f"curator-ray-{task_job}-*")), "a node's Ray directory outlived the task"
         left = subprocess.run(["pgrep", "-f", f"curator-ray-{task_job}"], capture_output=True, text=True)
         assert left.stdout == "", f"Ray processes of job {task_job} outlived it: {left.stdout}"
 
