@@ -123,7 +123,7 @@ def test_fuzzy_dedup_as_real_arrays(slurm_cluster: str, planted, tmp_path: Path)
     subprocess.run([sys.executable, str(DEDUP), *args, "--output", str(ref)], env=clean_env(), check=True,
                    capture_output=True)  # fmt: skip
     proc = subprocess.run(
-        [sys.executable, "-m", "curator_slurm.cli", "submit", str(DEDUP), "--shards", "2", "--phase-shards",
+        [sys.executable, "-m", "curator_slurm.cli", "submit", str(DEDUP), "--shards", "4", "--phase-shards",
          "candidates=3", "--json", "--", *args, "--output", str(out)],
         env=clean_env(), check=True, capture_output=True, text=True,
     )  # fmt: skip
