@@ -132,9 +132,16 @@ class Workflow:
         return result
 
     def missing(self, phase: Phase) -> tuple[list[str], dict[str, dict[str, Any]]]:
-        """The source tasks of ``phase`` that are not done, and the failure records among them."""
-        stages = phase.pipeline.build()
-        ids = [t.task_id for t in list_sources(stages[0], ShardSpec.single()).sources]
+        """The source tasks of ``phase`` that are not done, and the failure records among them.
+
+        The tasks are those `curator-slurm submit` planned for the phase (its ``plan.json``) when there is
+        one: every task of the next phase then checks without listing the input again, and agrees with
+        the phase's own tasks, which follow that plan (a file added since is in neither). Otherwise the
+        phase's source stage lists them."""
+        ids = planned_ids(self.run_dir(phase))
+        if ids is None:
+            stages = phase.pipeline.build()
+            ids = [t.task_id for t in list_sources(stages[0], ShardSpec.single()).sources]
         state = load_status(self.run_dir(phase))
         missing = [i for i in ids if i not in state.done]
         return missing, {i: state.failed[i] for i in missing if i in state.failed}
@@ -203,6 +210,19 @@ def write_marker(run_root: str, name: str, phases: list[str]) -> None:
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(payload, f)
     os.replace(tmp, path)
+
+
+def planned_ids(run_dir: str) -> list[str] | None:
+    """The source task ids in the ``plan.json`` that `curator-slurm submit` wrote into a phase's run
+    directory, or None when there is none (a run started by hand lists its sources itself)."""
+    import json
+
+    try:
+        with open(os.path.join(run_dir, "plan.json"), encoding="utf-8") as f:
+            tasks = json.load(f).get("tasks")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [str(t[0]) for t in tasks] if isinstance(tasks, list) else None
 
 
 def workflow_phases(run_root: str) -> list[str] | None:

@@ -210,3 +210,21 @@ def test_shuffle_file_counts_and_what_a_bucket_task_reads(dup_corpus: Path, unsh
         assert table is not None and set(table.column("bucket").to_pylist()) == {bucket}
         total += table.num_rows
     assert total == sum(pq.read_metadata(f).num_rows for f in files), "every row is in exactly one bucket"
+
+
+def test_a_later_phase_checks_the_planned_tasks_not_a_new_listing(tmp_path: Path) -> None:
+    """With the plan that `submit` writes into a phase's run directory, the next phase checks completeness
+    against it: a file added to the input after the plan (which the phase's own tasks, following the plan,
+    never saw) does not block the next phase; without a plan, the listing sees it and the phase waits."""
+    data = tmp_path / "in"
+    make_dup_corpus(data, files=4, docs=10)
+    wf = workflow(data, tmp_path / "out")
+    wf.run(LocalExecutor(workers=1), options=RunOptions(phase="hash"))
+    hash_plan = Path(wf.run_dir("hash")) / "plan.json"
+    hash_plan.write_text(json.dumps(wf.plan()["phases"][0]))
+    (data / "a" / "zz-added-later.jsonl").write_text(json.dumps({"id": "late", "text": "late"}) + "\n")
+    result = wf.run(LocalExecutor(workers=1), options=RunOptions(phase="find"))
+    assert result.phases["find"].done == 5
+    hash_plan.unlink()
+    with pytest.raises(PhaseNotReadyError, match="1 source task"):
+        wf.run(LocalExecutor(workers=1), options=RunOptions(phase="find"))
