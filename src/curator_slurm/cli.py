@@ -158,13 +158,18 @@ def cmd_plan(args: argparse.Namespace, script_args: list[str]) -> int:
     plan = run_plan(args.script, script_args)
     summary = plan_summary(plan, args.shards)
     summary["run_dir"] = plan["run_dir"]
-    summary["manifest"] = plan.pop("sources_table") is not None
+    table = plan.pop("sources_table")
+    if plan.get("kind") == "workflow":  # the table shows the first phase; submit gives every phase a manifest
+        table = (plan.get("phase_sources") or {}).get(plan["phases"][0]["phase"])
+        summary["phase"] = plan["phases"][0]["phase"]
+    summary["manifest"] = table is not None
     summary["submit_strategy"] = "balanced" if summary["manifest"] else "hash"
     if args.json:
         _print_json(summary)
         return 0
     unit = "bytes" if plan["has_bytes"] else "weight"
-    print(f"{summary['source_tasks']} source tasks over {args.shards} shards (run directory: {plan['run_dir']})")
+    of = f" of phase {summary['phase']!r}" if "phase" in summary else ""
+    print(f"{summary['source_tasks']} source tasks{of} over {args.shards} shards (run directory: {plan['run_dir']})")
     print(
         f"{'strategy':<9} {'tasks min-max':>14} {unit + ' min':>12} {'mean':>12} {'max':>12} "
         f"{'max/mean':>9} {'empty':>6}"

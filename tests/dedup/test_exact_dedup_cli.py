@@ -117,3 +117,15 @@ def test_real_arrays_per_phase_then_retry_after_a_fixed_input(
     mine, theirs = tree(out), tree(ref)
     assert list(mine) == list(theirs) and all(mine[n].equals(theirs[n]) for n in mine)
     assert cli("retry", str(run_root)).stdout.startswith("nothing to retry")
+
+
+def test_plan_of_a_workflow_shows_its_first_phase_and_the_manifest_strategy(
+    corpus_and_reference: tuple[Path, Path], tmp_path: Path
+) -> None:
+    data, _ = corpus_and_reference
+    args = ["--", "--input", str(data), "--output", str(tmp_path / "out")]
+    summary = json.loads(cli("plan", str(DEDUP), "--shards", "3", "--json", *args).stdout)
+    assert (summary["phase"], summary["source_tasks"]) == ("hash", 6)
+    assert summary["manifest"] is True and summary["submit_strategy"] == "balanced"
+    text = cli("plan", str(DEDUP), "--shards", "3", *args).stdout
+    assert text.startswith("6 source tasks of phase 'hash' over 3 shards")
