@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from curator_slurm.logs import ROOT
 from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME
@@ -71,3 +72,34 @@ def read_tree(root: Path) -> dict[str, bytes]:
         for p in sorted(Path(root).rglob("*"))
         if p.is_file() and DEFAULT_RUN_DIR_NAME not in p.relative_to(root).parts
     }
+
+
+def parquet_tables(root: Path) -> dict[str, Any]:
+    """The Parquet files directly in ``root`` by name, as tables (an output directory of a writer)."""
+    import pyarrow.parquet as pq
+
+    return {p.name: pq.read_table(p) for p in sorted(Path(root).glob("*.parquet"))}
+
+
+def assert_same_parquet(mine: Path, theirs: Path) -> None:
+    """Both directories hold the same Parquet files, by name, with equal tables."""
+    a, b = parquet_tables(mine), parquet_tables(theirs)
+    assert list(a) == list(b), "other file names"
+    assert all(a[name].equals(b[name]) for name in a), "same names, other rows"
+
+
+def kill_when_recorded(cmd: list[str], ledger: Path, timeout: float) -> None:
+    """Start ``cmd`` and SIGKILL it as soon as a record appears in the ledger directory ``ledger`` (the run
+    is then in the middle of the work that ledger records); fail if it ended before that."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(cmd, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if ledger.is_dir() and any(f.stat().st_size for f in ledger.iterdir()):
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, f"the run ended before {ledger} recorded anything"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()

@@ -5,12 +5,9 @@ exactly-once, resumable and refuse to start before the phase they read is comple
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,7 +20,7 @@ from curator_slurm.slurm.env import RunOptions
 from curator_slurm.slurm.ledger import iter_records
 from curator_slurm.stages import JsonlReader, ParquetWriter
 from curator_slurm.workflow import PhaseNotReadyError
-from helpers import REPO, clean_env
+from helpers import REPO, assert_same_parquet, clean_env, kill_when_recorded, parquet_tables
 
 DEDUP = REPO / "examples" / "dedup.py"
 
@@ -72,10 +69,6 @@ def kept_ids(output: Path) -> list[str]:
     return sorted(i for f in files for i in pq.read_table(f).column("id").to_pylist())
 
 
-def output_tree(output: Path) -> dict[str, pa.Table]:
-    return {p.name: pq.read_table(p) for p in sorted(output.glob("*.parquet"))}
-
-
 def run_phase(wf: ExactDuplicates, phase: str, shards: int) -> None:
     for i in range(shards):
         wf.run(LocalExecutor(workers=1), shard=ShardSpec.explicit(i, shards), options=RunOptions(phase=phase))
@@ -101,7 +94,7 @@ def test_kept_documents_equal_a_brute_force_global_dedup(dup_corpus: Path, unsha
     assert dropped, "the corpus has duplicates"
     assert kept_ids(unsharded) == sorted(kept)
     # Every other column comes through unchanged.
-    table = pa.concat_tables(output_tree(unsharded).values())
+    table = pa.concat_tables(parquet_tables(unsharded).values())
     assert set(table.column_names) == {"id", "text", "n"}
     assert all(int(i.split("-")[1]) == n for i, n in zip(table["id"].to_pylist(), table["n"].to_pylist(), strict=True))
 
@@ -114,9 +107,7 @@ def test_any_shard_count_per_phase_gives_the_unsharded_output(
     wf = workflow(dup_corpus, out)
     for phase, shards in zip(["hash", "find", "write"], layout, strict=True):
         run_phase(wf, phase, shards)
-    mine, theirs = output_tree(out), output_tree(unsharded)
-    assert list(mine) == list(theirs), "same file names as the unsharded run"
-    assert all(mine[name].equals(theirs[name]) for name in mine), "same rows, file for file"
+    assert_same_parquet(out, unsharded)
 
 
 def test_a_phase_refuses_to_start_before_the_phase_it_reads(dup_corpus: Path, tmp_path: Path) -> None:
@@ -164,23 +155,14 @@ def test_kill_9_in_the_find_phase_then_rerun(dup_corpus: Path, unsharded: Path, 
            "--buckets", "300", "--workers", "1"]  # fmt: skip
     find_ledger = out / ".curator-work" / ".curator-run" / "find" / "ledger"
     # 300 buckets make the find phase long enough (300 tasks) to be caught in the middle.
-    proc = subprocess.Popen(cmd, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None:
-        if find_ledger.is_dir() and any(f.stat().st_size for f in find_ledger.iterdir()):
-            break
-        time.sleep(0.01)
-    assert proc.poll() is None, "the run ended before the find phase recorded anything"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_when_recorded(cmd, find_ledger, timeout=60)
     hash_dir = out / ".curator-work" / ".curator-run" / "hash"
     hash_records = len(list(iter_records(str(hash_dir))))
     find_done = sum(r["status"] == "done" for r in iter_records(str(find_ledger.parent)))
     assert 0 < find_done < 300, "killed in the middle of the find phase"
     subprocess.run(cmd, env=clean_env(), check=True, capture_output=True)
     assert len(list(iter_records(str(hash_dir)))) == hash_records, "no phase-1 work redone"
-    mine, theirs = output_tree(out), output_tree(unsharded)
-    assert list(mine) == list(theirs) and all(mine[n].equals(theirs[n]) for n in mine)
+    assert_same_parquet(out, unsharded)
 
 
 def test_normalisation_is_pythons_split_and_join() -> None:

@@ -8,11 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 from test_exact_dedup import brute_force, kept_ids, make_dup_corpus
 
-from helpers import REPO, clean_env
+from helpers import REPO, assert_same_parquet, clean_env
 from slurmtools import wait_for_job
 
 DEDUP = REPO / "examples" / "dedup.py"
@@ -22,10 +21,6 @@ def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "curator_slurm.cli", *args], env=clean_env(), capture_output=True, text=True, check=check
     )
-
-
-def tree(out: Path) -> dict[str, object]:
-    return {p.name: pq.read_table(p) for p in sorted(out.glob("*.parquet"))}
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +45,7 @@ def test_local_runs_each_phase_as_its_own_array(corpus_and_reference: tuple[Path
         "phase hash:", "phase find:", "phase write:"
     ]  # fmt: skip
     assert "running 2 shards" in proc.stdout.split("phase find:")[1].split("phase write:")[0]
-    mine, theirs = tree(out), tree(ref)
-    assert list(mine) == list(theirs) and all(mine[n].equals(theirs[n]) for n in mine)
+    assert_same_parquet(out, ref)
     kept, _ = brute_force(data)
     assert kept_ids(out) == sorted(kept)
 
@@ -114,8 +108,7 @@ def test_real_arrays_per_phase_then_retry_after_a_fixed_input(
                 if line.startswith("phase ")}  # fmt: skip
     for name in ("hash", "find", "write"):
         assert set(wait_for_job(new_jobs[name], timeout=180).values()) == {"COMPLETED"}, name
-    mine, theirs = tree(out), tree(ref)
-    assert list(mine) == list(theirs) and all(mine[n].equals(theirs[n]) for n in mine)
+    assert_same_parquet(out, ref)
     assert cli("retry", str(run_root)).stdout.startswith("nothing to retry")
 
 

@@ -5,11 +5,8 @@ kill -9, and as real Slurm arrays."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +20,7 @@ from curator_slurm.dedup.synthetic import near_duplicate_corpus, score_groups
 from curator_slurm.slurm.env import RunOptions
 from curator_slurm.slurm.ledger import iter_records
 from curator_slurm.stages import JsonlReader, ParquetWriter
-from helpers import REPO, clean_env
+from helpers import REPO, assert_same_parquet, clean_env, kill_when_recorded, parquet_tables
 from slurmtools import wait_for_job
 
 DEDUP = REPO / "examples" / "dedup.py"
@@ -38,10 +35,6 @@ def write_corpus(texts: list[str], root: Path) -> None:
         with (root / f"part-{f // PER_FILE:03d}.jsonl").open("w") as out:
             for i in range(f, min(f + PER_FILE, len(texts))):
                 out.write(json.dumps({"idx": i, "text": texts[i]}) + "\n")
-
-
-def tree(out: Path) -> dict[str, pa.Table]:
-    return {p.name: pq.read_table(p) for p in sorted(out.glob("*.parquet"))}
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +75,7 @@ def test_kept_set_is_the_same_for_any_shards_per_phase(planted, tmp_path: Path) 
         for phase, shards in zip(PHASES, layout, strict=True):
             for i in range(shards):
                 wf.run(LocalExecutor(workers=1), shard=ShardSpec.explicit(i, shards), options=RunOptions(phase=phase))
-        outputs[layout] = tree(out)
+        outputs[layout] = parquet_tables(out)
     one, four = outputs.values()
     assert list(one) == list(four) and all(one[n].equals(four[n]) for n in one)
     kept = sum(t.num_rows for t in one.values())
@@ -95,24 +88,14 @@ def test_kill_9_in_the_candidates_phase_then_rerun(planted, tmp_path: Path) -> N
     base = [sys.executable, str(DEDUP), "--fuzzy", "--input", str(root), "--buckets", "200", "--workers", "1"]
     subprocess.run([*base, "--output", str(ref)], env=clean_env(), check=True, capture_output=True)
     ledger = out / ".curator-work" / ".curator-run" / "candidates" / "ledger"
-    proc = subprocess.Popen([*base, "--output", str(out)], env=clean_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if ledger.is_dir() and any(f.stat().st_size for f in ledger.iterdir()):
-            break
-        time.sleep(0.01)
-    assert proc.poll() is None, "the run ended before the candidates phase recorded anything"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_when_recorded([*base, "--output", str(out)], ledger, timeout=120)
     first = out / ".curator-work" / ".curator-run" / "signatures"
     before = len(list(iter_records(str(first))))
     done = sum(r["status"] == "done" for r in iter_records(str(ledger.parent)))
     assert 0 < done < 200
     subprocess.run([*base, "--output", str(out)], env=clean_env(), check=True, capture_output=True)
     assert len(list(iter_records(str(first)))) == before, "no signature work redone"
-    mine, theirs = tree(out), tree(ref)
-    assert list(mine) == list(theirs) and all(mine[n].equals(theirs[n]) for n in mine)
+    assert_same_parquet(out, ref)
 
 
 @pytest.mark.slurm
@@ -131,8 +114,7 @@ def test_fuzzy_dedup_as_real_arrays(slurm_cluster: str, planted, tmp_path: Path)
     assert list(jobs) == PHASES
     for name in PHASES:
         assert set(wait_for_job(jobs[name], timeout=300).values()) == {"COMPLETED"}, name
-    mine, theirs = tree(out), tree(ref)
-    assert list(mine) == list(theirs) and all(mine[n].equals(theirs[n]) for n in mine)
+    assert_same_parquet(out, ref)
 
 
 def test_estimated_jaccard_check_drops_weak_candidates(planted, tmp_path: Path) -> None:
