@@ -16,6 +16,7 @@ the arrays of the phase before.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import time
@@ -195,7 +196,6 @@ class Workflow:
 def write_marker(run_root: str, name: str, phases: list[str]) -> None:
     """``workflow.json`` in the run root names the phases in order, for `curator-slurm status`; written by
     `submit` (so status works before any task ran) and by every run."""
-    import json
 
     os.makedirs(run_root, exist_ok=True)
     path = os.path.join(run_root, WORKFLOW_FILE)
@@ -215,7 +215,6 @@ def write_marker(run_root: str, name: str, phases: list[str]) -> None:
 def planned_ids(run_dir: str) -> list[str] | None:
     """The source task ids in the ``plan.json`` that `curator-slurm submit` wrote into a phase's run
     directory, or None when there is none (a run started by hand lists its sources itself)."""
-    import json
 
     try:
         with open(os.path.join(run_dir, "plan.json"), encoding="utf-8") as f:
@@ -227,7 +226,6 @@ def planned_ids(run_dir: str) -> list[str] | None:
 
 def workflow_phases(run_root: str) -> list[str] | None:
     """The phase names of the workflow whose run directory is ``run_root``, or None if it is not one."""
-    import json
 
     path = os.path.join(run_root, WORKFLOW_FILE)
     if not os.path.exists(path):
