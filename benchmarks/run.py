@@ -68,8 +68,8 @@ import curator_slurm.sample
 from curator_slurm import LocalExecutor, Pipeline, ShardSpec, configure_logging
 from curator_slurm.backends.base import BaseExecutor
 from curator_slurm.cli import shard_loads
+from curator_slurm.runs.sharding import select, shard_of
 from curator_slurm.sample import make_corpus
-from curator_slurm.slurm.sharding import select, shard_of
 from curator_slurm.stages import FilePartitioningStage
 from curator_slurm.tasks import EmptyTask, FileGroupTask, Task, content_id
 
@@ -689,7 +689,7 @@ def planned_manifest(directory: Path, files: int, shards: int) -> tuple[float, l
     """A manifest of ``files`` one-file source tasks (the files are not made) over ``shards`` shards, as
     `curator-slurm submit` would write for examples/curate.py over ``directory / "input"``: lognormal sizes
     around 20 kB, balanced by bytes. Returns the seconds write_manifest took and shard 0's task ids."""
-    from curator_slurm.slurm.manifest import SCHEMA, write_manifest
+    from curator_slurm.runs.manifest import SCHEMA, write_manifest
 
     root = str(directory / "input")
     rng = random.Random(14)
@@ -716,7 +716,7 @@ def bench_manifest_startup(b: Bench) -> list[Row]:
     1,000,000 files (1,000 shards of 1,000; its tasks are recorded done in the ledger, so it reads its
     shard file, checks the run directory and ends), vs row 4's task with no work that lists a 1-file corpus.
     Target: at most 2 s, whatever the size of the manifest (the task reads only its shard's file)."""
-    from curator_slurm.slurm.ledger import LedgerWriter, RunDir
+    from curator_slurm.runs.ledger import LedgerWriter, RunDir
 
     files = 20_000 if b.quick else 1_000_000
     shards = files // 1000
@@ -905,7 +905,7 @@ def bench_rss(b: Bench) -> list[Row]:
 
 def bench_ledger(b: Bench) -> list[Row]:
     """Row 8: what the ledger costs: one durable record per source task, and loading a million."""
-    from curator_slurm.slurm.ledger import LedgerWriter, load_status
+    from curator_slurm.runs.ledger import LedgerWriter, load_status
 
     n_write = 200 if b.quick else 2000
     corpus = b.corpus("base")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from curator_slurm.logs import ROOT
-from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME
+from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "curate.py"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from curator_slurm import cli
-from curator_slurm.errors import ShardConfigError
+from curator_slurm.errors import SettingError
 from curator_slurm.slurm.env import available_cpus
 from curator_slurm.slurm.submit import ArrayChunk, SubmitOptions, render_script
 from helpers import EXAMPLE, clean_env, read_tree, run_example
@@ -93,7 +93,7 @@ def test_programming_errors_keep_their_traceback(monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.parametrize("value", ["abc", "0", "-2"])
 def test_a_bad_slurm_cpus_per_task_is_an_error_naming_it(value: str) -> None:
-    with pytest.raises(ShardConfigError, match=f"SLURM_CPUS_PER_TASK='{value}'"):
+    with pytest.raises(SettingError, match=f"SLURM_CPUS_PER_TASK='{value}'"):
         available_cpus({"SLURM_CPUS_PER_TASK": value})
     assert available_cpus({"SLURM_CPUS_PER_TASK": "3"}) == 3
 

@@ -35,7 +35,7 @@ from curator_slurm import (
     PipelineResult,
     ShardSpec,
 )
-from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME
+from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import (
     FilePartitioningStage,
     JsonlReader,

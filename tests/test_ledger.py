@@ -19,8 +19,8 @@ import pytest
 
 from curator_slurm import LocalExecutor, Pipeline, PipelineFailedError, ShardSpec
 from curator_slurm.errors import RunDirError
-from curator_slurm.slurm.env import RunOptions
-from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
+from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
+from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage, ScoreFilter, WordCountFilter
 from curator_slurm.tasks import DocumentBatch, EmptyTask
 from executors import ExecutorFactory

@@ -24,10 +24,11 @@ import pytest
 from curator_slurm import LocalExecutor, Pipeline, PipelineFailedError, ShardSpec
 from curator_slurm.backends.base import BaseExecutor, GraceExpired, PipelineResult, SourceResult
 from curator_slurm.backends.ray import RayExecutor, fuse_stages, plan_pools, ray_address
-from curator_slurm.errors import ShardConfigError
-from curator_slurm.slurm.env import RunOptions, ray_expected_nodes
-from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
-from curator_slurm.slurm.sharding import shard_of
+from curator_slurm.errors import SettingError
+from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
+from curator_slurm.runs.options import RunOptions
+from curator_slurm.runs.sharding import shard_of
+from curator_slurm.slurm.env import ray_expected_nodes
 from curator_slurm.stages import (
     JsonlReader,
     ParquetWriter,
@@ -194,7 +195,7 @@ def test_ray_address_comes_from_the_given_environment() -> None:
     assert ray_address({"RAY_ADDRESS": ""}) is None
     assert ray_address({}) is None
     assert ray_expected_nodes({"CURATOR_RAY_NODES": "4"}) == 4 and ray_expected_nodes({}) is None
-    with pytest.raises(ShardConfigError, match=r"CURATOR_RAY_NODES='0' must be >= 1"):
+    with pytest.raises(SettingError, match=r"CURATOR_RAY_NODES='0' must be >= 1"):
         ray_expected_nodes({"CURATOR_RAY_NODES": "0"})
 
 
@@ -567,7 +568,7 @@ def test_pipeline_without_tasks_never_starts_ray(tmp_path: Path) -> None:
 
 
 def _shard_of_only_task(inp: Path) -> int:
-    from curator_slurm.slurm.sharding import shard_of
+    from curator_slurm.runs.sharding import shard_of
 
     (only,) = source_ids(inp)
     return shard_of(only, 2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from curator_slurm import ShardConfigError, ShardSpec
+from curator_slurm import SettingError, ShardConfigError, ShardSpec
 from curator_slurm.slurm.env import available_cpus
 
 
@@ -132,13 +132,13 @@ def test_spec_is_frozen_and_validated() -> None:
 def test_available_cpus_prefers_slurm() -> None:
     assert available_cpus({"SLURM_CPUS_PER_TASK": "7"}) == 7
     assert available_cpus({}) >= 1
-    with pytest.raises(ShardConfigError, match="SLURM_CPUS_PER_TASK='junk' is not an integer"):
+    with pytest.raises(SettingError, match="SLURM_CPUS_PER_TASK='junk' is not an integer"):
         available_cpus({"SLURM_CPUS_PER_TASK": "junk"})  # an error naming it, not silently the affinity mask
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "soon"])
 def test_grace_seconds_must_be_a_finite_number(value: str) -> None:
-    from curator_slurm.slurm.env import RunOptions
+    from curator_slurm.runs.options import RunOptions
 
-    with pytest.raises(ShardConfigError, match="CURATOR_GRACE_SECONDS"):
+    with pytest.raises(SettingError, match="CURATOR_GRACE_SECONDS"):
         RunOptions.from_env({"CURATOR_GRACE_SECONDS": value})

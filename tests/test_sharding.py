@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from curator_slurm import LocalExecutor, Pipeline, ShardSpec, Task
-from curator_slurm.slurm.sharding import balanced_assignment, hash_assignment, select, shard_of
+from curator_slurm.runs.sharding import balanced_assignment, hash_assignment, select, shard_of
 from curator_slurm.stages import ProcessingStage
 from curator_slurm.tasks import EmptyTask, content_id
 from executors import ExecutorFactory

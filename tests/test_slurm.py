@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
+from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
 from executors import requires_ray
 from helpers import EXAMPLE, REPO, read_tree, run_example
 from slurmtools import sbatch, wait_for_job

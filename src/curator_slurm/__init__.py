@@ -29,6 +29,7 @@ try:
         InputError,
         PipelineBuildError,
         PipelineFailedError,
+        SettingError,
         ShardConfigError,
     )
     from curator_slurm.logs import configure_logging
@@ -54,6 +55,7 @@ __all__ = [
     "PipelineBuildError",
     "PipelineFailedError",
     "PipelineResult",
+    "SettingError",
     "ShardConfigError",
     "ShardSpec",
     "Task",

@@ -90,7 +90,7 @@ def run_plan(script: str, script_args: Sequence[str], cwd: str | None = None) ->
             plans = [json.loads(line) for line in f if line.strip()]
         # The full source tasks of the first plan, for the manifest (None: they cannot go into one); read now,
         # before the temporary directory goes. Not part of plan.json.
-        from curator_slurm.slurm.manifest import read_sources
+        from curator_slurm.runs.manifest import read_sources
 
         sources_file = plans[0].get("sources_file")
         table = read_sources(sources_file) if sources_file and plans[0].get("kind") == "pipeline" else None
@@ -110,7 +110,7 @@ def run_plan(script: str, script_args: Sequence[str], cwd: str | None = None) ->
 
 def shard_loads(tasks: list[list[Any]], shards: int, strategy: str) -> list[tuple[int, float]]:
     """(task count, weight) per shard under ``strategy``."""
-    from curator_slurm.slurm.sharding import balanced_assignment, hash_assignment
+    from curator_slurm.runs.sharding import balanced_assignment, hash_assignment
 
     ids = [t[0] for t in tasks]
     weights = [float(t[1]) for t in tasks]
@@ -123,7 +123,7 @@ def shard_loads(tasks: list[list[Any]], shards: int, strategy: str) -> list[tupl
 
 
 def _fmt_weight(value: float, has_bytes: bool) -> str:
-    from curator_slurm.slurm.sharding import format_bytes
+    from curator_slurm.runs.sharding import format_bytes
 
     return format_bytes(value) if has_bytes else f"{value:.0f}"
 
@@ -268,7 +268,7 @@ def refuse_if_busy(run_dir: str, force: bool = False) -> None:
 def check_before_submit(opts: Any, plan: dict[str, Any], manifest: bool = False) -> None:
     """What every array task would check as it starts, checked before sbatch (see ``check_submission``).
     With a ``manifest`` the sizes do not matter (the plan fixes who does what): only the ids are compared."""
-    from curator_slurm.slurm.ledger import check_submission
+    from curator_slurm.runs.ledger import check_submission
 
     ids = [t[0] for t in plan["tasks"]]
     weights = [int(t[1]) for t in plan["tasks"]] if opts.strategy == "balanced" and not manifest else None
@@ -390,7 +390,7 @@ def _with_manifest(
 ) -> Any:
     """Plan once: write the source tasks ``sources`` as a manifest of ``opts.shards`` shards into the run
     directory (not on a dry run) and return ``opts`` that export ``CURATOR_MANIFEST`` to every task."""
-    from curator_slurm.slurm.manifest import attach_manifest
+    from curator_slurm.runs.manifest import attach_manifest
 
     opts, info = attach_manifest(opts, sources, kind, dry_run, record)
     if info is not None:
@@ -444,7 +444,7 @@ def _submit_workflow(args: argparse.Namespace, opts: Any, plan: dict[str, Any]) 
 
 def check_run_dir(path: str) -> None:
     """Refuse a directory that is not a run directory (a common slip: the output directory itself)."""
-    from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, LEDGER_DIR, RUN_FILE, SOURCES_FILE
+    from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, LEDGER_DIR, RUN_FILE, SOURCES_FILE
 
     if not os.path.isdir(path):
         raise UsageError(f"{path}: no such run directory")
@@ -458,7 +458,7 @@ def check_run_dir(path: str) -> None:
 def collect_status(run_dir: str) -> dict[str, Any]:
     """Everything `status` shows, as data."""
     from curator_slurm.backends.base import funnel_of_records
-    from curator_slurm.slurm.ledger import RERUN_REMEDY, SOURCES_FILE, iter_records, read_json
+    from curator_slurm.runs.ledger import RERUN_REMEDY, SOURCES_FILE, iter_records, read_json
     from curator_slurm.slurm.submit import ACTIVE_STATES, ENDED_BADLY_STATES, job_states, load_submissions
 
     check_run_dir(run_dir)
@@ -721,7 +721,7 @@ def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
                 print(f"== phase {name}", file=sys.stderr if args.json else sys.stdout)
                 code = max(code, cmd_failures(argparse.Namespace(**{**vars(args), "run_dir": directory}), []))
         return code
-    from curator_slurm.slurm.ledger import load_status
+    from curator_slurm.runs.ledger import load_status
     from curator_slurm.slurm.submit import load_submissions
 
     check_run_dir(args.run_dir)
@@ -846,8 +846,8 @@ def _submit_option_names() -> set[str]:
 def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
     if _workflow_phase_dirs(args.run_dir) is not None:
         return _retry_workflow(args, os.path.abspath(args.run_dir))
-    from curator_slurm.slurm.ledger import load_status, read_json
-    from curator_slurm.slurm.sharding import write_source_list
+    from curator_slurm.runs.ledger import load_status, read_json
+    from curator_slurm.runs.sharding import write_source_list
     from curator_slurm.slurm.submit import SubmitOptions, load_submissions
 
     run_dir = os.path.abspath(args.run_dir)
@@ -896,7 +896,7 @@ def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from curator_slurm.slurm.ledger import source_record
+        from curator_slurm.runs.ledger import source_record
 
         wanted = pa.array(remaining, type=pa.string())
         left = sources.filter(pc.is_in(sources.column("task_id"), value_set=wanted))
@@ -948,7 +948,7 @@ def _local_manifest(table: Any, run_dir: str | None, shards: int, strategy: str 
     run directory."""
     if table is None or not run_dir:
         return {}
-    from curator_slurm.slurm.manifest import new_manifest_dir, write_manifest
+    from curator_slurm.runs.manifest import new_manifest_dir, write_manifest
 
     directory = new_manifest_dir(run_dir, "local")
     write_manifest(directory, table, shards, strategy or "balanced")

@@ -18,8 +18,12 @@ class PipelineBuildError(CuratorError, ValueError):
     """The pipeline's stages do not fit together."""
 
 
-class ShardConfigError(CuratorError, ValueError):
-    """An environment variable that controls sharding has a bad value."""
+class SettingError(CuratorError, ValueError):
+    """A ``CURATOR_*`` or ``SLURM_*`` variable has a value that cannot be used; the message names it."""
+
+
+class ShardConfigError(SettingError):
+    """A setting that decides this process's shard (count, index, strategy, source list) is invalid."""
 
 
 class RunDirError(CuratorError, RuntimeError):

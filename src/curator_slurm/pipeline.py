@@ -10,9 +10,10 @@ from typing import Any
 from curator_slurm.backends.base import BaseExecutor, PipelineResult, list_sources
 from curator_slurm.errors import PipelineBuildError, WorkerStartError
 from curator_slurm.logs import bound, ensure_logging
-from curator_slurm.slurm.env import RunOptions, ShardSpec
-from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, RunDir
-from curator_slurm.slurm.sharding import check_source_ids
+from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, RunDir
+from curator_slurm.runs.options import RunOptions
+from curator_slurm.runs.sharding import check_source_ids
+from curator_slurm.slurm.env import ShardSpec
 from curator_slurm.stages.base import _NOT_FINGERPRINTED, PASSTHROUGH, CompositeStage, ProcessingStage
 from curator_slurm.stages.writers import BaseWriter
 from curator_slurm.tasks import ID_SCHEME
@@ -162,7 +163,7 @@ class Pipeline:
     def _write_plan(self, path: str, stages: list[ProcessingStage], run_dir: str | os.PathLike | None) -> list:
         """Append this pipeline's plan to ``path`` (one JSON line per pipeline or workflow the script runs)."""
         plan, tasks = self.plan(stages, run_dir)
-        from curator_slurm.slurm.manifest import save_plan_sources
+        from curator_slurm.runs.manifest import save_plan_sources
 
         plan["sources_file"] = save_plan_sources(path, tasks)  # what `submit` turns into a manifest
         append_plan(path, plan)

@@ -26,8 +26,9 @@ from typing import Any
 from .backends.base import BaseExecutor, PipelineResult, list_sources
 from .errors import CuratorError, PipelineBuildError
 from .pipeline import Pipeline, append_plan
-from .slurm.env import RunOptions, ShardSpec
-from .slurm.ledger import DEFAULT_RUN_DIR_NAME, load_status
+from .runs.ledger import DEFAULT_RUN_DIR_NAME, load_status
+from .runs.options import RunOptions
+from .slurm.env import ShardSpec
 
 logger = logging.getLogger(__name__)
 
@@ -168,7 +169,7 @@ class Workflow:
         """Every phase's source tasks, for `curator-slurm plan/submit` (no data is read). A phase whose
         source lists what an earlier phase writes gives ids that do not depend on those files. With
         ``plan_out``, each phase's full source tasks are saved beside it, for its manifest."""
-        from curator_slurm.slurm.manifest import save_plan_sources
+        from curator_slurm.runs.manifest import save_plan_sources
 
         phases = []
         for phase in self.phases:

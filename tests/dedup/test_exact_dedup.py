@@ -16,8 +16,8 @@ import pytest
 
 from curator_slurm import LocalExecutor, PipelineFailedError, ShardSpec
 from curator_slurm.dedup.exact import ExactDuplicates
-from curator_slurm.slurm.env import RunOptions
-from curator_slurm.slurm.ledger import iter_records
+from curator_slurm.runs.ledger import iter_records
+from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter
 from curator_slurm.workflow import PhaseNotReadyError
 from helpers import REPO, assert_same_parquet, clean_env, kill_when_recorded, parquet_tables

@@ -17,8 +17,8 @@ import pytest
 from curator_slurm import LocalExecutor, ShardSpec
 from curator_slurm.dedup.fuzzy import FuzzyDuplicates
 from curator_slurm.dedup.synthetic import near_duplicate_corpus, score_groups
-from curator_slurm.slurm.env import RunOptions
-from curator_slurm.slurm.ledger import iter_records
+from curator_slurm.runs.ledger import iter_records
+from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter
 from helpers import REPO, assert_same_parquet, clean_env, kill_when_recorded, parquet_tables
 from slurmtools import wait_for_job

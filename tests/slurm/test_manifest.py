@@ -14,9 +14,8 @@ import pytest
 
 from curator_slurm.backends.base import list_sources
 from curator_slurm.errors import RunDirError, ShardConfigError
-from curator_slurm.slurm.env import ShardSpec
-from curator_slurm.slurm.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
-from curator_slurm.slurm.manifest import (
+from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
+from curator_slurm.runs.manifest import (
     SIZES_KEY,
     check_sources,
     load_shard,
@@ -24,6 +23,7 @@ from curator_slurm.slurm.manifest import (
     sources_table,
     write_manifest,
 )
+from curator_slurm.slurm.env import ShardSpec
 from curator_slurm.stages import FilePartitioningStage
 from curator_slurm.tasks import FileGroupTask
 from helpers import EXAMPLE, clean_env, read_tree, run_example

@@ -26,10 +26,11 @@ from curator_slurm.errors import (
     out_of_space,
 )
 from curator_slurm.logs import bound
+from curator_slurm.runs.ledger import RunDir
+from curator_slurm.runs.options import RunOptions
+from curator_slurm.runs.sharding import Selection, check_source_ids, format_bytes, read_source_list, select
 from curator_slurm.slurm.control import requeue
-from curator_slurm.slurm.env import RunOptions, ShardSpec
-from curator_slurm.slurm.ledger import RunDir
-from curator_slurm.slurm.sharding import Selection, check_source_ids, format_bytes, read_source_list, select
+from curator_slurm.slurm.env import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.writers import LINEAGE_KEY
 from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, FileGroupTask, NoneTask, Task
@@ -103,7 +104,7 @@ class BaseStageAdapter:
         #: Source stage only: every source task it listed, and the ones this shard keeps.
         self.sources: list[Task] = []
         self.kept: list[Task] = []
-        #: Set when the sources came from a submit-time manifest (curator_slurm.slurm.manifest), not a listing.
+        #: Set when the sources came from a submit-time manifest (curator_slurm.runs.manifest), not a listing.
         self.manifest: Any = None
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
@@ -544,7 +545,7 @@ class BaseExecutor:
         """Run the source stage in the driver and log what this shard keeps."""
         # --- manifest hook (issue #19): a task of a planned array loads its shard, it lists nothing ---
         if shard.manifest:
-            from curator_slurm.slurm.manifest import source_adapter
+            from curator_slurm.runs.manifest import source_adapter
 
             adapter = source_adapter(stage, shard, self.retry_backoff)
             assert adapter.selection is not None
@@ -583,7 +584,7 @@ class BaseExecutor:
             run_dir.claim(fingerprint or {})
             run_dir.claim_shard(shard)
             if source.manifest is not None:  # manifest hook: the plan's digest, not every id
-                from curator_slurm.slurm.manifest import check_sources
+                from curator_slurm.runs.manifest import check_sources
 
                 check_sources(run_dir.path, source.manifest, options.accept_new_inputs)
             else:

@@ -1,7 +1,8 @@
-"""Everything that knows about Slurm: the environment, shard assignment, and job submission."""
+"""Everything that knows about Slurm: the environment (the one module that reads it), submission of
+arrays and phases, and control (squeue, requeue). What a run leaves on disk is in :mod:`curator_slurm.runs`."""
 
+from curator_slurm.runs.sharding import balanced_assignment, hash_assignment, select, shard_of
 from curator_slurm.slurm.env import JobInfo, ShardSpec, available_cpus
-from curator_slurm.slurm.sharding import balanced_assignment, hash_assignment, select, shard_of
 
 __all__ = [
     "JobInfo",

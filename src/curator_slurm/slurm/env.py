@@ -27,21 +27,28 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from curator_slurm.errors import ShardConfigError
+from curator_slurm.errors import SettingError, ShardConfigError
+from curator_slurm.runs.options import RunOptions
 
 STRATEGIES = ("hash", "balanced")
 
 
-def _int(env: Mapping[str, str], name: str, minimum: int | None = None, fix: str = "") -> int | None:
+def _int(
+    env: Mapping[str, str],
+    name: str,
+    minimum: int | None = None,
+    fix: str = "",
+    error: type[SettingError] = ShardConfigError,
+) -> int | None:
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return None
     try:
         value = int(raw.strip())
     except ValueError:
-        raise ShardConfigError(f"{name}={raw!r} is not an integer. {fix}".strip()) from None
+        raise error(f"{name}={raw!r} is not an integer. {fix}".strip()) from None
     if minimum is not None and value < minimum:
-        raise ShardConfigError(f"{name}={raw!r} must be >= {minimum}. {fix}".strip())
+        raise error(f"{name}={raw!r} must be >= {minimum}. {fix}".strip())
     return value
 
 
@@ -107,7 +114,7 @@ class ShardSpec:
     #: `curator-slurm retry` freezes the unfinished ones there so every retry shard splits the same list.
     source_list: str | None = None
     #: ``CURATOR_MANIFEST``: the directory of source tasks `curator-slurm submit` planned for this array
-    #: (see ``curator_slurm.slurm.manifest``); the task loads its shard's file instead of listing the input.
+    #: (see ``curator_slurm.runs.manifest``); the task loads its shard's file instead of listing the input.
     manifest: str | None = None
 
     def __post_init__(self) -> None:
@@ -260,7 +267,13 @@ def _base_shard(env: Mapping[str, str]) -> tuple[int | None, int | None, str]:
 def available_cpus(environ: Mapping[str, str] | None = None) -> int:
     """CPUs this process may use: ``SLURM_CPUS_PER_TASK`` when set, else the affinity mask."""
     env = os.environ if environ is None else environ
-    slurm = _int(env, "SLURM_CPUS_PER_TASK", minimum=1, fix="Slurm sets it from --cpus-per-task; unset it or fix it.")
+    slurm = _int(
+        env,
+        "SLURM_CPUS_PER_TASK",
+        minimum=1,
+        fix="Slurm sets it from --cpus-per-task; unset it or fix it.",
+        error=SettingError,
+    )
     if slurm is not None:
         return slurm
     try:
@@ -275,50 +288,29 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
         return False
     if raw in ("1", "true", "yes", "on"):
         return True
-    raise ShardConfigError(f"{name}={env[name]!r} is not a yes/no value; use 1 or 0")
+    raise SettingError(f"{name}={env[name]!r} is not a yes/no value; use 1 or 0")
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    """How a run records its progress and reacts to preemption (defaults for ``Pipeline.run``).
-
-    ``run_dir``: ``CURATOR_RUN_DIR``; ``accept_new_inputs``: ``CURATOR_ACCEPT_NEW_INPUTS=1`` lets a shard
-    go on when the inputs changed since the run started; ``requeue``: ``CURATOR_REQUEUE=1`` asks Slurm to
-    requeue the job after a stop signal; ``grace_seconds``: ``CURATOR_GRACE_SECONDS``, how long in-flight
-    source tasks may finish after SIGTERM/SIGUSR1/SIGUSR2 (default 25, below Slurm's default KillWait of 30).
-    """
-
-    run_dir: str | None = None
-    accept_new_inputs: bool = False
-    requeue: bool = False
-    grace_seconds: float = 25.0
-    #: ``CURATOR_PLAN_OUT``: set by ``curator-slurm plan/submit``; the run lists its source tasks into
-    #: this JSON file and exits without processing anything.
-    plan_out: str | None = None
-    #: ``CURATOR_PHASE``: set in the array tasks that `curator-slurm submit` starts for one phase of a
-    #: workflow; ``Workflow.run`` then runs that phase's shard only.
-    phase: str | None = None
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> RunOptions:
-        env = os.environ if environ is None else environ
-        grace_raw = env.get("CURATOR_GRACE_SECONDS")
-        grace = 25.0
-        if grace_raw:
-            try:
-                grace = float(grace_raw)
-            except ValueError:
-                raise ShardConfigError(f"CURATOR_GRACE_SECONDS={grace_raw!r} is not a number of seconds") from None
-            if not math.isfinite(grace) or grace < 0:
-                raise ShardConfigError(f"CURATOR_GRACE_SECONDS={grace_raw!r} must be a finite number >= 0")
-        return cls(
-            run_dir=env.get("CURATOR_RUN_DIR") or None,
-            accept_new_inputs=_flag(env, "CURATOR_ACCEPT_NEW_INPUTS"),
-            requeue=_flag(env, "CURATOR_REQUEUE"),
-            grace_seconds=grace,
-            plan_out=env.get("CURATOR_PLAN_OUT") or None,
-            phase=(env.get("CURATOR_PHASE") or "").strip() or None,
-        )
+def run_options(environ: Mapping[str, str] | None = None) -> RunOptions:
+    """The run options the ``CURATOR_*`` variables set (see :class:`RunOptions`)."""
+    env = os.environ if environ is None else environ
+    grace_raw = env.get("CURATOR_GRACE_SECONDS")
+    grace = 25.0
+    if grace_raw:
+        try:
+            grace = float(grace_raw)
+        except ValueError:
+            raise SettingError(f"CURATOR_GRACE_SECONDS={grace_raw!r} is not a number of seconds") from None
+        if not math.isfinite(grace) or grace < 0:
+            raise SettingError(f"CURATOR_GRACE_SECONDS={grace_raw!r} must be a finite number >= 0")
+    return RunOptions(
+        run_dir=env.get("CURATOR_RUN_DIR") or None,
+        accept_new_inputs=_flag(env, "CURATOR_ACCEPT_NEW_INPUTS"),
+        requeue=_flag(env, "CURATOR_REQUEUE"),
+        grace_seconds=grace,
+        plan_out=env.get("CURATOR_PLAN_OUT") or None,
+        phase=(env.get("CURATOR_PHASE") or "").strip() or None,
+    )
 
 
 def job_environment(environ: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -346,4 +338,6 @@ def ray_expected_nodes(environ: Mapping[str, str] | None = None) -> int | None:
     """How many nodes the Ray cluster at ``RAY_ADDRESS`` should have (``CURATOR_RAY_NODES``, exported by
     multi-node array tasks): a RayExecutor waits for them to join before it places its actors."""
     env = os.environ if environ is None else environ
-    return _int(env, "CURATOR_RAY_NODES", minimum=1, fix="Set it to the number of nodes of the Ray cluster.")
+    return _int(
+        env, "CURATOR_RAY_NODES", minimum=1, fix="Set it to the number of nodes of the Ray cluster.", error=SettingError
+    )

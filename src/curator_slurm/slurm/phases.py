@@ -88,8 +88,8 @@ def submit_phases(
     for phase in plan["phases"][first:]:
         opts = phase_options(base, phase, counts[phase["phase"]], previous)
         os.makedirs(opts.run_dir, exist_ok=True)
-        if sources and sources.get(phase["phase"]) is not None:  # plan once (curator_slurm.slurm.manifest)
-            from curator_slurm.slurm.manifest import attach_manifest
+        if sources and sources.get(phase["phase"]) is not None:  # plan once (curator_slurm.runs.manifest)
+            from curator_slurm.runs.manifest import attach_manifest
 
             opts, _ = attach_manifest(opts, sources[phase["phase"]], "submit", dry_run=False)
         with open(os.path.join(opts.run_dir, "plan.json"), "w", encoding="utf-8") as f:
@@ -130,7 +130,7 @@ def load_submission(run_root: str) -> tuple[SubmitOptions, dict[str, int], dict[
 def first_incomplete_phase(plan: dict[str, Any]) -> tuple[str, int] | None:
     """The first phase (and how many of its source tasks are not done) whose ledger lacks some of the
     source tasks its plan lists; None when every phase is complete."""
-    from curator_slurm.slurm.ledger import load_status
+    from curator_slurm.runs.ledger import load_status
 
     for phase in plan["phases"]:
         done = load_status(phase["run_dir"]).done if os.path.isdir(phase["run_dir"]) else set()

@@ -38,8 +38,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curator_slurm.errors import ShardConfigError
+from curator_slurm.runs.sharding import balanced_assignment, hash_assignment
 from curator_slurm.slurm.env import ShardSpec
-from curator_slurm.slurm.sharding import balanced_assignment, hash_assignment
 from curator_slurm.tasks import FileGroupTask, Task
 
 INFO_FILE = "manifest.json"
@@ -151,7 +151,7 @@ def write_manifest(
     task sees a whole manifest or none. ``assignment`` (one shard per row) defaults to ``strategy``'s.
     ``sources`` (a ``ledger.source_record``) is what tasks check the run directory against; it defaults to
     the record of ``table``'s ids, and a retry passes that of every planned task, not only the remaining ones."""
-    from curator_slurm.slurm.ledger import source_record
+    from curator_slurm.runs.ledger import source_record
 
     if shards < 1:
         raise ShardConfigError(f"a manifest needs at least 1 shard, not {shards}")
@@ -318,7 +318,7 @@ def source_adapter(stage: Any, shard: ShardSpec, retry_backoff: float = 1.0) -> 
     ``kept`` are this shard's tasks, whose ``selection`` counts the whole manifest, and whose ``manifest``
     is its :class:`ManifestInfo`."""
     from curator_slurm.backends.base import BaseStageAdapter
-    from curator_slurm.slurm.sharding import Selection
+    from curator_slurm.runs.sharding import Selection
 
     assert shard.manifest is not None
     tasks, info = load_shard(shard.manifest, shard)
@@ -339,7 +339,7 @@ def source_adapter(stage: Any, shard: ShardSpec, retry_backoff: float = 1.0) -> 
 def check_sources(run_dir_path: str, info: ManifestInfo, accept_new_inputs: bool) -> None:
     """The run directory's input check with a manifest: its recorded sources (count and digest of every
     id) against the run's sources.json, without reading every id."""
-    from curator_slurm.slurm.ledger import SOURCES_FILE, _compare_sources, _write_once
+    from curator_slurm.runs.ledger import SOURCES_FILE, _compare_sources, _write_once
 
     have = _write_once(os.path.join(run_dir_path, SOURCES_FILE), info.sources)
     _compare_sources(run_dir_path, have, info.sources, "weights_digest" in info.sources, accept_new_inputs)

@@ -1,0 +1,3 @@
+"""What a run leaves on disk, none of it Slurm-specific: the run directory and its ledger (which source
+task is done or failed), the manifest a submission plans once, how source tasks are split into shards,
+and the run options."""
