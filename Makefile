@@ -30,7 +30,8 @@ test: venv
 # pyarrow 14 has wheels for Python 3.8-3.12 only: PYTHON must be one of those.
 FLOOR_VENV ?= .venv-pyarrow-floor
 PYARROW_FLOOR := 14.0.2
-FLOOR_TESTS := tests/stages/test_readers.py tests/test_filters.py tests/test_ledger.py tests/test_local_executor.py \
+FLOOR_TESTS := tests/stages/test_readers.py tests/stages/test_partitioning.py tests/stages/test_writers.py \
+	tests/examples/test_curate.py tests/test_filters.py tests/test_ledger.py tests/test_local_executor.py \
 	tests/test_sharding.py tests/test_shard_env.py tests/test_positions.py tests/stages/test_heuristic_filters.py \
 	tests/dedup
 
