@@ -9,10 +9,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from helpers import clean_env
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks" / "run.py"
@@ -33,11 +34,9 @@ def _row_keys() -> tuple[str, ...]:
 
 def test_quick_bench_reports_every_row(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CURATOR_"))}
-    env["CURATOR_BENCH_DIR"] = str(tmp_path / "bench")
     proc = subprocess.run(
         [sys.executable, str(BENCH), "--quick", "--json", str(out)],
-        env=env,
+        env=clean_env({"CURATOR_BENCH_DIR": str(tmp_path / "bench")}),
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,0 +1,43 @@
+"""Every row family, registered in table order (:data:`GROUPS`): one module per family."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..context import Bench
+from ..harness import Row
+from .dedup import bench_exact_dedup, bench_fuzzy_signatures, bench_fuzzy_workflow
+from .executor import bench_executor
+from .filters import bench_filters
+from .ledger import bench_ledger
+from .memory import bench_rss
+from .ray_executor import bench_ray
+from .sharded import bench_sharded_cpu
+from .sharding import bench_balance, bench_select
+from .startup import bench_empty_shard, bench_manifest_startup
+
+
+@dataclass(frozen=True)
+class Group:
+    keys: tuple[str, ...]
+    run: Callable[[Bench], list[Row]]
+
+
+#: Every row, in table order. A new row is a new Group (or a new Row from an existing one).
+GROUPS: list[Group] = [
+    Group(("1", "2"), bench_executor),
+    Group(("3a", "3b"), bench_sharded_cpu),
+    Group(("4",), bench_empty_shard),
+    Group(("14",), bench_manifest_startup),
+    Group(("5",), bench_select),
+    Group(("6a", "6b", "6c", "6d"), bench_balance),
+    Group(("7",), bench_rss),
+    Group(("8a", "8b"), bench_ledger),
+    Group(("9a", "9b", "9c"), bench_ray),
+    Group(("12",), bench_fuzzy_signatures),
+    Group(("10a", "10b", "10c", "10d"), bench_exact_dedup),
+    Group(("13a", "13b", "13c", "13d", "13e"), bench_fuzzy_workflow),
+    Group(tuple(f"h{i}" for i in range(1, 25)), bench_filters),
+]
+ROW_KEYS: tuple[str, ...] = tuple(k for g in GROUPS for k in g.keys)
