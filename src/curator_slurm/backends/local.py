@@ -18,23 +18,20 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from curator_slurm.backends.base import (
-    BaseExecutor,
-    BaseStageAdapter,
-    SourceResult,
-    run_source_task,
-    set_up_adapters,
-    tear_down_adapters,
-)
+from curator_slurm.backends.adapter import BaseStageAdapter, run_source_task, set_up_adapters, tear_down_adapters
+from curator_slurm.backends.results import SourceResult
+from curator_slurm.backends.retry import failed_task
+from curator_slurm.backends.run import BaseExecutor, StopCheck
+from curator_slurm.backends.signals import ignore_stop_signals
 from curator_slurm.errors import WorkerStartError
 from curator_slurm.logs import bound, effective_level, ensure_logging
 from curator_slurm.slurm.env import ShardSpec, available_cpus
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.writers import BaseWriter
-from curator_slurm.tasks import FailedTask, Task
+from curator_slurm.tasks import Task
 
 if TYPE_CHECKING:  # the pool's modules are imported only when a pool is used
     from concurrent.futures import Future, ProcessPoolExecutor
@@ -49,12 +46,10 @@ def _init_worker(
     import multiprocessing
     import multiprocessing.util
 
-    # Stop signals are the driver's business: it finishes in-flight work, then ends the workers (a
-    # forked worker also inherited the driver's handlers, which are not the worker's to run).
-    for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT):
-        signal.signal(sig, signal.SIG_IGN)
+    # A forked worker also inherited the driver's handlers, which are not the worker's to run.
+    ignore_stop_signals()
     _die_with_driver()
-    ensure_logging(log_level)  # a spawned worker starts with logging unconfigured; a forked one keeps the driver's
+    ensure_logging(log_level, shard.label, shard.job.label)  # spawned: unconfigured; forked: the driver's
     _worker_adapters = set_up_adapters(stages, shard, retry_backoff, multiprocessing.current_process().pid or 0)
     # Pool workers leave through multiprocessing's exit path, which runs Finalize callbacks, not atexit.
     multiprocessing.util.Finalize(None, tear_down_adapters, args=(_worker_adapters,), exitpriority=10)
@@ -130,11 +125,7 @@ class LocalExecutor(BaseExecutor):
         self.progress_interval = progress_interval
 
     def process_sources(
-        self,
-        stages: list[ProcessingStage],
-        sources: list[Task],
-        shard: ShardSpec,
-        should_stop: Callable[[], bool],
+        self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec, should_stop: StopCheck
     ) -> Iterator[SourceResult]:
         workers = min(self.workers, len(sources))
         if workers <= 1:
@@ -143,7 +134,7 @@ class LocalExecutor(BaseExecutor):
             yield from self._in_pool(stages, sources, shard, workers, should_stop)
 
     def _in_process(
-        self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec, should_stop: Callable[[], bool]
+        self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec, should_stop: StopCheck
     ) -> Iterator[SourceResult]:
         adapters = set_up_adapters(stages, shard, self.retry_backoff, 0)
         try:
@@ -174,7 +165,7 @@ class LocalExecutor(BaseExecutor):
         sources: list[Task],
         shard: ShardSpec,
         workers: int,
-        should_stop: Callable[[], bool],
+        should_stop: StopCheck,
     ) -> Iterator[SourceResult]:
         import multiprocessing
         from concurrent.futures import FIRST_COMPLETED, wait
@@ -332,13 +323,11 @@ def _kill_workers(pool: ProcessPoolExecutor) -> None:
 
 
 def _crashed(task: Task, times: int) -> SourceResult:
-    failure = FailedTask(
-        source_id=task.source_id or task.task_id,
-        dataset_name=task.dataset_name,
-        metadata={"task_id": task.task_id, "files": task.data if isinstance(task.data, list) else []},
-        stage="<worker process>",
-        error=f"WorkerDied: the worker process died {times} times while running this source task "
+    failure = failed_task(
+        task,
+        "<worker process>",
+        f"WorkerDied: the worker process died {times} times while running this source task "
         "(killed, out of memory, or a crash in native code)",
         attempts=times,
     )
-    return SourceResult(source_id=failure.source_id or task.task_id, failure=failure, attempts=times)
+    return SourceResult(source_id=task.source_id or task.task_id, failure=failure, attempts=times)

@@ -1,0 +1,267 @@
+"""The stage adapter: every executor runs every stage through :class:`BaseStageAdapter`, which drops
+sentinels, times the call, keeps lineage, retries failures one task at a time and, for the source stage
+only, keeps this shard's source tasks (:meth:`BaseStageAdapter._shard_filter`, the shard hook: the one
+place in the framework where sharding is applied).
+
+The chain helpers below push tasks through a list of adapters, as a LocalExecutor worker and a Ray actor
+both do."""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from curator_slurm.backends.results import SourceResult, StageStats, summarise
+from curator_slurm.backends.retry import NOT_RETRIED, failed_task, retry_delay, stop_if_out_of_space
+from curator_slurm.runs.sharding import Selection, check_source_ids, read_source_list, select
+from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.stages.writers import LINEAGE_KEY
+from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, NoneTask, Task
+
+logger = logging.getLogger(__name__)
+
+
+def _rows(task: Task) -> int:
+    if isinstance(task, DocumentBatch):
+        return task.num_items
+    return int(task.metadata.get("rows", 0))
+
+
+class BaseStageAdapter:
+    """Runs one stage on lists of tasks: drops sentinels, times the call, keeps lineage, retries
+    failures one task at a time, and, for the source stage, keeps only this shard's tasks."""
+
+    def __init__(
+        self,
+        stage: ProcessingStage,
+        shard: ShardSpec | None = None,
+        retry_backoff: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.stage = stage
+        self.shard = shard or ShardSpec.single()
+        self.retry_backoff = retry_backoff
+        self.sleep = sleep
+        self.stats = StageStats(stage.name)
+        self.selection: Selection | None = None
+        #: Source stage only: every source task it listed, and the ones this shard keeps.
+        self.sources: list[Task] = []
+        self.kept: list[Task] = []
+        #: Set when the sources came from a submit-time manifest (curator_slurm.runs.manifest), not a listing.
+        self.manifest: Any = None
+
+    def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
+        self.stage.setup(worker_metadata)
+
+    def teardown(self) -> None:
+        self.stage.teardown()
+
+    def process(self, tasks: list[Task]) -> list[Task]:
+        """Outputs of the stage for ``tasks``; failures come back as :class:`FailedTask`."""
+        passed_on = [t for t in tasks if isinstance(t, FailedTask)]
+        live = [t for t in tasks if not isinstance(t, (NoneTask, FailedTask))]
+        if not live:
+            return passed_on
+        self.stats.tasks_in += len(live)
+        self.stats.rows_in += sum(_rows(t) for t in live)
+        start = time.perf_counter()
+        entries = self._call(live)
+        outputs: list[Task] = []
+        for source, entry in zip(live, entries, strict=True):
+            if isinstance(entry, FailedTask):
+                self.stats.failures += 1
+                outputs.append(entry)
+                continue
+            items = entry if isinstance(entry, list) else [entry]
+            wrong = next((i for i in items if i is not None and not isinstance(i, Task)), None)
+            if wrong is not None:
+                self.stats.failures += 1
+                outputs.append(self._wrong_type(source, wrong))
+                continue
+            outputs.extend(self._with_lineage(source, items))
+        if self.stage.is_source_stage:
+            outputs = self._shard_filter(outputs)
+        elapsed = time.perf_counter() - start
+        self.stats.seconds += elapsed
+        good = [t for t in outputs if not isinstance(t, FailedTask)]
+        self.stats.tasks_out += len(good)
+        self.stats.rows_out += sum(_rows(t) for t in good)
+        return outputs + passed_on
+
+    def _shard_filter(self, tasks: list[Task]) -> list[Task]:
+        """The shard hook: drop every source task that belongs to another shard."""
+        good = [t for t in tasks if not isinstance(t, FailedTask)]
+        if self.shard.enabled:
+            check_source_ids(good, self.stage.name)
+        self.sources = good
+        if self.shard.source_list:
+            wanted = read_source_list(self.shard.source_list)
+            good = [t for t in good if t.task_id in wanted]
+        kept = select(good, self.shard)
+        self.selection = Selection.of(good, kept)
+        return kept + [t for t in tasks if isinstance(t, FailedTask)]
+
+    def _with_lineage(self, source: Task, items: list[Any]) -> list[Task]:
+        """The tasks among ``items`` (what the stage made of ``source``), each with its source task and
+        lineage (its position among its siblings, which names the outputs) and the attempts so far."""
+        parent = source.metadata.get(LINEAGE_KEY, "") if source.metadata else ""
+        outputs: list[Task] = []
+        for position, item in enumerate(items):
+            if item is None or isinstance(item, NoneTask):
+                continue
+            if self.stage.is_source_stage:
+                item.source_id = item.task_id
+            else:
+                # Lineage, not the stage's ids, names the outputs: a stage may build a new task with a
+                # random id (``DocumentBatch(data=...)``) or reuse one for several parts.
+                if source.source_id is not None or item.source_id is None:
+                    item.source_id = source.source_id
+                lineage = parent if len(items) == 1 else f"{parent}-{position}" if parent else str(position)
+                if lineage or LINEAGE_KEY in item.metadata:
+                    # A new dict: a stage may have handed several outputs one metadata dict.
+                    item.metadata = {**item.metadata, LINEAGE_KEY: lineage}
+            attempts = max(item.metadata.get("attempts", 1), source.metadata.get("attempts", 1))
+            if attempts > 1:
+                item.metadata["attempts"] = attempts
+            outputs.append(item)
+        return outputs
+
+    def _call(self, tasks: list[Task]) -> list[Any]:
+        """One entry per task; a task that keeps failing becomes a FailedTask."""
+        try:
+            entries = self.stage.process_batch(tasks)
+        except Exception as first_error:
+            stop_if_out_of_space(first_error)
+            if self.stage.is_source_stage:
+                raise  # listing the work failed: nothing to retry per task, the run cannot start
+            if len(tasks) == 1:
+                return [self._retry_one(tasks[0], first_error)]
+            # One bad task must not fail its neighbours: retry each on its own.
+            logger.warning(
+                f"stage {self.stage.name!r} failed on a batch of {len(tasks)} tasks: {first_error!r}; "
+                "retrying each task on its own"
+            )
+            return [self._retry_one(t, None) for t in tasks]
+        if not isinstance(entries, list) or len(entries) != len(tasks):  # a programming error: fail the run
+            raise TypeError(
+                f"stage {self.stage.name!r}: process_batch returned {type(entries).__name__} of "
+                f"{len(entries) if isinstance(entries, list) else '?'} entries for {len(tasks)} tasks; "
+                "return one entry (a task, a list of tasks or None) per input task"
+            )
+        return entries
+
+    def _wrong_type(self, task: Task, item: object) -> FailedTask:
+        """A stage returned something that is not a task: a programming error, failed without retries."""
+        hint = (
+            "; wrap a table as task.derive(table), which keeps the task's lineage"
+            if type(item).__name__ in ("Table", "RecordBatch", "DataFrame")
+            else "; build outputs with task.derive(data)"
+        )
+        error = TypeError(
+            f"stage {self.stage.name!r} returned {type(item).__name__}; process() must return a Task, a list of "
+            f"Tasks or None{hint}"
+        )
+        logger.warning(f"stage {self.stage.name!r} failed on task {task.task_id} (attempt 1): {error!r}")
+        return failed_task(task, self.stage.name, error)
+
+    def _log_failure(self, task: Task, attempt: int, error: BaseException) -> None:
+        will_retry = attempt <= self.stage.max_retries and not isinstance(error, NOT_RETRIED)
+        logger.warning(
+            f"stage {self.stage.name!r} failed on task {task.task_id} (attempt {attempt}): {error!r}"
+            + ("; retrying" if will_retry else "")
+        )
+
+    def _retry_one(self, task: Task, first_error: BaseException | None) -> Any:
+        """``task`` alone, attempted until it succeeds or ``max_retries`` retries failed (none for an error in
+        :data:`NOT_RETRIED`); ``first_error`` is its failure in a batch of one, if it had one."""
+        attempt = 0 if first_error is None else 1
+        error = first_error
+        tb = traceback.format_exc() if first_error is not None else ""
+        if first_error is not None:
+            self._log_failure(task, attempt, first_error)
+        while attempt <= self.stage.max_retries:
+            if error is not None and isinstance(error, NOT_RETRIED):
+                break
+            if attempt > 0 and error is not None:
+                self.sleep(retry_delay(self.retry_backoff, attempt))
+            attempt += 1
+            try:
+                entry = self.stage.process_batch([task])[0]
+            except Exception as e:
+                stop_if_out_of_space(e)
+                error, tb = e, traceback.format_exc()
+                self._log_failure(task, attempt, e)
+                continue
+            if attempt > 1:
+                for item in entry if isinstance(entry, list) else [entry]:
+                    if isinstance(item, Task):
+                        item.metadata["attempts"] = max(attempt, item.metadata.get("attempts", 1))
+            return entry
+        assert error is not None
+        return failed_task(task, self.stage.name, error, tb, attempt)
+
+
+# --------------------------------------------------------------------------------------------------
+# Chains of adapters: what a worker (a LocalExecutor process, a Ray actor) runs.
+
+
+def set_up_adapters(
+    stages: list[ProcessingStage] | tuple[ProcessingStage, ...], shard: ShardSpec, retry_backoff: float, worker: int
+) -> list[BaseStageAdapter]:
+    """An adapter per stage, each set up, for one worker process (``worker``: its pid, 0 in the driver)."""
+    adapters = [BaseStageAdapter(s, shard=shard, retry_backoff=retry_backoff) for s in stages]
+    for a in adapters:
+        a.setup({"worker": worker})
+    return adapters
+
+
+def tear_down_adapters(adapters: list[BaseStageAdapter]) -> None:
+    for a in adapters:
+        a.teardown()
+
+
+def run_chain(adapters: list[BaseStageAdapter], tasks: list[Task]) -> list[Task]:
+    """Push ``tasks`` through ``adapters`` depth-first, in each stage's ``batch_size``, so only one
+    batch per stage is alive at a time; returns what left the last stage and every FailedTask."""
+    finals: list[Task] = []
+
+    def push(i: int, batch: list[Task]) -> None:
+        if i == len(adapters):
+            finals.extend(batch)
+            return
+        size = adapters[i].stage.batch_size
+        for j in range(0, len(batch), size):
+            out = adapters[i].process(batch[j : j + size])
+            finals.extend(t for t in out if isinstance(t, FailedTask))
+            push(i + 1, [t for t in out if not isinstance(t, FailedTask)])
+
+    push(0, tasks)
+    return finals
+
+
+def run_source_task(adapters: list[BaseStageAdapter], task: Task) -> SourceResult:
+    """Run one source task through every stage after the source and summarise what came out."""
+    start = time.perf_counter()
+    for a in adapters:
+        a.stats = StageStats(a.stage.name)
+    finals = run_chain(adapters, [task])
+    return summarise(task.source_id or task.task_id, finals, [a.stats for a in adapters], start)
+
+
+def list_sources(stage: ProcessingStage, shard: ShardSpec, retry_backoff: float = 1.0) -> BaseStageAdapter:
+    """Run the source stage once on the seed task; the adapter holds every listed source task in
+    ``sources`` and this shard's in ``kept``."""
+    adapter = BaseStageAdapter(stage, shard=shard, retry_backoff=retry_backoff)
+    adapter.setup({"driver": True})
+    try:
+        adapter.kept = adapter.process([EmptyTask()])
+    finally:
+        adapter.teardown()
+    return adapter
+
+
+__all__ = ["BaseStageAdapter", "list_sources", "run_chain", "run_source_task", "set_up_adapters", "tear_down_adapters"]

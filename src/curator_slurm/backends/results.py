@@ -1,0 +1,175 @@
+"""What a run reports: per-stage counts, the fate of each source task, the run's result and funnel, and the
+progress lines of a long run. Values only: every executor fills them, the run loop sums them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.tasks import FailedTask, FileGroupTask, Task
+
+
+@dataclass
+class StageStats:
+    """Counts and time for one stage, summed over the tasks it saw."""
+
+    name: str
+    tasks_in: int = 0
+    tasks_out: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    seconds: float = 0.0
+    failures: int = 0
+
+    def add(self, other: StageStats) -> None:
+        self.tasks_in += other.tasks_in
+        self.tasks_out += other.tasks_out
+        self.rows_in += other.rows_in
+        self.rows_out += other.rows_out
+        self.seconds += other.seconds
+        self.failures += other.failures
+
+
+@dataclass
+class SourceResult:
+    """The fate of one source task after everything descending from it has left the pipeline."""
+
+    source_id: str
+    outputs: list[str] = field(default_factory=list)
+    output_tasks: list[Task] = field(default_factory=list)
+    failure: FailedTask | None = None
+    attempts: int = 1
+    rows_in: int = 0
+    rows_out: int = 0
+    seconds: float = 0.0
+    stats: list[StageStats] = field(default_factory=list)
+
+
+def summarise(source_id: str, finals: list[Task], stats: list[StageStats], started: float) -> SourceResult:
+    """The result of one source task from everything that left its last stage (every executor's)."""
+    result = SourceResult(source_id=source_id, stats=stats)
+    for t in finals:
+        if isinstance(t, FailedTask):
+            if result.failure is None:
+                result.failure = t
+            continue
+        result.attempts = max(result.attempts, t.metadata.get("attempts", 1))
+        if isinstance(t, FileGroupTask) and "rows" in t.metadata:
+            result.outputs.extend(t.data)
+        else:
+            result.output_tasks.append(t)
+    if result.failure is not None:
+        result.attempts = max(result.attempts, result.failure.attempts)
+    if stats:
+        first, last = stats[0], stats[-1]
+        result.rows_in = first.rows_in or first.rows_out
+        result.rows_out = last.rows_out
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+@dataclass(frozen=True)
+class FunnelRow:
+    """One stage of a run's funnel: documents in and out (a reader reads files: its ``rows_in`` is 0)."""
+
+    stage: str
+    rows_in: int
+    rows_out: int
+
+    @property
+    def dropped(self) -> int:
+        """Documents the stage removed (0 for a stage that adds rows or reads files)."""
+        return max(self.rows_in - self.rows_out, 0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"stage": self.stage, "rows_in": self.rows_in, "rows_out": self.rows_out, "dropped": self.dropped}
+
+
+def funnel_of_records(records: Iterable[dict[str, Any]]) -> list[FunnelRow]:
+    """The funnel of a run directory: the ``stages`` rows of its done records, summed stage by stage
+    (records of a ledger written before they carried ``stages`` are left out)."""
+    names: list[str] = []
+    rows: list[list[int]] = []
+    for record in records:
+        stages = record.get("stages")
+        if record.get("status") != "done" or not isinstance(stages, list):
+            continue
+        for i, (name, rows_in, rows_out) in enumerate(stages):
+            if i == len(names):
+                names.append(name)
+                rows.append([0, 0])
+            rows[i][0] += int(rows_in)
+            rows[i][1] += int(rows_out)
+    return [FunnelRow(n, r[0], r[1]) for n, r in zip(names, rows, strict=True)]
+
+
+@dataclass
+class PipelineResult:
+    """What a run did: per-stage counts, files written, source-task fates."""
+
+    shard: ShardSpec
+    stages: list[StageStats]
+    output_files: list[str]
+    output_tasks: list[Task]
+    source_tasks_total: int
+    source_tasks_mine: int
+    source_tasks_skipped: int
+    done: int
+    failed: list[FailedTask]
+    seconds: float
+    run_dir: str | None = None
+    stopped_by: str | None = None
+
+    @property
+    def rows_in(self) -> int:
+        if len(self.stages) < 2:
+            return 0
+        return self.stages[1].rows_in or self.stages[1].rows_out
+
+    @property
+    def rows_out(self) -> int:
+        return self.stages[-1].rows_out if self.stages else 0
+
+    def funnel(self) -> list[FunnelRow]:
+        """Documents in and out of every stage after the source, summed over the source tasks this run did:
+        how many each filter dropped. `curator-slurm status` shows the same for the whole run directory."""
+        return [FunnelRow(s.name, s.rows_in, s.rows_out) for s in self.stages[1:]]
+
+    def summary(self) -> str:
+        return (
+            f"{self.shard.label}: {self.done} source tasks done, {len(self.failed)} failed, "
+            f"{self.source_tasks_skipped} already done; {self.rows_in} docs in, {self.rows_out} out, "
+            f"{len(self.output_files)} files written in {self.seconds:.2f} s"
+        )
+
+
+class ProgressLog:
+    """Logs progress at most every ``interval`` seconds, so long runs show they are alive."""
+
+    def __init__(self, total: int, log: Any, interval: float = 30.0, clock: Callable[[], float] = time.monotonic):
+        self.total, self.log, self.interval, self.clock = total, log, interval, clock
+        self.start = self.last = clock()
+        self.done = self.failed = self.rows_in = self.rows_out = 0
+
+    def update(self, result: SourceResult) -> None:
+        self.done += result.failure is None
+        self.failed += result.failure is not None
+        self.rows_in += result.rows_in
+        self.rows_out += result.rows_out
+        now = self.clock()
+        if now - self.last >= self.interval:
+            self.last = now
+            finished = self.done + self.failed
+            elapsed = now - self.start
+            eta = elapsed / finished * (self.total - finished) if finished else float("nan")
+            self.log.info(
+                f"progress: {finished}/{self.total} source tasks ({100 * finished / max(self.total, 1):.1f}%), "
+                f"{self.failed} failed; {self.rows_in} docs in, {self.rows_out} out; "
+                f"{self.rows_in / max(elapsed, 1e-9):.0f} docs/s; ETA {eta:.0f} s"
+            )
+
+
+__all__ = ["FunnelRow", "PipelineResult", "ProgressLog", "SourceResult", "StageStats", "funnel_of_records", "summarise"]

@@ -1,0 +1,277 @@
+"""The run loop every executor shares (:meth:`BaseExecutor.execute`): list this shard's source tasks,
+filter out those a run directory already records done, process the rest (:meth:`BaseExecutor.
+process_sources`, the one thing executors implement) while recording each one's fate, then raise if any
+failed or a stop signal cut the run short.
+
+The source stage always runs in the driver, through the adapter, which keeps only this shard's source
+tasks; every ledger write of a run goes through :func:`_ledger`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from curator_slurm.backends.adapter import BaseStageAdapter, list_sources
+from curator_slurm.backends.results import PipelineResult, ProgressLog, SourceResult, StageStats
+from curator_slurm.backends.signals import GraceExpired, StopSignal
+from curator_slurm.errors import Interrupted, PipelineFailedError
+from curator_slurm.logs import bound
+from curator_slurm.runs.ledger import RunDir
+from curator_slurm.runs.options import RunOptions
+from curator_slurm.slurm.control import requeue
+from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.tasks import FailedTask, Task
+
+#: ``should_stop()``: whether to start no new source task (a :class:`StopSignal` in a run).
+StopCheck = Callable[[], bool]
+
+
+class BaseExecutor:
+    """Runs a built pipeline. Subclasses implement :meth:`process_sources`."""
+
+    retry_backoff: float = 1.0
+    progress_interval: float = 30.0
+
+    def process_sources(
+        self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec, should_stop: StopCheck
+    ) -> Iterator[SourceResult]:
+        """Push each source task through ``stages`` (everything after the source stage); yield one
+        result per source task, in any order, only after all of its descendants are done. Start no
+        new source task once ``should_stop()`` is true."""
+        raise NotImplementedError
+
+    def run_source_stage(self, stage: ProcessingStage, shard: ShardSpec, log: Any) -> BaseStageAdapter:
+        """Run the source stage in the driver and log what this shard keeps."""
+        # --- manifest hook (issue #19): a task of a planned array loads its shard, it lists nothing ---
+        if shard.manifest:
+            from curator_slurm.runs.manifest import source_adapter
+
+            adapter = source_adapter(stage, shard, self.retry_backoff)
+            assert adapter.selection is not None
+            log.info(f"{adapter.selection.describe(shard)}, from manifest {shard.manifest}")
+            return adapter
+        # --- end of the manifest hook ---
+        adapter = list_sources(stage, shard, self.retry_backoff)
+        assert adapter.selection is not None
+        log.info(f"{adapter.selection.describe(shard)}, listed by this process")
+        return adapter
+
+    def execute(
+        self,
+        stages: list[ProcessingStage],
+        shard: ShardSpec,
+        run_dir: RunDir | None = None,
+        fingerprint: dict[str, Any] | None = None,
+        options: RunOptions | None = None,
+    ) -> PipelineResult:
+        """Run ``stages`` (built, source first) for this shard, recording every source task's fate in
+        ``run_dir``; raise if any source task failed or a stop signal cut the run short."""
+        options = options or RunOptions()
+        log = bound(shard.label, shard.job.label)
+        start = time.perf_counter()
+        source = self.run_source_stage(stages[0], shard, log)  # first: a bad input path must not claim a run dir
+        run_dir = _usable_run_dir(run_dir, source, log)
+        todo = _resume_filter(source, shard, run_dir, fingerprint or {}, options, log)
+        tally, stopped_by = self._process(stages, todo, shard, run_dir, options, log)
+        result = tally.result(source, len(todo), shard, time.perf_counter() - start, run_dir, stopped_by)
+        log.info(result.summary())
+        _raise_if_unfinished(result, options)
+        return result
+
+    def _process(
+        self,
+        stages: list[ProcessingStage],
+        todo: list[Task],
+        shard: ShardSpec,
+        run_dir: RunDir | None,
+        options: RunOptions,
+        log: Any,
+    ) -> tuple[_Tally, str | None]:
+        """Every source task of ``todo`` through the stages after the source, each one's fate recorded as it
+        comes, until done or stopped; returns the tally and the stop signal's name (if one came)."""
+        tally = _Tally([StageStats(s.name) for s in stages], ProgressLog(len(todo), log, self.progress_interval))
+        stop = StopSignal(options.grace_seconds, log)
+        results: Iterable[SourceResult] = ()
+        with _ledger(run_dir, shard) as record:
+            try:
+                with stop:
+                    results = (
+                        self.process_sources(stages[1:], todo, shard, stop) if len(stages) > 1 else _passthrough(todo)
+                    )
+                    for result in results:
+                        tally.add(result)
+                        record(result)
+            except GraceExpired:
+                log.warning(f"grace period of {options.grace_seconds:.0f} s over; abandoning in-flight source tasks")
+            finally:
+                close = getattr(results, "close", None)
+                if close is not None:  # end the executor's workers now, not whenever the generator is collected
+                    close()
+        return tally, stop.name
+
+
+@dataclass
+class _Tally:
+    """What the finished source tasks of a run add up to."""
+
+    stats: list[StageStats]  # one per stage, the source stage's first
+    progress: ProgressLog
+    outputs: list[str] = field(default_factory=list)
+    output_tasks: list[Task] = field(default_factory=list)
+    failed: list[FailedTask] = field(default_factory=list)
+
+    def add(self, result: SourceResult) -> None:
+        for total, part in zip(self.stats[1:], result.stats or [], strict=False):
+            total.add(part)  # a task whose worker died has no per-stage stats
+        self.outputs.extend(result.outputs)
+        self.output_tasks.extend(result.output_tasks)
+        if result.failure is not None:
+            self.failed.append(result.failure)
+        self.progress.update(result)
+
+    def result(
+        self,
+        source: BaseStageAdapter,
+        todo: int,
+        shard: ShardSpec,
+        seconds: float,
+        run_dir: RunDir | None,
+        stopped_by: str | None,
+    ) -> PipelineResult:
+        mine = len(source.kept)
+        self.stats[0].tasks_out = mine
+        return PipelineResult(
+            shard=shard,
+            stages=self.stats,
+            output_files=sorted(self.outputs),
+            output_tasks=self.output_tasks,
+            source_tasks_total=source.manifest.count if source.manifest is not None else len(source.sources),
+            source_tasks_mine=mine,
+            source_tasks_skipped=mine - todo,
+            done=self.progress.done,
+            failed=self.failed,
+            seconds=seconds,
+            run_dir=run_dir.path if run_dir else None,
+            stopped_by=stopped_by,
+        )
+
+
+def _usable_run_dir(run_dir: RunDir | None, source: BaseStageAdapter, log: Any) -> RunDir | None:
+    """``run_dir``, unless the source stage gives its tasks no deterministic ids (then a re-run could not
+    tell which tasks it already did, so nothing is recorded)."""
+    if run_dir is not None and not all(t.has_deterministic_id for t in source.sources):
+        log.warning(
+            f"source stage {source.stage.name!r} gives its tasks no deterministic ids, so progress cannot be "
+            f"recorded in {run_dir.path}; a re-run will do all the work again"
+        )
+        return None
+    return run_dir
+
+
+def _resume_filter(
+    source: BaseStageAdapter,
+    shard: ShardSpec,
+    run_dir: RunDir | None,
+    fingerprint: dict[str, Any],
+    options: RunOptions,
+    log: Any,
+) -> list[Task]:
+    """This shard's source tasks that ``run_dir`` does not record done, after claiming it for this pipeline
+    and shard and checking that the inputs are those it was started on (all of them without a run dir)."""
+    mine = source.kept
+    if run_dir is None:
+        return mine
+    run_dir.claim(fingerprint)
+    run_dir.claim_shard(shard)
+    if source.manifest is not None:  # manifest hook: the plan's digest, not every id
+        from curator_slurm.runs.manifest import check_sources
+
+        check_sources(run_dir.path, source.manifest, options.accept_new_inputs)
+    else:
+        weights = [t.weight for t in source.sources] if shard.strategy == "balanced" else None
+        run_dir.check_sources([t.task_id for t in source.sources], options.accept_new_inputs, weights)
+    state = run_dir.state()
+    todo = [t for t in mine if t.task_id not in state.done]
+    if len(todo) < len(mine):
+        log.info(f"{shard.label}: skipping {len(mine) - len(todo)} source tasks already done in {run_dir.path}")
+    return todo
+
+
+@contextmanager
+def _ledger(run_dir: RunDir | None, shard: ShardSpec) -> Iterator[Callable[[SourceResult], None]]:
+    """``record(result)`` for each finished source task: the one place where a run writes its ledger
+    (nothing without a run directory); the writer is closed when the run ends, however it ends."""
+    if run_dir is None:
+        yield lambda result: None
+        return
+    writer = run_dir.writer(shard)
+    try:
+        yield lambda result: writer.write(ledger_record(result))
+    finally:
+        writer.close()
+
+
+def ledger_record(result: SourceResult) -> dict[str, Any]:
+    """The ledger record of one finished source task."""
+    if result.failure is None:
+        return {
+            "source": result.source_id,
+            "status": "done",
+            "outputs": result.outputs,
+            "rows_in": result.rows_in,
+            "rows_out": result.rows_out,
+            "seconds": round(result.seconds, 4),
+            "attempts": result.attempts,
+            # Rows in and out of every stage after the source, for the run's funnel (`status`).
+            "stages": [[s.name, s.rows_in, s.rows_out] for s in result.stats],
+        }
+    f = result.failure
+    return {
+        "source": result.source_id,
+        "status": "failed",
+        "stage": f.stage,
+        "error": f.error,
+        "traceback": f.traceback,
+        "attempts": result.attempts,
+        "task_id": f.metadata.get("task_id"),
+        "files": f.metadata.get("files"),
+        "seconds": round(result.seconds, 4),
+    }
+
+
+def _raise_if_unfinished(result: PipelineResult, options: RunOptions) -> None:
+    """Raise :class:`Interrupted` when a stop signal left source tasks undone (requeueing the job when a
+    time limit's warning signal asked for it), :class:`PipelineFailedError` when any source task failed."""
+    shard, failed = result.shard, result.failed
+    todo = result.source_tasks_mine - result.source_tasks_skipped
+    left = todo - result.done - len(failed)
+    if result.stopped_by is not None and left > 0:  # a signal after the last task changes nothing
+        # Only a warning signal (--signal=B:USR1@...) requeues: SIGTERM is also what `scancel` sends,
+        # and a cancelled task must stay cancelled.
+        requeued = options.requeue and result.stopped_by in ("SIGUSR1", "SIGUSR2") and requeue(shard.job)
+        raise Interrupted(
+            f"stopped by {result.stopped_by} ({shard.label}): {result.done} source tasks done, {left} left for a "
+            + ("requeued run" if requeued else "re-run of the same command (done work is skipped)"),
+            result=result,
+        )
+    if failed:
+        first = "; ".join(f"{f.source_id} [{f.stage}] {f.error.splitlines()[0] if f.error else ''}" for f in failed[:3])
+        where = f"; records in {result.run_dir}" if result.run_dir else ""
+        raise PipelineFailedError(
+            f"{len(failed)} of {todo} source tasks failed after retries ({shard.label}): {first}"
+            + (" ..." if len(failed) > 3 else "")
+            + where,
+            result=result,
+        )
+
+
+def _passthrough(tasks: list[Task]) -> Iterator[SourceResult]:
+    for t in tasks:
+        yield SourceResult(source_id=t.task_id, output_tasks=[t])
+
+
+__all__ = ["BaseExecutor", "StopCheck", "ledger_record"]
