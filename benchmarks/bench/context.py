@@ -57,6 +57,8 @@ class Bench:
                 "sharded": corpus_for_mb(self.size_mb if self.quick else 800, self.docs_per_file, min_files=64),
                 "one-file": CorpusSpec(files=1, docs_per_file=self.docs_per_file),
                 "rss-small": corpus_for_mb(0.2 if self.quick else 20, self.docs_per_file, min_files=2),
+                # Rows 15a-15b (issue #19): many small files, one source task each.
+                "small-files": CorpusSpec(files=100 if self.quick else 5000, docs_per_file=20),
             }
             specs["rss-large"] = CorpusSpec(files=10 * specs["rss-small"].files, docs_per_file=self.docs_per_file)
             self.corpora[role] = ensure_corpus(self.root / "corpora", specs[role])

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..context import Bench
 from ..harness import Row
 from .dedup import bench_exact_dedup, bench_fuzzy_signatures, bench_fuzzy_workflow
-from .executor import bench_executor
+from .executor import bench_executor, bench_small_files
 from .filters import bench_filters
 from .ledger import bench_ledger
 from .memory import bench_rss
@@ -27,6 +27,7 @@ class Group:
 #: Every row, in table order. A new row is a new Group (or a new Row from an existing one).
 GROUPS: list[Group] = [
     Group(("1", "2"), bench_executor),
+    Group(("15a", "15b"), bench_small_files),
     Group(("3a", "3b"), bench_sharded_cpu),
     Group(("4",), bench_empty_shard),
     Group(("14",), bench_manifest_startup),
