@@ -70,11 +70,14 @@ def ray_cluster_fixture() -> Iterator[str]:
 
 
 def ship_test_module(module: Any) -> None:
-    """Let Ray workers unpickle the stages a test module defines: its directory is not on their
-    ``sys.path``, so its classes are sent by value instead of by reference."""
+    """Let Ray workers unpickle the stages a test module defines, and the shared ones it may use: their
+    directory is not on the workers' ``sys.path``, so their classes are sent by value instead of by reference."""
     from ray import cloudpickle
 
+    import shared_stages
+
     cloudpickle.register_pickle_by_value(module)
+    cloudpickle.register_pickle_by_value(shared_stages)
 
 
 @pytest.fixture(params=["local", pytest.param("ray", marks=requires_ray)], name="executor_factory")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from curator_slurm.logs import ROOT
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME
+from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, iter_records
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "curate.py"
@@ -72,6 +72,11 @@ def read_tree(root: Path) -> dict[str, bytes]:
         for p in sorted(Path(root).rglob("*"))
         if p.is_file() and DEFAULT_RUN_DIR_NAME not in p.relative_to(root).parts
     }
+
+
+def records(out: Path) -> list[dict]:
+    """The ledger records of a run whose run directory is the default one, inside its output ``out``."""
+    return list(iter_records(str(out / DEFAULT_RUN_DIR_NAME)))
 
 
 def parquet_tables(root: Path) -> dict[str, Any]:

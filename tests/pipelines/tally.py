@@ -11,38 +11,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 from curator_slurm import CuratorError, LocalExecutor, Pipeline, PipelineFailedError, configure_logging
 from curator_slurm.stages import (
     JsonlReader,
     ParquetReader,
     ParquetWriter,
-    ProcessingStage,
     ScoreFilter,
     WordCountFilter,
 )
-from curator_slurm.tasks import DocumentBatch
 
-
-class Tally(ProcessingStage[DocumentBatch, DocumentBatch]):
-    """Appends the source id of every batch to a file, then sleeps."""
-
-    def __init__(self, path: str, sleep: float) -> None:
-        self.path = path
-        self.sleep = sleep
-
-    def params(self) -> dict[str, object]:
-        return {}  # where we count is not part of what the pipeline computes
-
-    def process(self, task: DocumentBatch) -> DocumentBatch:
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, f"{task.source_id}\n".encode())
-        finally:
-            os.close(fd)
-        time.sleep(self.sleep)
-        return task
+# tests/ holds the Tally stage, shared with in-process tests; a run as a script sees only this directory.
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from shared_stages import Tally
 
 
 def main() -> int:
@@ -60,7 +41,7 @@ def main() -> int:
     pipeline = (
         Pipeline("tally")
         .add_stage(reader)
-        .add_stage(Tally(args.tally, args.sleep))
+        .add_stage(Tally(args.tally, hold=args.sleep))
         .add_stage(ScoreFilter(WordCountFilter(min_words=50)))
         .add_stage(ParquetWriter(args.output))
     )

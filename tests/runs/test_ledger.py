@@ -1,14 +1,12 @@
-"""The per-source-task ledger: crash safety, resume, failures, retries, stop signals, run directory checks."""
+"""The per-source-task ledger: crash safety, resume, failures recorded, run directory checks."""
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -17,48 +15,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from curator_slurm import LocalExecutor, Pipeline, PipelineFailedError, ShardSpec
+from curator_slurm import LocalExecutor, Pipeline, ShardSpec
 from curator_slurm.errors import RunDirError
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
+from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, load_status
 from curator_slurm.runs.options import RunOptions
-from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage, ScoreFilter, WordCountFilter
-from curator_slurm.tasks import DocumentBatch, EmptyTask
-from executors import ExecutorFactory
-from helpers import REPO, clean_env, logged, read_tree, run_example
-
-TALLY = REPO / "tests" / "pipelines" / "tally.py"
-
-
-def tally_cmd(inp: Path, out: Path, tally: Path, *extra: str) -> list[str]:
-    return [sys.executable, str(TALLY), "--input", str(inp), "--output", str(out), "--tally", str(tally), *extra]
-
-
-def tallied(path: Path) -> list[str]:
-    return path.read_text().split() if path.exists() else []
-
-
-def records(out: Path) -> list[dict]:
-    return list(iter_records(str(out / DEFAULT_RUN_DIR_NAME)))
-
-
-@pytest.fixture(scope="module")
-def reference(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    """Outputs of one uninterrupted run of the tally pipeline."""
-    out = tmp_path_factory.mktemp("reference")
-    subprocess.run(tally_cmd(corpus, out, out.parent / "ref-tally"), check=True, env=clean_env(), capture_output=True)
-    return read_tree(out)
-
-
-def start_tally(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """The tally pipeline as a background process whose stderr (its log) the test reads at the end."""
-    return subprocess.Popen(cmd, env=clean_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def wait_for_lines(path: Path, n: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while len(tallied(path)) < n:
-        assert time.monotonic() < deadline, f"{path} never reached {n} lines"
-        time.sleep(0.05)
+from curator_slurm.stages import JsonlReader, ParquetWriter, ScoreFilter, WordCountFilter
+from helpers import clean_env, read_tree, records, run_example
+from tallying import (
+    reference_fixture,  # noqa: F401 - a fixture
+    tallied,
+    tally_cmd,
+)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -94,36 +61,6 @@ def test_kill_9_then_rerun(corpus: Path, tmp_path: Path, reference: dict[str, by
     assert set(after) | done_before == {r["source"] for r in records(out) if r["status"] == "done"}
     assert read_tree(out) == reference  # also: no hidden temporary file left anywhere
     assert f"skipping {len(done_before)} source tasks already done" in rerun.stderr
-
-
-def test_sigterm_stops_cleanly_and_resumes(corpus: Path, tmp_path: Path, reference: dict[str, bytes]) -> None:
-    out, tally = tmp_path / "out", tmp_path / "tally"
-    proc = start_tally(tally_cmd(corpus, out, tally, "--sleep", "0.4", "--workers", "2"))
-    wait_for_lines(tally, 3)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode != 0
-    assert "received SIGTERM" in err and "stopped by SIGTERM" in err
-    state = load_status(str(out / DEFAULT_RUN_DIR_NAME))
-    started = set(tallied(tally))
-    assert state.done == started, "every source task started before the signal finished and was recorded"
-    assert len(state.done) < 12
-
-    rerun = subprocess.run(tally_cmd(corpus, out, tally), env=clean_env(), capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stderr
-    assert Counter(tallied(tally)).most_common(1)[0][1] == 1, "no source task ran twice"
-    assert read_tree(out) == reference
-
-
-def test_grace_period_abandons_stuck_work(corpus: Path, tmp_path: Path) -> None:
-    out, tally = tmp_path / "out", tmp_path / "tally"
-    proc = start_tally(tally_cmd(corpus, out, tally, "--sleep", "30"), {"CURATOR_GRACE_SECONDS": "1"})
-    wait_for_lines(tally, 1)
-    proc.send_signal(signal.SIGUSR1)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode != 0
-    assert "grace period of 1 s over" in err
-    assert load_status(str(out / DEFAULT_RUN_DIR_NAME)).done == set()
 
 
 def _break_corpus(src: Path, dst: Path) -> dict[str, str]:
@@ -174,106 +111,6 @@ def test_truncated_parquet_is_recorded_failed(corpus: Path, tmp_path: Path) -> N
     failed = load_status(str(out / DEFAULT_RUN_DIR_NAME)).failed
     assert [r["files"] for r in failed.values()] == [[str(victim)]]
     assert f"{victim}: not a readable Parquet file" in next(iter(failed.values()))["error"]
-
-
-class Flaky(ProcessingStage[DocumentBatch, DocumentBatch]):
-    """Fails the first ``failures`` attempts on each task, counted in files (works across processes)."""
-
-    def __init__(self, marker_dir: str, failures: int, only: str | None = None) -> None:
-        self.marker_dir, self.failures, self.only = marker_dir, failures, only
-
-    def process(self, task: DocumentBatch) -> DocumentBatch:
-        if self.only is not None and task.source_id != self.only:
-            return task
-        marker = Path(self.marker_dir) / task.source_id
-        attempts = int(marker.read_text()) + 1 if marker.exists() else 1
-        marker.write_text(str(attempts))
-        if attempts <= self.failures:
-            raise RuntimeError(f"flaky failure {attempts} of {task.source_id}")
-        return task
-
-
-def _flaky_pipeline(corpus: Path, out: Path, markers: Path, failures: int, only: str | None = None) -> Pipeline:
-    markers.mkdir(exist_ok=True)
-    return (
-        Pipeline("flaky")
-        .add_stage(JsonlReader(str(corpus)))
-        .add_stage(Flaky(str(markers), failures, only).with_(batch_size=4))
-        .add_stage(ParquetWriter(out))
-    )
-
-
-def _first_source(corpus: Path) -> str:
-    return JsonlReader(str(corpus)).decompose()[0].process(EmptyTask())[0].task_id
-
-
-def test_retried_task_ends_done_with_attempts(corpus: Path, tmp_path: Path, executor_factory: ExecutorFactory) -> None:
-    """A stage that fails twice then succeeds: done, attempts = 3."""
-    out = tmp_path / "out"
-    result = _flaky_pipeline(corpus, out, tmp_path / "m", failures=2).run(
-        executor_factory(retry_backoff=0.001), shard=ShardSpec.single(), options=RunOptions()
-    )
-    assert result.done == 12 and not result.failed
-    done = [r for r in records(out) if r["status"] == "done"]
-    assert len(done) == 12 and {r["attempts"] for r in done} == {3}
-
-
-def test_one_bad_task_in_a_batch_does_not_fail_its_neighbours(
-    corpus: Path, tmp_path: Path, executor_factory: ExecutorFactory
-) -> None:
-    out = tmp_path / "out"
-    bad = _first_source(corpus)
-    with (
-        logged(logging.WARNING) as warnings,
-        pytest.raises(PipelineFailedError, match="1 of 12 source tasks failed") as info,
-    ):
-        _flaky_pipeline(corpus, out, tmp_path / "m", failures=99, only=bad).run(
-            executor_factory(retry_backoff=0.001), shard=ShardSpec.single(), options=RunOptions()
-        )
-    attempts = [w for w in warnings if f"failed on task {bad}" in w]
-    assert len(attempts) == 3 and attempts[-1].endswith("flaky failure 3 of " + bad + "')"), warnings
-    result = info.value.result
-    assert result.done == 11
-    failed = load_status(str(out / DEFAULT_RUN_DIR_NAME)).failed
-    assert list(failed) == [bad]
-    assert failed[bad]["attempts"] == 3 and failed[bad]["stage"] == "flaky"
-    assert "flaky failure 3" in failed[bad]["error"]
-
-
-class SplitInFour(ProcessingStage[DocumentBatch, DocumentBatch]):
-    def process(self, task: DocumentBatch) -> list[DocumentBatch]:
-        n = task.data.num_rows
-        parts = [task.data.slice(k * n // 4, (k + 1) * n // 4 - k * n // 4) for k in range(4)]
-        return [task.derive(part, task_id=f"{task.task_id}-{k}") for k, part in enumerate(parts)]
-
-
-class FailsOnBatches(ProcessingStage[DocumentBatch, DocumentBatch]):
-    """Fails whenever it is handed more than one task at once; one at a time it works."""
-
-    def process_batch(self, tasks: list[DocumentBatch]) -> list[DocumentBatch]:
-        if len(tasks) > 1:
-            raise RuntimeError(f"cannot take {len(tasks)} at once")
-        return tasks
-
-
-def test_a_failed_batch_is_logged_before_its_tasks_are_retried_one_by_one(corpus: Path, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    pipeline = (
-        Pipeline("batches")
-        .add_stage(JsonlReader(str(corpus)))
-        .add_stage(SplitInFour())
-        .add_stage(FailsOnBatches().with_(batch_size=4))
-        .add_stage(ParquetWriter(out))
-    )
-    with logged(logging.WARNING) as warnings:
-        result = pipeline.run(LocalExecutor(workers=1, retry_backoff=0.001), shard=ShardSpec.single())
-    assert result.done == 12 and not result.failed
-    assert len(list(out.glob("*.parquet"))) == 48, "every part written once"
-    batch = [w for w in warnings if "failed on a batch of 4 tasks" in w]
-    assert len(batch) == 12 and batch[0].endswith(
-        "RuntimeError('cannot take 4 at once'); retrying each task on its own"
-    )
-    assert not [w for w in warnings if "failed on task" in w], "one at a time, each task succeeded"
 
 
 def test_rerun_with_another_shard_count_repeats_no_done_work(corpus: Path, tmp_path: Path) -> None:
@@ -382,17 +219,3 @@ def test_balanced_shards_refuse_inputs_whose_sizes_changed(corpus: Path, tmp_pat
     )
     assert proc.returncode == 2
     assert "the inputs changed since this run started" in proc.stderr and "other file sizes" in proc.stderr
-
-
-def test_files_of_one_group_with_clashing_types_fail_only_their_task(corpus: Path, tmp_path: Path) -> None:
-    inp, out = tmp_path / "in", tmp_path / "out"
-    shutil.copytree(corpus, inp)
-    (inp / sorted(p.name for p in inp.iterdir())[0].replace(".jsonl", "b.jsonl")).write_text(
-        json.dumps({"id": "n", "text": 12345}) + "\n"
-    )
-    pipeline = Pipeline("p").add_stage(JsonlReader(str(inp), files_per_partition=2)).add_stage(ParquetWriter(out))
-    with pytest.raises(PipelineFailedError, match="1 of 7 source tasks failed") as info:
-        pipeline.run(LocalExecutor(workers=1, retry_backoff=0), shard=ShardSpec.single(), options=RunOptions())
-    (failure,) = info.value.result.failed
-    assert "incompatible schemas" in failure.error and failure.attempts == 1
-    assert len(list(out.glob("*.parquet"))) == 6

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from curator_slurm import (
     PipelineResult,
     ShardSpec,
 )
+from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
 from curator_slurm.stages.readers import row_group_start
 from curator_slurm.tasks import content_id
@@ -408,3 +410,17 @@ def test_mistyped_input_path_leaves_output_dir_usable(tmp_path: Path) -> None:
     assert not out.exists()
     result = run(Pipeline("p").add_stage(JsonlReader(src)).add_stage(JsonlWriter(out)))
     assert len(result.output_files) == 1
+
+
+def test_files_of_one_group_with_clashing_types_fail_only_their_task(corpus: Path, tmp_path: Path) -> None:
+    inp, out = tmp_path / "in", tmp_path / "out"
+    shutil.copytree(corpus, inp)
+    (inp / sorted(p.name for p in inp.iterdir())[0].replace(".jsonl", "b.jsonl")).write_text(
+        json.dumps({"id": "n", "text": 12345}) + "\n"
+    )
+    pipeline = Pipeline("p").add_stage(JsonlReader(str(inp), files_per_partition=2)).add_stage(ParquetWriter(out))
+    with pytest.raises(PipelineFailedError, match="1 of 7 source tasks failed") as info:
+        pipeline.run(LocalExecutor(workers=1, retry_backoff=0), shard=ShardSpec.single(), options=RunOptions())
+    (failure,) = info.value.result.failed
+    assert "incompatible schemas" in failure.error and failure.attempts == 1
+    assert len(list(out.glob("*.parquet"))) == 6
