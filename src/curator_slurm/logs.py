@@ -1,74 +1,205 @@
-"""Console logging with the shard and job in every line.
+"""Console logging with the shard and job in every line, delivered by loguru.
 
-The package logs through the standard library's ``logging``, under the ``curator_slurm`` logger.
-Importing it costs a few milliseconds, which every array task pays once (see docs/performance.md).
+The package's modules log through the standard library's ``logging``, under the ``curator_slurm``
+logger (so a test or a script can still attach a handler there). Once a pipeline runs, or the script
+calls :func:`configure_logging`, those records are handed to loguru, and loguru's sinks print them:
+ours (stderr, :data:`FORMAT`) and any the user added with ``logger.add``. A stage that logs with
+loguru's ``logger`` lands in the same sinks, and so does a stdlib record that no handler takes (a
+stage's own ``logging.getLogger(...).warning``, a library's warning), which stdlib would otherwise
+print bare. Every line carries the shard and job this process works for (``-`` before it knows).
+
+loguru is imported on a first run, not with the package: it costs about 60 ms (asyncio and ssl,
+mostly), which ``import curator_slurm`` and the CLI's quick commands need not pay.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loguru import Message, Record
 
 #: Every logger of the package sits under this one.
 ROOT = "curator_slurm"
 
-FORMAT = "%(asctime)s | %(levelname)-7s | %(shard)s %(job)s | %(message)s"
-DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
+#: The line format (a loguru format string); ``shard`` and ``job`` are ``-`` where unknown.
+FORMAT = "{time:YYYY-MM-DD HH:mm:ss} | {level: <7} | {extra[shard]} {extra[job]} | {message}"
+
+#: The stdlib handler that stdlib calls when no handler takes a record; replaced only while it is this one.
+_STDLIB_LAST_RESORT = logging.lastResort
 
 
-class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
-    """The console handler this module installs; found again by its type so that it is never added twice."""
+class _Binding:
+    """The shard and job of this process: one process works for one shard (a driver, its workers)."""
+
+    shard = "-"
+    job = "-"
+    #: The id of the console sink this module added to loguru, to replace it rather than add a second.
+    sink: int | None = None
+    #: Whether loguru's patcher fills in the shard and job (once per process; a forked worker inherits it).
+    patched = False
 
 
-def _formatter(fmt: str = FORMAT) -> logging.Formatter:
-    # Lines logged outside a shard (module loggers, workers) show ``-`` where the shard and job go.
-    return logging.Formatter(fmt, DATE_FORMAT, defaults={"shard": "-", "job": "-"})
+class _Reentry(threading.local):
+    busy = False
 
 
-class _DefaultHandler(_Handler):
-    """The handler :func:`ensure_logging` installs: it steps aside once the script gives the root logger
-    a handler of its own (``logging.basicConfig`` after a first run), so no line is printed twice."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not logging.getLogger().handlers and bool(super().filter(record))
+_reentry = _Reentry()
 
 
-def _console(level: int | str, kind: type[_Handler] = _Handler) -> _Handler:
-    handler = kind(sys.stderr)
-    handler.setFormatter(_formatter())
-    handler.setLevel(level)
-    return handler
+def _defaults(record: Record) -> None:
+    # Lines that carry no shard of their own (a stage's loguru call, a module logger) get this process's.
+    record["extra"].setdefault("shard", _Binding.shard)
+    record["extra"].setdefault("job", _Binding.job)
+
+
+def _format(record: Record) -> str:
+    _defaults(record)  # in case the script replaced the patcher (logger.configure(patcher=...)) since
+    return FORMAT + "\n{exception}"
+
+
+def _patch_every_record() -> None:
+    """Make every loguru record carry ``shard`` and ``job`` (for every sink, a script's ``{extra[shard]}`` too),
+    through loguru's one global patcher; a patcher the script set before is kept and runs first."""
+    from loguru import logger
+
+    if _Binding.patched:
+        return
+    before = getattr(getattr(logger, "_core", None), "patcher", None)  # loguru has no public getter for it
+
+    def patcher(record: Record) -> None:
+        if before is not None:
+            before(record)
+        _defaults(record)
+
+    logger.configure(patcher=patcher)
+    _Binding.patched = True
+
+
+def _to_stderr(message: Message) -> None:
+    # sys.stderr looked up per line: a test runner (or the script) may replace it after the sink is added.
+    sys.stderr.write(message)
+    sys.stderr.flush()
+
+
+class _ToLoguru(logging.Handler):
+    """Hands stdlib records to loguru, with the record's shard and job (from :func:`bound`) or the process's.
+
+    It sits on the package's logger and, as ``logging.lastResort``, takes the records no handler took."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if _reentry.busy:  # a loguru sink that feeds stdlib back (loguru's PropagateHandler) must not loop
+            return
+        from loguru import logger
+
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format in a log call is logging's error to report, not the stage's
+            self.handleError(record)
+            return
+        try:
+            level: str | int = logger.level(record.levelname).name
+        except ValueError:  # a custom stdlib level loguru does not know
+            level = record.levelno
+
+        def origin(r: Record) -> None:  # the module and line that logged, not this handler's
+            r.update(name=record.name, function=record.funcName, line=record.lineno, module=record.module)
+
+        extra = {
+            "shard": getattr(record, "shard", _Binding.shard),
+            "job": getattr(record, "job", _Binding.job),
+            "stdlib": True,
+        }
+        _reentry.busy = True
+        try:
+            logger.patch(origin).bind(**extra).opt(exception=record.exc_info).log(level, message)
+        finally:
+            _reentry.busy = False
+
+
+def _bridge() -> logging.Logger:
+    """Route the package's stdlib records (and those no handler takes) into loguru, once per process."""
+    package = logging.getLogger(ROOT)
+    if not any(isinstance(h, _ToLoguru) for h in package.handlers):
+        package.addHandler(_ToLoguru())
+    # Only through loguru: a root handler the script adds must not print each line a second time.
+    package.propagate = False
+    if logging.lastResort is _STDLIB_LAST_RESORT:
+        logging.lastResort = _ToLoguru(logging.WARNING)  # stdlib's level for it: no library INFO noise
+    _patch_every_record()
+    return package
+
+
+def _add_console(level: int) -> None:
+    from loguru import logger
+
+    if _Binding.sink is not None:
+        with contextlib.suppress(ValueError):  # the script removed every sink (logger.remove()) since
+            logger.remove(_Binding.sink)
+    _Binding.sink = logger.add(_to_stderr, level=level, format=_format, backtrace=False, diagnose=False)
+
+
+def _remove_loguru_default() -> bool:
+    """Remove loguru's own stderr sink (id 0), which would print every line again in its format;
+    False when it was gone already, i.e. the script (or this module) configured loguru."""
+    from loguru import logger
+
+    try:
+        logger.remove(0)
+    except ValueError:
+        return False
+    return True
+
+
+def _level(level: int | str) -> int:
+    if isinstance(level, int):
+        return level
+    number = logging.getLevelName(level.upper())
+    if not isinstance(number, int):
+        raise ValueError(
+            f"unknown log level {level!r} for configure_logging(level=...); use DEBUG, INFO, WARNING, ERROR or CRITICAL"
+        )
+    return number
 
 
 def configure_logging(level: str = "INFO") -> None:
     """Send the package's log lines to stderr, each with ``shard i/N`` and the Slurm job id.
 
     Lines logged outside a shard show ``-`` there. Call it once at the top of a pipeline script;
-    calling it again changes the level. The package's lines then go only to this handler, not also
-    to handlers the script put on the root logger.
+    calling it again changes the level (one sink, never two). The lines go through loguru: sinks the
+    script adds with ``logger.add`` receive them too, and loguru's own default stderr sink is removed
+    so that no line is printed twice. They do not also go to handlers on the stdlib root logger.
     """
-    package = logging.getLogger(ROOT)
-    for handler in [h for h in package.handlers if isinstance(h, _Handler)]:
-        package.removeHandler(handler)
-    package.addHandler(_console(level))
-    package.setLevel(level)
-    package.propagate = False
+    number = _level(level)
+    package = _bridge()
+    package.setLevel(number)
+    _remove_loguru_default()
+    _add_console(number)
 
 
-def ensure_logging(level: int | str = logging.INFO) -> None:
-    """Make progress visible by default: install the console handler at ``level`` when nothing was configured.
+def ensure_logging(level: int | str = logging.INFO, shard: str | None = None, job: str | None = None) -> None:
+    """Make progress visible by default; every run (and every spawned worker) calls it.
 
-    Nothing is changed when the package's logger or the root logger already has a handler (the script,
-    or a test runner, decided where lines go) or when logging was disabled for the package. The handler
-    steps aside once the root logger gets one later.
+    The package's records go to loguru from now on. The console sink is added at ``level`` only if loguru
+    still has its default sink, i.e. neither the script nor :func:`configure_logging` chose the sinks.
+    Nothing changes when logging was disabled for the package. ``shard`` and ``job`` make this process's
+    lines carry them (a worker process of a shard).
     """
+    if shard is not None or job is not None:
+        _Binding.shard, _Binding.job = shard or "-", job or "-"
     package = logging.getLogger(ROOT)
-    if package.handlers or logging.getLogger().handlers or package.disabled:
+    if package.disabled:
         return
-    package.addHandler(_console(level, _DefaultHandler))
+    _bridge()
     if package.level == logging.NOTSET:
         package.setLevel(level)
+    if _remove_loguru_default():
+        _add_console(_level(level))
 
 
 def effective_level() -> int:
@@ -77,23 +208,50 @@ def effective_level() -> int:
 
 
 def bound(shard: str, job: str) -> logging.LoggerAdapter:  # type: ignore[type-arg]
-    """A logger whose lines carry this shard's label and Slurm job."""
+    """A logger whose lines carry this shard's label and Slurm job.
+
+    The shard becomes this process's too: lines without one of their own (a stage's loguru or stdlib
+    logger, a module's logger) carry it from now on."""
+    _Binding.shard, _Binding.job = shard, job
     return logging.LoggerAdapter(logging.getLogger(ROOT), {"shard": shard, "job": job})
 
 
 class CollectWarnings(logging.Handler):
     """Hands the message of every warning or error to ``sink`` (Ray workers send them to the driver).
 
-    Ray's own loggers are left out: their lines stay in Ray's log files."""
+    Attach it to the stdlib loggers to watch; it also receives the warnings that code logs with loguru's
+    ``logger`` directly (a stage's own). Ray's own loggers are left out: their lines stay in Ray's log files."""
 
     def __init__(self, sink: Callable[[str], object]) -> None:
+        from loguru import logger
+
         super().__init__(logging.WARNING)
         self.sink = sink
         self.setFormatter(logging.Formatter("%(message)s"))
         self.addFilter(lambda record: record.name != "ray" and not record.name.startswith("ray."))
+        # Records that came from stdlib reach this handler there; loguru's own reach it through this sink.
+        self._loguru_sink: int | None = logger.add(
+            self._from_loguru, level="WARNING", format="{message}", filter=_not_from_stdlib, catch=True
+        )
+
+    def _from_loguru(self, message: Message) -> None:
+        self.sink(message.record["message"])
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
             self.sink(self.format(record))
         except Exception:  # a bad format in a log call is logging's error to report, not the stage's
             self.handleError(record)
+
+    def close(self) -> None:
+        from loguru import logger
+
+        if self._loguru_sink is not None:
+            with contextlib.suppress(ValueError):
+                logger.remove(self._loguru_sink)
+            self._loguru_sink = None
+        super().close()
+
+
+def _not_from_stdlib(record: Any) -> bool:
+    return "stdlib" not in record["extra"] and not (record["name"] or "").startswith("ray")
