@@ -96,7 +96,7 @@ class BaseExecutor:
         tally = _Tally([StageStats(s.name) for s in stages], ProgressLog(len(todo), log, self.progress_interval))
         stop = StopSignal(options.grace_seconds, log)
         results: Iterable[SourceResult] = ()
-        with _ledger(run_dir, shard) as record:
+        with _ledger(run_dir, shard, options) as record:
             try:
                 with stop:
                     results = (
@@ -194,7 +194,7 @@ def _resume_filter(
     else:
         weights = [t.weight for t in source.sources] if shard.strategy == "balanced" else None
         run_dir.check_sources([t.task_id for t in source.sources], options.accept_new_inputs, weights)
-    state = run_dir.state()
+    state = run_dir.state(shard)  # only the ledger files that can hold this shard's records
     todo = [t for t in mine if t.task_id not in state.done]
     if len(todo) < len(mine):
         log.info(f"{shard.label}: skipping {len(mine) - len(todo)} source tasks already done in {run_dir.path}")
@@ -202,13 +202,13 @@ def _resume_filter(
 
 
 @contextmanager
-def _ledger(run_dir: RunDir | None, shard: ShardSpec) -> Iterator[Callable[[SourceResult], None]]:
+def _ledger(run_dir: RunDir | None, shard: ShardSpec, options: RunOptions) -> Iterator[Callable[[SourceResult], None]]:
     """``record(result)`` for each finished source task: the one place where a run writes its ledger
     (nothing without a run directory); the writer is closed when the run ends, however it ends."""
     if run_dir is None:
         yield lambda result: None
         return
-    writer = run_dir.writer(shard)
+    writer = run_dir.writer(shard, options)  # commits a window of records at a time
     try:
         yield lambda result: writer.write(ledger_record(result))
     finally:

@@ -6,10 +6,24 @@ Layout of a run directory::
     sources.json          count and digest of the source task ids the first process saw
     ledger/*.jsonl        one append-only file per process: one JSON record per finished source task
 
-Every process writes only its own ledger file (named by host, pid and a random suffix), one line per
-record, flushed and fsynced, so a thousand array tasks on a shared filesystem never contend for a lock
-and a killed process leaves at worst a torn last line, which readers ignore. A million source tasks
-make a million lines in a few hundred files, not a million files.
+Every process writes only its own ledger file, one line per record, so a thousand array tasks on a
+shared filesystem never contend for a lock and a killed process leaves at worst a torn last line, which
+readers ignore. A million source tasks make a million lines in a few hundred files, not a million files.
+
+Group commit: records are appended a window at a time (``window`` records, or ``window_seconds`` of wall
+time or of the tasks' own run time, whichever comes first; the rest when the writer closes). Before a
+window's lines are written, every output they list is made durable (one ``syncfs`` per filesystem on
+Linux >= 5.8, else an fsync of each file and of its directory); then the lines are appended with one
+fsync. So an output is in place and durable before any record says ``done``, and the sink writer need not
+fsync each file itself (``curator_slurm.stages.writers.defer_output_sync``). A crash loses at most the
+window not yet committed: its source tasks are done again on resume, and rewrite the same files.
+
+Partitions: a ledger file's name says which shard wrote it, ``p.<layout>.<index>.<writer>.jsonl``, where
+the layout is the shard assignment (``h<count>`` hash, ``b<count>`` balanced, ``m<manifest>`` a submitted
+plan). A task of that layout reads only its own index's files (the records of the tasks it owns) plus
+every file of another layout (another shard count, e.g. a retry) and every file of the old flat naming
+(``<job>-<host>-<pid>-<random>.jsonl``), so a task of a 10,000-task array starts in milliseconds while a
+change of shard count stays correct (it reads more). ``load_status(path)`` (``status``) reads them all.
 
 A record is ``{"source": id, "status": "done"|"failed", ...}``; ``done`` carries the outputs, rows
 in/out, seconds and attempts, ``failed`` the stage, error, traceback and attempts; both carry the
@@ -22,8 +36,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +47,9 @@ import xxhash
 
 from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import RunDirError, ShardConfigError, is_out_of_space, out_of_space
+from curator_slurm.runs.options import RunOptions
 from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.stages.writers import defer_output_sync
 
 logger = logging.getLogger(__name__)
 
@@ -115,11 +132,47 @@ class LedgerState:
     records: int = 0
 
 
-def _ledger_files(path: str) -> list[str]:
+#: File-name prefix of a partitioned ledger file: ``p.<layout>.<index>.<writer>.jsonl``.
+PARTITION_PREFIX = "p."
+
+
+def shard_layout(shard: ShardSpec) -> str:
+    """The name of ``shard``'s assignment of source tasks to shards: the same for every shard of one array
+    (and its re-runs), another one when the shard count, the strategy or the submitted plan changes."""
+    if shard.manifest:
+        name = os.path.basename(os.path.normpath(shard.manifest))
+        return "m" + "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+    return f"{'b' if shard.strategy == 'balanced' else 'h'}{shard.count}"
+
+
+def ledger_file_name(shard: ShardSpec, writer: str) -> str:
+    """The name of the ledger file that ``shard``'s process ``writer`` (``<job>-<host>-<pid>-<random>``)
+    appends to: the shard's partition, then the writer."""
+    return f"{PARTITION_PREFIX}{shard_layout(shard)}.{shard.index}.{writer}.jsonl"
+
+
+def _concerns(name: str, layout: str, index: int) -> bool:
+    """Whether the ledger file ``name`` may hold records of source tasks that shard ``index`` of ``layout``
+    owns: its own partition's files, and every file of another layout or of the old flat naming."""
+    if not name.startswith(PARTITION_PREFIX):
+        return True
+    parts = name.split(".", 3)
+    if len(parts) < 4 or not parts[2].isdigit():
+        return True
+    return parts[1] != layout or int(parts[2]) == index
+
+
+def _ledger_files(path: str, shard: ShardSpec | None = None) -> list[str]:
+    """The ledger files of run directory ``path``: all, or those that concern ``shard`` (see the module
+    docstring)."""
     directory = os.path.join(path, LEDGER_DIR)
     if not os.path.isdir(directory):
         return []
-    return sorted(os.path.join(directory, f) for f in os.listdir(directory) if f.endswith(".jsonl"))
+    names = [f for f in os.listdir(directory) if f.endswith(".jsonl")]
+    if shard is not None:
+        layout = shard_layout(shard)
+        names = [f for f in names if _concerns(f, layout, shard.index)]
+    return sorted(os.path.join(directory, f) for f in names)
 
 
 def _complete_lines(path: str) -> bytes:
@@ -131,7 +184,11 @@ def _complete_lines(path: str) -> bytes:
 
 def iter_records(path: str) -> Iterator[dict[str, Any]]:
     """Every complete record of the run directory ``path``, file by file (full detail, slower)."""
-    for name in _ledger_files(path):
+    return _records_of(_ledger_files(path))
+
+
+def _records_of(files: Iterable[str]) -> Iterator[dict[str, Any]]:
+    for name in files:
         for lineno, line in enumerate(_complete_lines(name).splitlines(), start=1):
             if not line.strip():
                 continue
@@ -141,11 +198,15 @@ def iter_records(path: str) -> Iterator[dict[str, Any]]:
                 logger.warning(f"{name}:{lineno}: unreadable ledger record skipped")
 
 
-def load_status(path: str) -> LedgerState:
-    """Done and failed source ids of a run directory; fast (pyarrow's JSON parser) for large ledgers."""
+def load_status(path: str, shard: ShardSpec | None = None) -> LedgerState:
+    """Done and failed source ids of a run directory; fast (pyarrow's JSON parser) for large ledgers.
+
+    With ``shard``, only the ledger files that can hold records of its source tasks are read (its own
+    partition, other layouts, old flat files): what a task needs at its start. Without, every file."""
     state = LedgerState()
     failed_ids: set[str] = set()
-    for name in _ledger_files(path):
+    files = _ledger_files(path, shard)
+    for name in files:
         data = _complete_lines(name)
         if not data:
             continue
@@ -175,22 +236,57 @@ def load_status(path: str) -> LedgerState:
                 failed_ids.add(source)
     pending_failed = failed_ids - state.done
     if pending_failed:
-        for record in iter_records(path):
+        for record in _records_of(files):
             if record.get("status") == "failed" and record.get("source") in pending_failed:
                 state.failed[record["source"]] = record
     return state
 
 
-class LedgerWriter:
-    """Appends this process's records to its own ledger file, durably, one line each."""
+#: Default window of the group commit: at most this many records ...
+DEFAULT_WINDOW = 1000
+#: ... or this many seconds, of wall time since the window's first record or of its tasks' run time.
+DEFAULT_WINDOW_SECONDS = 0.5
+#: How outputs are made durable: ``auto`` (syncfs on Linux >= 5.8, where it reports write-back errors; else
+#: fsync), ``syncfs`` or ``fsync`` (each file, then each directory).
+SYNC_METHODS = ("auto", "syncfs", "fsync")
 
-    def __init__(self, run_dir: str, shard: ShardSpec) -> None:
+
+class LedgerWriter:
+    """Appends this process's records to its own ledger file, a window at a time (group commit).
+
+    ``write`` buffers a record and commits the window once it holds ``window`` records, or its first record
+    is ``window_seconds`` old, or its tasks ran ``window_seconds`` in all; ``close`` commits the rest. A
+    commit makes every output the window's records list durable, then appends their lines with one fsync
+    (see the module docstring). ``window=1`` commits every record at once. While the writer is open, the
+    sink writers of this process and of the workers it forks leave the fsync of each file to it.
+    """
+
+    def __init__(
+        self,
+        run_dir: str,
+        shard: ShardSpec,
+        window: int = DEFAULT_WINDOW,
+        window_seconds: float = DEFAULT_WINDOW_SECONDS,
+        sync: str = "auto",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if window < 1:
+            raise ValueError(f"LedgerWriter(window={window}): a window holds at least 1 record")
+        if sync not in SYNC_METHODS:
+            raise ValueError(f"LedgerWriter(sync={sync!r}): use one of {', '.join(SYNC_METHODS)}")
         directory = os.path.join(run_dir, LEDGER_DIR)
         os.makedirs(directory, exist_ok=True)
         job = shard.job
         tag = f"{job.array_job_id}_{job.array_task_id}" if job.array_job_id else (job.job_id or "local")
-        self.path = os.path.join(directory, f"{tag}-{job.host}-{os.getpid()}-{os.urandom(4).hex()}.jsonl")
+        writer = f"{tag}-{job.host}-{os.getpid()}-{os.urandom(4).hex()}"
+        self.path = os.path.join(directory, ledger_file_name(shard, writer))
+        self.window, self.window_seconds, self.clock = window, window_seconds, clock
+        self.sync = _sync_method() if sync == "auto" else sync
         self._file = None
+        self._lines: list[bytes] = []
+        self._outputs: list[str] = []
+        self._opened = 0.0  # clock() at the window's first record
+        self._work = 0.0  # the run time of the window's tasks, summed
         self._common = {
             "shard": f"{shard.index}/{shard.count}",
             "job_id": job.job_id,
@@ -200,24 +296,117 @@ class LedgerWriter:
             "host": job.host,
             "pid": os.getpid(),
         }
+        defer_output_sync(True)
+        self._deferring = True
+
+    @property
+    def pending(self) -> int:
+        """Records written but not yet committed (what a crash now would lose)."""
+        return len(self._lines)
 
     def write(self, record: dict[str, Any]) -> None:
-        if self._file is None:  # created on first use, so a shard with no work leaves no file
-            self._file = open(self.path, "ab")  # noqa: SIM115 - kept open for the life of the run
+        """Buffer ``record``; commit the window if it is full or old enough."""
         line = json.dumps({**record, **self._common, "time": round(time.time(), 3)}, separators=(",", ":"))
+        now = self.clock()
+        if not self._lines:
+            self._opened = now
+        self._lines.append(line.encode("utf-8") + b"\n")
+        self._outputs.extend(record.get("outputs") or ())
+        seconds = record.get("seconds")
+        self._work += float(seconds) if isinstance(seconds, (int, float)) else 0.0
+        if (
+            len(self._lines) >= self.window
+            or now - self._opened >= self.window_seconds
+            or self._work >= self.window_seconds
+        ):
+            self.commit()
+
+    def commit(self) -> None:
+        """Make the window's outputs durable, then append its records with one fsync."""
+        if not self._lines:
+            return
         try:
-            self._file.write(line.encode("utf-8") + b"\n")
+            make_durable(self._outputs, self.sync)
+            if self._file is None:  # created on first use, so a shard with no work leaves no file
+                self._file = open(self.path, "ab")  # noqa: SIM115 - kept open for the life of the run
+            self._file.write(b"".join(self._lines))
             self._file.flush()
             os.fsync(self._file.fileno())
         except OSError as e:  # at worst a torn last line, which readers ignore
             if is_out_of_space(e):
                 raise out_of_space(e, os.path.dirname(self.path)) from e
             raise
+        self._lines, self._outputs, self._work = [], [], 0.0
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Commit what is buffered and close the file; sink writers fsync their own files again."""
+        try:
+            self.commit()
+        finally:
+            if self._deferring:
+                defer_output_sync(False)
+                self._deferring = False
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
+def _sync_method() -> str:
+    """``syncfs`` where it reports write-back errors (Linux >= 5.8), else ``fsync``."""
+    if not sys.platform.startswith("linux"):
+        return "fsync"
+    try:
+        major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    except ValueError:
+        return "fsync"
+    return "syncfs" if (major, minor) >= (5, 8) else "fsync"
+
+
+_libc: Any = None
+
+
+def syncfs(fd: int) -> None:
+    """``syncfs(2)``: write back everything dirty on the filesystem that holds ``fd``, and wait for it."""
+    global _libc
+    if _libc is None:
+        import ctypes
+
+        _libc = ctypes.CDLL(None, use_errno=True)
+    if _libc.syncfs(fd) != 0:
+        import ctypes
+
+        err = ctypes.get_errno()
+        raise OSError(err, f"syncfs: {os.strerror(err)}")
+
+
+def make_durable(paths: Sequence[str], method: str = "fsync") -> None:
+    """Make the files ``paths`` (already renamed into place) and their names durable.
+
+    ``fsync``: an fsync of each file (on a fresh descriptor, which flushes the file's dirty pages whoever
+    wrote them on this node) and of each directory. ``syncfs``: one ``syncfs`` per filesystem the files
+    are on, which writes back the files and the directory entries together, far cheaper for many small
+    files (but it also waits for anything else dirty on that filesystem)."""
+    if not paths:
+        return
+    directories = sorted({os.path.dirname(os.path.abspath(p)) for p in paths})
+    if method == "syncfs":
+        devices: set[int] = set()
+        for directory in directories:
+            fd = os.open(directory, os.O_RDONLY)
+            try:
+                device = os.fstat(fd).st_dev
+                if device not in devices:
+                    devices.add(device)
+                    syncfs(fd)
+            finally:
+                os.close(fd)
+        return
+    for path in [*paths, *directories]:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 class RunDir:
@@ -288,11 +477,15 @@ class RunDir:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(me + "\n")
 
-    def state(self) -> LedgerState:
-        return load_status(self.path)
+    def state(self, shard: ShardSpec | None = None) -> LedgerState:
+        """What the ledger says; with ``shard``, what it says about that shard's source tasks (and possibly
+        more): only the files that can hold their records are read (see :func:`load_status`)."""
+        return load_status(self.path, shard)
 
-    def writer(self, shard: ShardSpec) -> LedgerWriter:
-        return LedgerWriter(self.path, shard)
+    def writer(self, shard: ShardSpec, options: RunOptions | None = None) -> LedgerWriter:
+        """This process's ledger writer, with the group-commit window of ``options``."""
+        options = options or RunOptions()
+        return LedgerWriter(self.path, shard, options.ledger_window, options.ledger_window_seconds)
 
 
 def _ended_here(holder: str, host: str) -> bool:

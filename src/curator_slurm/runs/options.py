@@ -30,6 +30,13 @@ class RunOptions:
     #: ``CURATOR_PHASE``: set in the array tasks that `curator-slurm submit` starts for one phase of a
     #: workflow; ``Workflow.run`` then runs that phase's shard only.
     phase: str | None = None
+    #: ``CURATOR_LEDGER_WINDOW``: the ledger commits (makes outputs durable, then appends records with one
+    #: fsync) every this many source tasks at most; 1 commits each on its own. A crash loses at most one
+    #: window, whose tasks a resume does again.
+    ledger_window: int = 1000
+    #: ``CURATOR_LEDGER_WINDOW_SECONDS``: ... or once the window's first record is this old, or its tasks
+    #: ran this long in all (so a crash costs at most about this much work, redone on resume).
+    ledger_window_seconds: float = 0.5
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RunOptions:

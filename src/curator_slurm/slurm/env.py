@@ -303,6 +303,18 @@ def run_options(environ: Mapping[str, str] | None = None) -> RunOptions:
             raise SettingError(f"CURATOR_GRACE_SECONDS={grace_raw!r} is not a number of seconds") from None
         if not math.isfinite(grace) or grace < 0:
             raise SettingError(f"CURATOR_GRACE_SECONDS={grace_raw!r} must be a finite number >= 0")
+    window = _int(
+        env, "CURATOR_LEDGER_WINDOW", minimum=1, fix="Set it to a number of records, 1 or more.", error=SettingError
+    )
+    window_raw = env.get("CURATOR_LEDGER_WINDOW_SECONDS")
+    window_seconds = RunOptions.ledger_window_seconds
+    if window_raw:
+        try:
+            window_seconds = float(window_raw)
+        except ValueError:
+            raise SettingError(f"CURATOR_LEDGER_WINDOW_SECONDS={window_raw!r} is not a number of seconds") from None
+        if not math.isfinite(window_seconds) or window_seconds < 0:
+            raise SettingError(f"CURATOR_LEDGER_WINDOW_SECONDS={window_raw!r} must be a finite number >= 0")
     return RunOptions(
         run_dir=env.get("CURATOR_RUN_DIR") or None,
         accept_new_inputs=_flag(env, "CURATOR_ACCEPT_NEW_INPUTS"),
@@ -310,6 +322,8 @@ def run_options(environ: Mapping[str, str] | None = None) -> RunOptions:
         grace_seconds=grace,
         plan_out=env.get("CURATOR_PLAN_OUT") or None,
         phase=(env.get("CURATOR_PHASE") or "").strip() or None,
+        ledger_window=window if window is not None else RunOptions.ledger_window,
+        ledger_window_seconds=window_seconds,
     )
 
 

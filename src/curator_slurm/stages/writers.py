@@ -6,6 +6,13 @@ give it, so a re-run names every output the same way. A file is written under a 
 in the same directory and renamed into place. So a crash never leaves a
 partial file under a final name, a re-run overwrites the same names with the same bytes, and many
 independent processes can write into one directory. Writers never delete anything.
+
+Durability: a file is fsynced before its rename, unless a run ledger in this process has taken that
+over (:func:`defer_output_sync`; the ``LedgerWriter`` of ``runs.ledger`` does while it is open). The
+ledger then makes the outputs of a window of source tasks durable together before it records them done,
+which costs one flush per window instead of one per file. Only the sink writer defers (its files are the
+outputs the ledger records), and only in this process and the workers it forks afterwards (they inherit
+the setting; a spawned or remote worker starts without it and syncs its own files).
 """
 
 from __future__ import annotations
@@ -49,15 +56,34 @@ def output_stem(task: Task) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)
 
 
-def atomic_write(final_path: str, write: Any) -> None:
-    """Call ``write(binary_file)`` on a hidden temporary file, fsync it, then rename it to ``final_path``."""
+#: How many open run ledgers of this process make the outputs they record durable themselves.
+_sync_deferred = 0
+
+
+def defer_output_sync(deferred: bool) -> None:
+    """Say that a run ledger of this process now makes the sink's outputs durable before it records them
+    (``True``), or no longer does (``False``, once per ``True``). While one does, a sink writer renames its
+    file into place without an fsync of its own. Worker processes forked afterwards inherit the setting."""
+    global _sync_deferred
+    _sync_deferred = max(0, _sync_deferred + (1 if deferred else -1))
+
+
+def output_sync_deferred() -> bool:
+    """Whether a run ledger of this process makes the sink's outputs durable (see :func:`defer_output_sync`)."""
+    return _sync_deferred > 0
+
+
+def atomic_write(final_path: str, write: Any, sync: bool = True) -> None:
+    """Call ``write(binary_file)`` on a hidden temporary file, fsync it (unless ``sync`` is False: the
+    caller makes it durable later), then rename it to ``final_path``."""
     directory, name = os.path.split(final_path)
     tmp = os.path.join(directory, f".{name}{TMP_MARK}{os.getpid()}-{os.urandom(4).hex()}")
     try:
         with open(tmp, "wb") as f:
             write(f)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, final_path)
     except BaseException as e:
         if os.path.exists(tmp):
@@ -132,7 +158,9 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
         written = [final]
         if table.num_rows or self.write_empty:
             os.makedirs(self.path, exist_ok=True)
-            atomic_write(final, lambda f: self.write_table(table, f))
+            # The sink's outputs are the ones a run ledger records, so it may leave their fsync to the ledger.
+            sync = not (self.is_sink_stage and output_sync_deferred())
+            atomic_write(final, lambda f: self.write_table(table, f), sync=sync)
         else:
             written = []
         return FileGroupTask(
