@@ -214,3 +214,17 @@ def test_collect_warnings_takes_stdlib_and_loguru_warnings_once_each_and_leaves_
         collect.close()
     logger.warning("after close")
     assert got == ["package warning 1", "loguru warning", "loguru error"]
+
+
+def test_importing_the_package_does_not_import_loguru_a_run_does() -> None:
+    """loguru costs tens of milliseconds (asyncio, ssl): ``import curator_slurm`` and the CLI's quick
+    commands do not pay them, only a process that logs through the package."""
+    code = (
+        "import sys, curator_slurm, curator_slurm.stages, curator_slurm.logs, curator_slurm.cli\n"
+        "print('loguru' in sys.modules)\n"
+        "from curator_slurm.logs import ensure_logging\n"
+        "ensure_logging()\n"
+        "print('loguru' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=clean_env())
+    assert out.stdout.split() == ["False", "True"], out.stderr
