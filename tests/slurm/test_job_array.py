@@ -13,12 +13,11 @@ import pytest
 
 from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
 from executors import requires_ray
-from helpers import EXAMPLE, REPO, read_tree, run_example
+from helpers import EXAMPLE, read_tree, run_example
 from slurmtools import sbatch, wait_for_job
+from tallying import TALLY
 
 pytestmark = pytest.mark.slurm
-
-TALLY = REPO / "tests" / "pipelines" / "tally.py"
 
 
 @pytest.fixture(scope="module")
