@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from curator_slurm import LocalExecutor
-from curator_slurm.backends.base import BaseExecutor
+from curator_slurm.backends.run import BaseExecutor
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 NO_RAY = "ray is not installed (pip install ray): RayExecutor tests skipped"

@@ -22,8 +22,10 @@ from pathlib import Path
 import pytest
 
 from curator_slurm import LocalExecutor, Pipeline, PipelineFailedError, ShardSpec
-from curator_slurm.backends.base import BaseExecutor, GraceExpired, PipelineResult, SourceResult
 from curator_slurm.backends.ray import RayExecutor, fuse_stages, plan_pools, ray_address
+from curator_slurm.backends.results import PipelineResult, SourceResult
+from curator_slurm.backends.run import BaseExecutor
+from curator_slurm.backends.signals import GraceExpired
 from curator_slurm.errors import SettingError
 from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
 from curator_slurm.runs.options import RunOptions

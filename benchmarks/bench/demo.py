@@ -18,7 +18,7 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from curator_slurm import Pipeline, ShardSpec
-from curator_slurm.backends.base import BaseExecutor
+from curator_slurm.backends.run import BaseExecutor
 
 from .corpora import Corpus
 from .harness import BenchError, run_child

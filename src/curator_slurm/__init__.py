@@ -22,8 +22,8 @@ for _name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # not OMP_NUM_THREADS
 _collecting = gc.isenabled()
 gc.disable()
 try:
-    from curator_slurm.backends.base import PipelineResult
     from curator_slurm.backends.local import LocalExecutor
+    from curator_slurm.backends.results import PipelineResult
     from curator_slurm.errors import (
         CuratorError,
         InputError,

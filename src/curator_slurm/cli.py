@@ -457,7 +457,7 @@ def check_run_dir(path: str) -> None:
 
 def collect_status(run_dir: str) -> dict[str, Any]:
     """Everything `status` shows, as data."""
-    from curator_slurm.backends.base import funnel_of_records
+    from curator_slurm.backends.results import funnel_of_records
     from curator_slurm.runs.ledger import RERUN_REMEDY, SOURCES_FILE, iter_records, read_json
     from curator_slurm.slurm.submit import ACTIVE_STATES, ENDED_BADLY_STATES, job_states, load_submissions
 

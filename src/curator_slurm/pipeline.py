@@ -7,7 +7,9 @@ import os
 import sys
 from typing import Any
 
-from curator_slurm.backends.base import BaseExecutor, PipelineResult, list_sources
+from curator_slurm.backends.adapter import list_sources
+from curator_slurm.backends.results import PipelineResult
+from curator_slurm.backends.run import BaseExecutor
 from curator_slurm.errors import PipelineBuildError, WorkerStartError
 from curator_slurm.logs import bound, ensure_logging
 from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, RunDir

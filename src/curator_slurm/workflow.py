@@ -23,7 +23,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .backends.base import BaseExecutor, PipelineResult, list_sources
+from .backends.adapter import list_sources
+from .backends.results import PipelineResult
+from .backends.run import BaseExecutor
 from .errors import CuratorError, PipelineBuildError
 from .pipeline import Pipeline, append_plan
 from .runs.ledger import DEFAULT_RUN_DIR_NAME, load_status

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from curator_slurm.backends.base import list_sources
+from curator_slurm.backends.adapter import list_sources
 from curator_slurm.errors import RunDirError, ShardConfigError
 from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
 from curator_slurm.runs.manifest import (

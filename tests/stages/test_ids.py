@@ -13,7 +13,7 @@ import pytest
 import xxhash
 
 from curator_slurm import InputError, LocalExecutor, Pipeline, PipelineBuildError, PipelineFailedError, ShardSpec
-from curator_slurm.backends.base import BaseExecutor
+from curator_slurm.backends.run import BaseExecutor
 from curator_slurm.stages import (
     AddId,
     JsonlReader,

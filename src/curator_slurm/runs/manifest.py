@@ -314,10 +314,10 @@ def load_shard(directory: str, shard: ShardSpec) -> tuple[list[FileGroupTask], M
 
 def source_adapter(stage: Any, shard: ShardSpec, retry_backoff: float = 1.0) -> Any:
     """What ``BaseExecutor.run_source_stage`` returns, built from the manifest ``shard.manifest`` instead of
-    running ``stage``: a :class:`~curator_slurm.backends.base.BaseStageAdapter` whose ``sources`` and
+    running ``stage``: a :class:`~curator_slurm.backends.adapter.BaseStageAdapter` whose ``sources`` and
     ``kept`` are this shard's tasks, whose ``selection`` counts the whole manifest, and whose ``manifest``
     is its :class:`ManifestInfo`."""
-    from curator_slurm.backends.base import BaseStageAdapter
+    from curator_slurm.backends.adapter import BaseStageAdapter
     from curator_slurm.runs.sharding import Selection
 
     assert shard.manifest is not None
