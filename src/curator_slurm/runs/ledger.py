@@ -282,7 +282,7 @@ class LedgerWriter:
         self.path = os.path.join(directory, ledger_file_name(shard, writer))
         self.window, self.window_seconds, self.clock = window, window_seconds, clock
         self.sync = _sync_method() if sync == "auto" else sync
-        self._file = None
+        self._fd: int | None = None
         self._lines: list[bytes] = []
         self._outputs: list[str] = []
         self._opened = 0.0  # clock() at the window's first record
@@ -327,11 +327,14 @@ class LedgerWriter:
             return
         try:
             make_durable(self._outputs, self.sync)
-            if self._file is None:  # created on first use, so a shard with no work leaves no file
-                self._file = open(self.path, "ab")  # noqa: SIM115 - kept open for the life of the run
-            self._file.write(b"".join(self._lines))
-            self._file.flush()
-            os.fsync(self._file.fileno())
+            if self._fd is None:  # created on first use, so a shard with no work leaves no file
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            # Whole lines, unbuffered. A commit cut short (a signal, a full disk) is done again by close():
+            # records may repeat (harmless: done is done) after at most one torn line, which readers skip.
+            data = memoryview(b"".join(self._lines))
+            while data:
+                data = data[os.write(self._fd, data) :]
+            os.fsync(self._fd)
         except OSError as e:  # at worst a torn last line, which readers ignore
             if is_out_of_space(e):
                 raise out_of_space(e, os.path.dirname(self.path)) from e
@@ -346,9 +349,9 @@ class LedgerWriter:
             if self._deferring:
                 defer_output_sync(False)
                 self._deferring = False
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
 
 def _sync_method() -> str:
