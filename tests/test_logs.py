@@ -44,7 +44,7 @@ class FailsOnce(ProcessingStage):
 if __name__ == "__main__":
     inp, out, flag, setup, method, workers, sink = sys.argv[1:8]
     if setup == "configure-warning":
-        configure_logging("WARNING")
+        configure_logging("warning")  # any case
     elif setup == "configure-twice":
         configure_logging("WARNING")
         configure_logging("INFO")

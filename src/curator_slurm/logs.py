@@ -8,8 +8,8 @@ loguru's ``logger`` lands in the same sinks, and so does a stdlib record that no
 stage's own ``logging.getLogger(...).warning``, a library's warning), which stdlib would otherwise
 print bare. Every line carries the shard and job this process works for (``-`` before it knows).
 
-loguru is imported on a first run, not with the package: it costs about 60 ms (asyncio and ssl,
-mostly), which ``import curator_slurm`` and the CLI's quick commands need not pay.
+loguru is imported on a first run, not with the package: it costs about 40 ms of CPU (asyncio and
+ssl, mostly), which ``import curator_slurm`` and the CLI's quick commands need not pay.
 """
 
 from __future__ import annotations
@@ -157,6 +157,7 @@ def _remove_loguru_default() -> bool:
 
 
 def _level(level: int | str) -> int:
+    """A level name (any case) or number as stdlib's number, which both stdlib and loguru take."""
     if isinstance(level, int):
         return level
     number = logging.getLevelName(level.upper())
@@ -190,6 +191,7 @@ def ensure_logging(level: int | str = logging.INFO, shard: str | None = None, jo
     Nothing changes when logging was disabled for the package. ``shard`` and ``job`` make this process's
     lines carry them (a worker process of a shard).
     """
+    number = _level(level)
     if shard is not None or job is not None:
         _Binding.shard, _Binding.job = shard or "-", job or "-"
     package = logging.getLogger(ROOT)
@@ -197,9 +199,9 @@ def ensure_logging(level: int | str = logging.INFO, shard: str | None = None, jo
         return
     _bridge()
     if package.level == logging.NOTSET:
-        package.setLevel(level)
+        package.setLevel(number)
     if _remove_loguru_default():
-        _add_console(_level(level))
+        _add_console(number)
 
 
 def effective_level() -> int:
