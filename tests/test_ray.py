@@ -27,7 +27,7 @@ from curator_slurm.backends.results import PipelineResult, SourceResult
 from curator_slurm.backends.run import BaseExecutor
 from curator_slurm.backends.signals import GraceExpired
 from curator_slurm.errors import SettingError
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
+from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, load_status
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.sharding import shard_of
 from curator_slurm.slurm.env import ray_expected_nodes
@@ -42,7 +42,9 @@ from curator_slurm.stages import (
 )
 from curator_slurm.tasks import DocumentBatch, EmptyTask
 from executors import HAVE_RAY, NO_RAY, ray_cluster_fixture, ship_test_module  # noqa: F401 - a fixture
-from helpers import EXAMPLE, clean_env, logged, read_tree
+from helpers import EXAMPLE, clean_env, logged, read_tree, records
+from shared_stages import Tally, append_line
+from tallying import tallied
 
 pytestmark = pytest.mark.skipif(not HAVE_RAY, reason=NO_RAY)
 
@@ -73,41 +75,8 @@ def run(pipeline: Pipeline, executor: BaseExecutor, shard: ShardSpec | None = No
     return pipeline.run(executor, shard=shard or ShardSpec.single(), options=RunOptions())
 
 
-def ledger(out: Path) -> list[dict]:
-    return list(iter_records(str(out / DEFAULT_RUN_DIR_NAME)))
-
-
 def source_ids(corpus: Path) -> list[str]:
     return [t.task_id for t in JsonlReader(str(corpus)).decompose()[0].process(EmptyTask())]
-
-
-def tallied(path: Path) -> list[str]:
-    return path.read_text().split() if path.exists() else []
-
-
-def _append(path: str, line: str) -> None:
-    """One O_APPEND write per line, so lines from concurrent worker processes never interleave."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, f"{line}\n".encode())
-    finally:
-        os.close(fd)
-
-
-class Tally(ProcessingStage[DocumentBatch, DocumentBatch]):
-    """Appends ``<label> <source id>`` for every batch it sees, optionally after sleeping."""
-
-    def __init__(self, path: str, label: str = "", sleep: float = 0.0) -> None:
-        self.path, self.label, self.sleep = path, label, sleep
-        self.name = f"tally_{label}" if label else "tally"
-
-    def params(self) -> dict[str, object]:
-        return {}  # where we count is not part of what the pipeline computes
-
-    def process(self, task: DocumentBatch) -> DocumentBatch:
-        time.sleep(self.sleep)
-        _append(self.path, f"{self.label} {task.source_id}".strip())
-        return task
 
 
 class FailWhileFlagged(ProcessingStage[DocumentBatch, DocumentBatch]):
@@ -124,7 +93,7 @@ class FailWhileFlagged(ProcessingStage[DocumentBatch, DocumentBatch]):
         if task.source_id == self.victim and os.path.exists(self.flag):
             logging.getLogger("user_stage").warning(f"about to break on {task.source_id}")  # the user's own logger
             raise RuntimeError(f"broken on {task.source_id}")
-        _append(self.tally, task.source_id or "")
+        append_line(self.tally, task.source_id or "")
         return task
 
 
@@ -313,7 +282,7 @@ def test_a_killed_worker_costs_one_attempt_and_is_replaced(
         os.kill(killed, 0)
     assert result.done == 12 and not result.failed
     assert read_tree(out) == local_reference
-    attempts = {r["source"]: r["attempts"] for r in ledger(out)}
+    attempts = {r["source"]: r["attempts"] for r in records(out)}
     assert attempts[victim] == 2
     assert {a for s, a in attempts.items() if s != victim} == {1}
 
