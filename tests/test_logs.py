@@ -13,8 +13,13 @@ from pathlib import Path
 import pytest
 from loguru import logger
 
+from curator_slurm import Pipeline, ShardSpec
 from curator_slurm.logs import ROOT, CollectWarnings, configure_logging
-from helpers import clean_env
+from curator_slurm.runs.options import RunOptions
+from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage
+from curator_slurm.tasks import DocumentBatch
+from executors import requires_ray, ship_test_module
+from helpers import clean_env, logged
 
 SCRIPT = """
 import logging, os, sys
@@ -53,7 +58,9 @@ if __name__ == "__main__":
     elif setup in ("loguru-sink", "loguru-only"):
         if setup == "loguru-only":
             logger.remove()  # the script decides every sink: the package adds none
-        logger.add(sink, level="INFO", format="{extra[shard]} | {extra[job]} | {name} | {level} | {message}")
+        logger.configure(patcher=lambda record: record["extra"].update(mine="kept"))  # the package's runs after
+        columns = "{extra[shard]} | {extra[job]} | {extra[mine]} | {name} | {level} | {message}"
+        logger.add(sink, level="INFO", format=columns)
     pipeline = Pipeline("logs").add_stage(JsonlReader(inp)).add_stage(FailsOnce(flag)).add_stage(ParquetWriter(out))
     result = pipeline.run(LocalExecutor(workers=int(workers), start_method=method, retry_backoff=0.01))
     if setup == "root-after":  # the script sets up its own stdlib logging only after a first run
@@ -174,8 +181,10 @@ def test_a_scripts_loguru_sink_receives_the_package_lines_with_shard_and_job(cor
     is replaced by the package's, so stderr shows every line once, in the package's format."""
     proc = run_script(corpus, tmp_path, "loguru-sink", method="fork")
     sink = (tmp_path / "sink.log").read_text().splitlines()
-    assert all(x.startswith("shard 1/2 | job 7000_1 | ") for x in sink), sink
-    assert sum(x.startswith("shard 1/2 | job 7000_1 | curator_slurm | INFO | pipeline 'logs': ") for x in sink) == 1
+    assert all(x.startswith("shard 1/2 | job 7000_1 | kept | ") for x in sink), sink
+    assert (
+        sum(x.startswith("shard 1/2 | job 7000_1 | kept | curator_slurm | INFO | pipeline 'logs': ") for x in sink) == 1
+    )
     assert sum(f"| WARNING | {RETRY}" in x for x in sink) == 1, "the forked worker's retry warning"
     assert sum(f"| user_stage | WARNING | {USER_STDLIB}" in x for x in sink) == 1, sink
     assert sum("| INFO | loguru line for " in x for x in sink) == 7, sink
@@ -228,3 +237,37 @@ def test_importing_the_package_does_not_import_loguru_a_run_does() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=clean_env())
     assert out.stdout.split() == ["False", "True"], out.stderr
+
+
+class WarnsBothWays(ProcessingStage[DocumentBatch, DocumentBatch]):
+    """A stage that warns once per task through loguru and once through its own stdlib logger."""
+
+    def params(self) -> dict[str, object]:
+        return {}
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        # Imported here: Ray gets this test module's classes by value, and a module-level ``logger`` would
+        # travel pickled, a copy of the driver's, not the worker's own (a stage module that Ray workers
+        # import by name, as users' are, has the worker's).
+        from loguru import logger
+
+        logger.warning(f"loguru warning on {task.source_id}")
+        logging.getLogger("user_stage").warning(f"stdlib warning on {task.source_id}")
+        return task
+
+
+@requires_ray
+def test_on_ray_a_stages_loguru_and_stdlib_warnings_reach_the_driver_once_each(
+    corpus: Path, tmp_path: Path, ray_cluster: str
+) -> None:
+    from curator_slurm.backends.ray import RayExecutor
+
+    ship_test_module(sys.modules[__name__])
+    pipeline = Pipeline("ray-logs").add_stage(JsonlReader(str(corpus))).add_stage(WarnsBothWays())
+    pipeline.add_stage(ParquetWriter(tmp_path / "out"))
+    with logged(logging.WARNING) as lines:
+        result = pipeline.run(RayExecutor(max_actors_per_stage=1), shard=ShardSpec.single(), options=RunOptions())
+    assert result.done == 12
+    for way in ("loguru", "stdlib"):
+        relayed = [x for x in lines if x.startswith(f"{way} warning on ")]
+        assert len(relayed) == len(set(relayed)) == 12, lines

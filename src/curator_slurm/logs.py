@@ -43,6 +43,8 @@ class _Binding:
     sink: int | None = None
     #: Whether loguru's patcher fills in the shard and job (once per process; a forked worker inherits it).
     patched = False
+    #: The patcher the script had set before, run first.
+    before: Callable[[Any], None] | None = None
 
 
 class _Reentry(threading.local):
@@ -70,15 +72,16 @@ def _patch_every_record() -> None:
 
     if _Binding.patched:
         return
-    before = getattr(getattr(logger, "_core", None), "patcher", None)  # loguru has no public getter for it
-
-    def patcher(record: Record) -> None:
-        if before is not None:
-            before(record)
-        _defaults(record)
-
-    logger.configure(patcher=patcher)
+    _Binding.before = getattr(getattr(logger, "_core", None), "patcher", None)  # loguru has no public getter
+    logger.configure(patcher=_patcher)
     _Binding.patched = True
+
+
+def _patcher(record: Record) -> None:
+    # A module-level function: a pickled logger (Ray sends a stage's globals by value) refers to it by name.
+    if _Binding.before is not None:
+        _Binding.before(record)
+    _defaults(record)
 
 
 def _to_stderr(message: Message) -> None:
