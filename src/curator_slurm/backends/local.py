@@ -230,20 +230,14 @@ class LocalExecutor(BaseExecutor):
                         f"a worker process died; re-running {len(suspects)} source task(s) one at a time on a new pool"
                     )
                     # The old pool's threads must be gone before a fork (their results are not wanted).
-                    old = _worker_pids(pool)
-                    _kill_workers(pool)
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    _remove_temporaries(stages, old, log)
+                    _end_pool(pool, stages, log)
                     if method == "fork" and not self.start_method:
                         method, why = _settled_start_method()
                         if method != "fork":
                             log.warning(f"the new pool's workers are spawned: {why}")
                     pool = self._pool(stages, shard, workers, started, method)
         except BaseException:  # grace period over, or the driver is going down: do not wait for workers
-            old = _worker_pids(pool)
-            _kill_workers(pool)
-            pool.shutdown(wait=True, cancel_futures=True)
-            _remove_temporaries(stages, old, log)
+            _end_pool(pool, stages, log)
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -297,6 +291,14 @@ def _settled_start_method(timeout: float = 2.0) -> tuple[str, str]:
         if method == "fork" or threading.active_count() > 1 or time.monotonic() > deadline:
             return method, why
         time.sleep(0.01)
+
+
+def _end_pool(pool: ProcessPoolExecutor, stages: list[ProcessingStage], log: Any) -> None:
+    """Kill the pool's workers without waiting for their work, then delete what their writers left half-written."""
+    old = _worker_pids(pool)
+    _kill_workers(pool)
+    pool.shutdown(wait=True, cancel_futures=True)
+    _remove_temporaries(stages, old, log)
 
 
 def _worker_pids(pool: ProcessPoolExecutor) -> set[int]:
