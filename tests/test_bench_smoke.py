@@ -39,7 +39,7 @@ def test_quick_bench_reports_every_row(tmp_path: Path) -> None:
         env=clean_env({"CURATOR_BENCH_DIR": str(tmp_path / "bench")}),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a guard against a hang, not a speed check: a busy shared machine takes minutes
     )
     assert proc.returncode == 0, f"benchmarks/run.py --quick failed:\n{proc.stdout}\n{proc.stderr[-4000:]}"
     assert "PASS" in proc.stdout or "MISS" in proc.stdout, proc.stdout

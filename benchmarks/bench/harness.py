@@ -162,6 +162,22 @@ class ChildRun:
     cpu: float  # user + sys of the child (all its threads)
     maxrss: int  # bytes
     stdout: str
+    rc: int = 0  # its exit code (negative: the signal that ended it); not 0 only with run_child(check=False)
+    stderr: str = ""  # the end of its standard error, kept when it failed
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits the launcher sets on a child before it starts (setrlimit): a row whose command may
+    outgrow the machine (a ledger of ten million records) stops at them instead of taking the memory of
+    everything else that runs on it. ``memory`` caps its address space (RLIMIT_AS: it gets MemoryError),
+    ``cpu_seconds`` its CPU time (RLIMIT_CPU: SIGXCPU ends it)."""
+
+    memory: int | None = None
+    cpu_seconds: int | None = None
+
+    def arg(self) -> str:
+        return f"{self.memory or 0}:{self.cpu_seconds or 0}"
 
 
 #: Runs its arguments as a grandchild and reports that grandchild's own rusage. Measuring through this
@@ -170,13 +186,20 @@ class ChildRun:
 #: at least this process's RSS. The launcher (``python -S``, a few MB) is the only floor left.
 LAUNCHER = """
 import json, os, sys, time
-report, cpu, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
+report, cpu, limits, cmd = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 if cpu != "-":
     os.sched_setaffinity(0, {int(cpu)})
 start = time.perf_counter()
 pid = os.fork()
 if pid == 0:
     try:
+        if limits != "-":
+            import resource
+            memory, seconds = (int(x) for x in limits.split(":"))
+            if memory:
+                resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+            if seconds:
+                resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 10))
         os.execv(cmd[0], cmd)
     finally:
         os._exit(127)
@@ -188,9 +211,17 @@ with open(report, "w") as f:
 """
 
 
-def run_child(cmd: Sequence[str], extra: Mapping[str, str] | None = None, cpu: int | None = None) -> ChildRun:
+def run_child(
+    cmd: Sequence[str],
+    extra: Mapping[str, str] | None = None,
+    cpu: int | None = None,
+    limits: Limits | None = None,
+    check: bool = True,
+) -> ChildRun:
     """Run ``cmd`` to completion and return its own wall time (fork to exit), CPU time (user + sys, all
-    threads) and peak RSS, as wait4 reports them for that one process; ``cpu`` pins it to that core.
+    threads) and peak RSS, as wait4 reports them for that one process; ``cpu`` pins it to that core,
+    ``limits`` bounds it. A child that fails raises :class:`BenchError`, unless ``check`` is false: then
+    its exit code and the end of its standard error are returned with its figures.
 
     The child gets this environment without Slurm or curator variables (a bench run inside a Slurm job
     must not shard its children by accident; the library's own ``job_environment`` decides which) plus
@@ -198,16 +229,20 @@ def run_child(cmd: Sequence[str], extra: Mapping[str, str] | None = None, cpu: i
     env = job_environment(extra=extra)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "rusage.json"
-        launcher = [sys.executable, "-S", "-c", LAUNCHER, str(report), "-" if cpu is None else str(cpu), *cmd]
+        where = "-" if cpu is None else str(cpu)
+        launcher = [sys.executable, "-S", "-c", LAUNCHER, str(report), where, limits.arg() if limits else "-", *cmd]
         proc = subprocess.run(launcher, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL, check=False)
         out.seek(0)
         stdout = out.read().decode("utf-8", "replace")
         usage = json.loads(report.read_text()) if report.exists() else {"rc": proc.returncode}
-        if proc.returncode != 0 or usage["rc"] != 0:
+        failed = proc.returncode != 0 or usage["rc"] != 0
+        tail = ""
+        if failed:
             err.seek(0)
             tail = err.read().decode("utf-8", "replace")[-3000:]
+        if failed and (check or "wall" not in usage):
             raise BenchError(f"{' '.join(cmd)} exited {usage['rc']}:\n{stdout[-1000:]}\n{tail}")
-    return ChildRun(wall=usage["wall"], cpu=usage["cpu"], maxrss=usage["maxrss"], stdout=stdout)
+    return ChildRun(usage["wall"], usage["cpu"], usage["maxrss"], stdout, usage["rc"], tail)
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ from .ray_executor import bench_ray
 from .sharded import bench_sharded_cpu
 from .sharding import bench_balance, bench_select
 from .startup import bench_empty_shard, bench_manifest_startup
+from .status import bench_status
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ GROUPS: list[Group] = [
     Group(("6a", "6b", "6c", "6d"), bench_balance),
     Group(("7",), bench_rss),
     Group(("8a", "8b"), bench_ledger),
+    Group(("16",), bench_status),
     Group(("9a", "9b", "9c"), bench_ray),
     Group(("12",), bench_fuzzy_signatures),
     Group(("10a", "10b", "10c", "10d"), bench_exact_dedup),
