@@ -1,7 +1,8 @@
 """Remove exact (or, with --fuzzy, near-) duplicates from a JSONL corpus across all of it, and write Parquet.
 
 python examples/dedup.py --input data/ --output out/ [--text-field text] [--id-field id] [--identify-only]
-python examples/dedup.py --fuzzy --input data/ --output out/ [--bands 20 --rows 8 --ngram 5] [--jaccard-threshold 0.8]
+python examples/dedup.py --fuzzy --input data/ --output out/ [--bands 20 --rows 8 --ngram 5]
+    [--jaccard-threshold 0.8 [--jaccard-check exact]]
 
 The same file runs every phase in order on a laptop, and as one array per phase under
 `curator-slurm submit examples/dedup.py --shards 8 -- --input data/ --output out/`.
@@ -31,6 +32,7 @@ def build_workflow(args: argparse.Namespace) -> Workflow:
             rows=args.rows,
             buckets=args.buckets,
             jaccard_threshold=args.jaccard_threshold,
+            jaccard_check=args.jaccard_check,
             identify_only=args.identify_only,
         )
     return ExactDuplicates(
@@ -58,7 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     fuzzy.add_argument("--bands", type=int, default=20, help="LSH bands (default 20)")
     fuzzy.add_argument("--rows", type=int, default=8, help="MinHash values per band (default 8)")
     fuzzy.add_argument(
-        "--jaccard-threshold", type=float, default=None, help="drop candidates whose estimated Jaccard is lower"
+        "--jaccard-threshold", type=float, default=None, help="drop candidates whose Jaccard similarity is lower"
+    )
+    fuzzy.add_argument(
+        "--jaccard-check",
+        choices=["estimate", "exact"],
+        default="estimate",
+        help="how --jaccard-threshold is checked: estimated from 8-bit signatures (default), or exactly on the "
+        "shingle sets (two more phases that re-read the text)",
     )
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all usable CPUs)")
     args = parser.parse_args(argv)

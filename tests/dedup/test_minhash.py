@@ -246,6 +246,29 @@ def test_text_jaccard_checks_pairs_of_texts_exactly() -> None:
         mh.text_jaccard(left, right[:2])
 
 
+def test_shingle_sets_and_taken_rows_keep_each_documents_set() -> None:
+    """What the exact check ships per edge end: each document's shingle hashes as a sorted set, and rows of
+    those sets taken (repeats allowed) for the edges; Jaccard on them equals text_jaccard on the texts."""
+    texts = [*TEXTS, "a b a b a b a b", "a b a b"]
+    offsets, hashes = mh.shingle_hashes(texts, ngram=2)
+    set_offsets, sets = mh.shingle_sets(offsets, hashes)
+    for i in range(len(texts)):
+        row = sets[set_offsets[i] : set_offsets[i + 1]]
+        assert row.tolist() == sorted(set(hashes[offsets[i] : offsets[i + 1]].tolist())), i
+    n = len(TEXTS)
+    index = np.array([n + 1, 0, 0, n, 3])
+    taken_offsets, taken = mh.take_sets(set_offsets, sets, index)
+    for r, i in enumerate(index):
+        assert (
+            taken[taken_offsets[r] : taken_offsets[r + 1]].tolist()
+            == sets[set_offsets[i] : set_offsets[i + 1]].tolist()
+        )
+    pairs = mh.exact_jaccard(taken_offsets, taken, np.array([0, 1, 4]), np.array([3, 2, 2]))
+    expected = mh.text_jaccard([texts[n + 1], texts[0], texts[3]], [texts[n], texts[0], texts[0]], ngram=2)
+    assert pairs.tolist() == expected.tolist()
+    assert pairs[0] == 1.0, "repeats do not count: both are the set {a b, b a}"
+
+
 # ------------------------------------------------------------------------------------------------------
 # end to end on planted near-duplicates
 # ------------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Fuzzy deduplication (MinHash + LSH + connected components) as a four-phase workflow over arrays, on CPUs.
+"""Fuzzy deduplication (MinHash + LSH + connected components) as a workflow of phases over arrays, on CPUs.
 
 1. ``signatures``: per input source task, each document's word ``ngram``-shingles are MinHashed
    (:mod:`curator_slurm.dedup.minhash`, vectorised) and cut into ``bands`` x ``rows``; one row per
@@ -11,6 +11,12 @@
    (:mod:`curator_slurm.dedup.components`); every member but the smallest key of its component is listed.
 4. ``write``: the input again, minus the listed documents, through the writer given (same output names
    as a plain ``reader -> writer`` pipeline).
+
+With ``jaccard_check="exact"`` the candidates phase writes each edge under both ends' keys instead, and
+two phases come before ``components``: ``edge-shingles`` (the reader's source tasks again: each edge with
+the shingle set of its end in the task's own files, found from the key range, into the bucket of the
+edge) and ``verify`` (per bucket: an edge's two ends meet, their exact Jaccard similarity is computed,
+and the edges at or above ``jaccard_threshold`` are the ones components sees).
 
 The survivor of each group is its smallest key: the **first occurrence in (input path relative to the
 reader's root, row) order**, as in exact dedup. ``identify_only=True`` stops after phase 3 and writes the
@@ -32,7 +38,7 @@ import pyarrow as pa
 from .._lazy import LazyModule
 from ..errors import InputError
 from ..positions import ROW_BITS, document_positions
-from ..shuffle import BUCKET, BucketReader, BucketSource, BucketWriter, bucket_of
+from ..shuffle import BUCKET, BucketReader, BucketSource, BucketWriter, bucket_of, read_overlapping, shuffle_files
 from ..stages.base import ProcessingStage
 from ..stages.partitioning import input_root, list_files
 from ..stages.writers import BaseWriter
@@ -100,15 +106,20 @@ class MinHashBands(ProcessingStage[DocumentBatch, DocumentBatch]):
 
 
 class CandidateEdges(ProcessingStage[DocumentBatch, DocumentBatch]):
-    """Phase 2: the star edges (u < v) of every (band, value) group of one bucket."""
+    """Phase 2: the star edges (u < v) of every (band, value) group of one bucket.
+
+    With ``endpoints`` (the exact check follows), each edge is written twice, once under each end's key
+    (``key``, ``u``, ``v``), so that the ``edge-shingles`` task holding a document finds every edge it is
+    an end of by reading the row groups of its own key range."""
 
     name = "candidate_edges"
 
-    def __init__(self, jaccard_threshold: float | None) -> None:
+    def __init__(self, jaccard_threshold: float | None, endpoints: bool = False) -> None:
         self.jaccard_threshold = jaccard_threshold
+        self.endpoints = endpoints
 
     def outputs(self) -> tuple[list[str], list[str] | None]:
-        return ["data"], [KEY, "v"]
+        return ["data"], [KEY, "u", "v"] if self.endpoints else [KEY, "v"]
 
     def process(self, task: DocumentBatch) -> DocumentBatch:
         table = task.data
@@ -127,7 +138,136 @@ class CandidateEdges(ProcessingStage[DocumentBatch, DocumentBatch]):
             threshold=self.jaccard_threshold,
             bits=VERIFY_BITS if signatures is not None else None,
         )
+        if self.endpoints:
+            return task.derive(pa.table({KEY: np.concatenate([u, v]), "u": np.tile(u, 2), "v": np.tile(v, 2)}))
         return task.derive(pa.table({KEY: u, "v": v}))
+
+
+#: Multiplier that mixes an edge's second end into its first, for the bucket of the edge.
+_EDGE_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _edge_buckets(u: np.ndarray, v: np.ndarray, buckets: int) -> np.ndarray:
+    """The shuffle bucket of each edge (u, v): both ends' rows of one edge meet in one bucket."""
+    mixed = u.astype(np.uint64) * _EDGE_MIX + v.astype(np.uint64)
+    return bucket_of(mixed, buckets).astype(np.int32)
+
+
+def _endpoint_rows(directory: str, low: int, high: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (key, u, v) rows of the candidates phase's endpoint files with ``low <= key <= high``."""
+    parts = []
+    for path in shuffle_files(directory):
+        table = read_overlapping(path, KEY, low, high, columns=[KEY, "u", "v"])
+        if table is not None:
+            key = table.column(KEY).to_numpy()
+            inside = (key >= low) & (key <= high)
+            parts.append((key[inside], table.column("u").to_numpy()[inside], table.column("v").to_numpy()[inside]))
+    if not parts:
+        return (np.empty(0, np.int64),) * 3
+    return tuple(np.concatenate(column) for column in zip(*parts, strict=True))  # type: ignore[return-value]
+
+
+class EdgeShingles(ProcessingStage[DocumentBatch, DocumentBatch]):
+    """Exact check, step 1 (per input source task): every candidate edge one of whose ends is a document of
+    this batch, with that document's shingle set, into the shuffle bucket of the edge.
+
+    Rows: ``u``, ``v``, ``side`` (0: the row carries u's shingles, 1: v's), ``shingles`` (the sorted unique
+    32-bit shingle hashes of :func:`minhash.shingle_hashes`, the sets :func:`minhash.text_jaccard`
+    compares) and ``bucket``. A document that is an end of k edges is carried k times: the volume is the
+    edges' (two rows each) times the shingles of a document, not the corpus."""
+
+    name = "edge_shingles"
+
+    def __init__(self, text_field: str, ngram: int, seed: int, endpoints_dir: str | os.PathLike, buckets: int) -> None:
+        self.text_field = text_field
+        self.ngram = ngram
+        self.seed = seed
+        self.endpoints_dir = os.fspath(endpoints_dir)
+        self.buckets = buckets
+
+    def params(self) -> dict[str, Any]:
+        return {k: v for k, v in super().params().items() if k != "endpoints_dir"}  # where, not what
+
+    def inputs(self) -> tuple[list[str], list[str]]:
+        return ["data"], [self.text_field]
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], ["u", "v", "side", "shingles", BUCKET]
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        table = task.data
+        if self.text_field not in table.column_names:
+            where = ", ".join(task.metadata.get("files", [])) or task.task_id
+            raise InputError(f"{where}: no field {self.text_field!r} to check; the data has {table.column_names}")
+        keys = document_positions(task).keys
+        if len(keys):
+            ends, u, v = _endpoint_rows(self.endpoints_dir, int(keys.min()), int(keys.max()))
+        else:
+            ends = u = v = np.empty(0, np.int64)
+        order = np.argsort(keys, kind="stable")
+        at = np.minimum(np.searchsorted(keys[order], ends), max(len(keys) - 1, 0))
+        found = keys[order][at] == ends if len(keys) else np.zeros(0, bool)
+        ends, u, v, rows = ends[found], u[found], v[found], order[at[found]]
+        docs, inverse = np.unique(rows, return_inverse=True)
+        offsets, hashes = minhash.shingle_sets(
+            *minhash.shingle_hashes(table.column(self.text_field).take(pa.array(docs)), self.ngram, self.seed)
+        )
+        row_offsets, row_hashes = minhash.take_sets(offsets, hashes, inverse)
+        return task.derive(
+            pa.table(
+                {
+                    "u": u,
+                    "v": v,
+                    "side": (ends == v).astype(np.int8),
+                    "shingles": pa.LargeListArray.from_arrays(pa.array(row_offsets), pa.array(row_hashes)),
+                    BUCKET: _edge_buckets(u, v, self.buckets),
+                }
+            )
+        )
+
+
+#: Edges whose Jaccard similarity is computed at once by :class:`VerifyEdges` (memory: their shingles).
+_VERIFY_SLICE = 1 << 16
+
+
+class VerifyEdges(ProcessingStage[DocumentBatch, DocumentBatch]):
+    """Exact check, step 2 (per bucket): each edge's two shingle sets compared; the edges whose exact Jaccard
+    similarity is at least ``threshold`` are kept, as (key = u, v). An edge found in several candidate
+    buckets (several bands) arrives several times and is checked once."""
+
+    name = "verify_edges"
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], [KEY, "v"]
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        table = task.data
+        u, v = table.column("u").to_numpy(), table.column("v").to_numpy()
+        side = table.column("side").to_numpy()
+        order = np.lexsort((side, v, u))
+        u, v, side = u[order], v[order], side[order]
+        first = np.ones(len(u), dtype=bool)
+        first[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1]) | (side[1:] != side[:-1])
+        rows, u, v, side = order[first], u[first], v[first], side[first]
+        left = np.flatnonzero((side[:-1] == 0) & (side[1:] == 1) & (u[:-1] == u[1:]) & (v[:-1] == v[1:]))
+        if len(left) * 2 != len(u):
+            raise InputError(
+                f"task {task.task_id}: {len(u) - 2 * len(left)} edge end(s) arrived without the other end; "
+                "the edge-shingles phase is incomplete or its files were changed: re-run that phase"
+            )
+        lists = table.column("shingles")
+        lists = lists.combine_chunks() if isinstance(lists, pa.ChunkedArray) else lists
+        offsets = lists.offsets.to_numpy()
+        values = lists.values.to_numpy()
+        keep = np.zeros(len(left), dtype=bool)
+        for s in range(0, len(left), _VERIFY_SLICE):
+            part = left[s : s + _VERIFY_SLICE]
+            similarity = minhash.exact_jaccard(offsets, values, rows[part], rows[part + 1])
+            keep[s : s + len(part)] = similarity >= self.threshold
+        return task.derive(pa.table({KEY: u[left[keep]], "v": v[left[keep]]}))
 
 
 class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
@@ -173,13 +313,30 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
         return task.derive(pa.table(columns), cls=DocumentBatch)
 
 
+#: How ``jaccard_threshold`` is checked: from 8-bit signatures carried through the shuffle, or exactly.
+JACCARD_CHECKS = ("estimate", "exact")
+
+
 class FuzzyDuplicates(Workflow):
     """Remove (or, with ``identify_only``, list) near-duplicates of ``text_field`` across the whole input.
 
     ``ngram`` words per shingle (5), ``bands`` x ``rows`` (20 x 8 = 160 MinHash permutations; a pair at
     Jaccard 0.8 becomes a candidate with probability 0.975), ``seed`` for every hash, ``buckets`` of the
     shuffle (tasks of the candidates phase), and ``jaccard_threshold`` (None: no check) to drop candidate
-    edges whose estimated similarity is lower. ``work_dir`` defaults to ``<output>/.curator-work``.
+    edges whose similarity is lower. ``jaccard_check`` says how that similarity is known:
+
+    - ``"estimate"`` (default): from 8-bit signatures carried through the shuffle, inside the candidates
+      phase (no extra phase; an estimate, standard error about 0.03 at 0.8, so a pair just below the
+      threshold can pass and one just above can be dropped);
+    - ``"exact"``: the Jaccard similarity of the two documents' shingle sets (as
+      :func:`minhash.text_jaccard` defines it), in two more phases after ``candidates``: ``edge-shingles``
+      (the reader's source tasks: each edge with the shingle set of its end in the task's files, into the
+      bucket of the edge) and ``verify`` (per bucket: both ends met, compared, the edges at or above the
+      threshold kept). It removes the LSH false positives, at the cost of re-reading the input's text.
+
+    Either check compares each member of a (band, value) group with the group's smallest key only (the
+    star), so a member similar to another member but not to the smallest one loses that edge (it may keep
+    one through another band). ``work_dir`` defaults to ``<output>/.curator-work``.
     """
 
     def __init__(
@@ -196,20 +353,28 @@ class FuzzyDuplicates(Workflow):
         identify_only: bool = False,
         work_dir: str | os.PathLike | None = None,
         name: str = "fuzzy-dedup",
+        jaccard_check: str = "estimate",
     ) -> None:
         for label, value in (("ngram", ngram), ("bands", bands), ("rows", rows), ("buckets", buckets)):
             if value < 1:
                 raise ValueError(f"{label}={value} must be >= 1")
         if jaccard_threshold is not None and not 0.0 < jaccard_threshold <= 1.0:
             raise ValueError(f"jaccard_threshold={jaccard_threshold} must be in (0, 1], or None for no check")
+        if jaccard_check not in JACCARD_CHECKS:
+            raise ValueError(f"jaccard_check={jaccard_check!r} must be one of {JACCARD_CHECKS}")
+        exact = jaccard_check == "exact"
+        if exact and jaccard_threshold is None:
+            raise ValueError("jaccard_check='exact' needs a jaccard_threshold (e.g. 0.8) to check against")
         work = os.fspath(work_dir) if work_dir is not None else os.path.join(writer.path, ".curator-work")
         bands_dir = os.path.join(work, "shuffle", "bands")
         edges_dir = os.path.join(work, "edges")
+        endpoints_dir = os.path.join(work, "candidates")
+        shingles_dir = os.path.join(work, "shuffle", "edge-shingles")
         duplicates_dir = writer.path if identify_only else os.path.join(work, "duplicates")
         partitioner = reader.partitioner  # type: ignore[attr-defined]
         from ..pipeline import Pipeline
 
-        verify = jaccard_threshold is not None
+        verify = jaccard_threshold is not None and not exact
         phases = [
             Phase(
                 "signatures",
@@ -223,10 +388,32 @@ class FuzzyDuplicates(Workflow):
                 Pipeline(f"{name}-candidates")
                 .add_stage(BucketSource(bands_dir, buckets, f"{name}/bands"))
                 .add_stage(BucketReader())
-                .add_stage(CandidateEdges(jaccard_threshold))
-                .add_stage(SortedKeyWriter(edges_dir)),
+                .add_stage(CandidateEdges(jaccard_threshold if verify else None, endpoints=exact))
+                .add_stage(SortedKeyWriter(endpoints_dir if exact else edges_dir)),
                 max_shards=buckets,
             ),
+        ]
+        if exact:
+            assert jaccard_threshold is not None
+            phases += [
+                Phase(
+                    "edge-shingles",
+                    Pipeline(f"{name}-edge-shingles")
+                    .add_stage(_reader_with_fields(reader, [text_field]))
+                    .add_stage(EdgeShingles(text_field, ngram, seed, endpoints_dir, buckets))
+                    .add_stage(BucketWriter(shingles_dir)),
+                ),
+                Phase(
+                    "verify",
+                    Pipeline(f"{name}-verify")
+                    .add_stage(BucketSource(shingles_dir, buckets, f"{name}/edge-shingles"))
+                    .add_stage(BucketReader())
+                    .add_stage(VerifyEdges(jaccard_threshold))
+                    .add_stage(SortedKeyWriter(edges_dir)),
+                    max_shards=buckets,
+                ),
+            ]
+        phases.append(
             Phase(
                 "components",
                 Pipeline(f"{name}-components")
@@ -240,8 +427,8 @@ class FuzzyDuplicates(Workflow):
                 )
                 .add_stage(SortedKeyWriter(duplicates_dir)),
                 max_shards=1,
-            ),
-        ]
+            )
+        )
         if not identify_only:
             phases.append(write_phase(name, reader, duplicates_dir, writer))
         super().__init__(name, work, phases)

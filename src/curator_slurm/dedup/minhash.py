@@ -49,7 +49,9 @@ __all__ = [
     "normalize",
     "permutations",
     "shingle_hashes",
+    "shingle_sets",
     "signature_similarity",
+    "take_sets",
     "text_jaccard",
 ]
 
@@ -479,6 +481,31 @@ def _unique_edges(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]
         first[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
         u, v = u[first], v[first]
     return u, v
+
+
+def shingle_sets(offsets: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each document's shingles of a CSR layout (:func:`shingle_hashes`) as a set: sorted, without repeats,
+    in the same CSR layout. What an exact check ships for a document: the sets are all it compares."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    counts = np.diff(offsets)
+    doc = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    combined = np.sort((doc << 32) | np.asarray(hashes).astype(np.int64))
+    if len(combined) > 1:
+        combined = combined[np.concatenate(([True], combined[1:] != combined[:-1]))]
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(combined >> 32, minlength=len(counts)), out=out[1:])
+    return out, (combined & 0xFFFFFFFF).astype(np.uint32)
+
+
+def take_sets(offsets: np.ndarray, values: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``index`` of a CSR layout (repeats allowed), as a new CSR layout."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    index = np.asarray(index, dtype=np.int64)
+    lengths = offsets[index + 1] - offsets[index]
+    out = np.zeros(len(index) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=out[1:])
+    within = np.arange(out[-1], dtype=np.int64) - np.repeat(out[:-1], lengths)
+    return out, np.asarray(values)[np.repeat(offsets[index], lengths) + within]
 
 
 def exact_jaccard(offsets: np.ndarray, hashes: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
