@@ -1,4 +1,5 @@
-"""The benchmark script runs end to end (``--quick``) and reports every row with a number.
+"""The benchmark script runs end to end (``--quick``) and reports every row with a number; its harness
+launches children as the rows rely on (a clean environment, failures raised, limits reported).
 
 Only that: the values of a quick run on tiny corpora say nothing about performance, so no assertion
 here looks at them.
@@ -6,12 +7,16 @@ here looks at them.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from helpers import clean_env
 
@@ -19,8 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks" / "run.py"
 
 
-def _row_keys() -> tuple[str, ...]:
-    """The rows the script declares (its registry), so a new row is covered without editing this test."""
+def _load_run() -> Any:
+    """benchmarks/run.py as a module: its registry, and the bench package it puts on ``sys.path``."""
     spec = importlib.util.spec_from_file_location("curator_bench_run", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -29,7 +34,44 @@ def _row_keys() -> tuple[str, ...]:
         spec.loader.exec_module(module)
     finally:
         del sys.modules[spec.name]
-    return tuple(module.ROW_KEYS)
+    return module
+
+
+def _row_keys() -> tuple[str, ...]:
+    """The rows the script declares (its registry), so a new row is covered without editing this test."""
+    return tuple(_load_run().ROW_KEYS)
+
+
+def _harness() -> Any:
+    _load_run()
+    return importlib.import_module("bench.harness")
+
+
+def test_child_gets_no_inherited_shard_variables_but_the_rows_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    harness = _harness()
+    monkeypatch.setenv("CURATOR_NUM_SHARDS", "4")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "2")
+    show = "import json, os; print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('CURATOR_')}))"
+    child = harness.run_child([sys.executable, "-c", show], extra={"CURATOR_PHASE": "hash"})
+    assert json.loads(child.stdout) == {"CURATOR_PHASE": "hash"}
+    show_slurm = "import os; print(os.environ.get('SLURM_ARRAY_TASK_ID', 'unset'))"
+    assert harness.run_child([sys.executable, "-c", show_slurm]).stdout.strip() == "unset"
+
+
+def test_failed_child_raises_naming_its_command_and_exit_code() -> None:
+    harness = _harness()
+    with pytest.raises(harness.BenchError, match=r"sys.exit\(3\).* exited 3"):
+        harness.run_child([sys.executable, "-c", "import sys; sys.exit(3)"])
+
+
+def test_child_over_its_memory_limit_is_reported_with_its_error() -> None:
+    harness = _harness()
+    limits = harness.Limits(memory=512 << 20)
+    child = harness.run_child([sys.executable, "-c", "x = bytearray(1 << 30)"], limits=limits, check=False)
+    assert child.rc == 1
+    assert child.stderr.strip().splitlines()[-1] == "MemoryError"
+    fits = harness.run_child([sys.executable, "-c", "x = bytearray(1 << 20)"], limits=limits)
+    assert fits.rc == 0
 
 
 def test_quick_bench_reports_every_row(tmp_path: Path) -> None:
