@@ -14,11 +14,14 @@ from .harness import fresh_dir, progress, run_child
 
 @dataclass
 class Bench:
+    """The settings of this bench run (``root``: the bench directory; ``repeat``: runs per measurement;
+    ``quick``: the smoke test's tiny sizes) and the corpora generated so far, shared by every row that
+    names the same role."""
+
     root: Path
     repeat: int
     quick: bool
     size_mb: float
-    notes: list[str] = field(default_factory=list)
     corpora: dict[str, Corpus] = field(default_factory=dict)
 
     @property
