@@ -8,8 +8,8 @@ loguru's ``logger`` lands in the same sinks, and so does a stdlib record that no
 stage's own ``logging.getLogger(...).warning``, a library's warning), which stdlib would otherwise
 print bare. Every line carries the shard and job this process works for (``-`` before it knows).
 
-loguru is imported on a first run, not with the package: it costs about 40 ms of CPU (asyncio and
-ssl, mostly), which ``import curator_slurm`` and the CLI's quick commands need not pay.
+loguru is imported on a first run, not with the package: it costs 50-80 ms of CPU (asyncio, which it
+imports, is most of it), which ``import curator_slurm`` and the CLI's quick commands need not pay.
 """
 
 from __future__ import annotations
