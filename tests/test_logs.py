@@ -209,20 +209,26 @@ def test_collect_warnings_takes_stdlib_and_loguru_warnings_once_each_and_leaves_
     """What a Ray worker sends back to the driver: warnings and errors, from stdlib loggers it is attached
     to and from loguru calls, each once (a package record that went on to loguru is not taken twice)."""
     got: list[str] = []
+    configure_logging("INFO")  # set up as the Ray worker does it: then the collector on both loggers
     collect = CollectWarnings(got.append)
-    package = logging.getLogger(ROOT)
-    package.addHandler(collect)
+    watched = [logging.getLogger(ROOT), logging.getLogger()]
+    for watch in watched:
+        watch.addHandler(collect)
     try:
         logging.getLogger(f"{ROOT}.test").warning("package warning %d", 1)
         logging.getLogger(f"{ROOT}.test").info("package info")
+        logging.getLogger("user_stage").warning("stdlib warning of a stage")
+        logging.getLogger("ray.serve").warning("Ray's own warning")
         logger.warning("loguru warning")
         logger.error("loguru error")
         logger.info("loguru info")
+        logger.patch(lambda record: record.update(name="ray.data")).warning("Ray's own loguru warning")
     finally:
-        package.removeHandler(collect)
+        for watch in watched:
+            watch.removeHandler(collect)
         collect.close()
     logger.warning("after close")
-    assert got == ["package warning 1", "loguru warning", "loguru error"]
+    assert got == ["package warning 1", "stdlib warning of a stage", "loguru warning", "loguru error"]
 
 
 def test_importing_the_package_does_not_import_loguru_a_run_does() -> None:
