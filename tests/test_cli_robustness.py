@@ -102,7 +102,7 @@ def test_job_states_asks_each_id_when_squeue_refuses_a_list_with_a_forgotten_one
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Some Slurm versions refuse the whole -j list when one id is unknown: the known ids must not be lost."""
-    from curator_slurm.slurm.submit import job_states
+    from curator_slurm.slurm.control import job_states
 
     fake = tmp_path / "bin" / "squeue"
     fake.parent.mkdir()

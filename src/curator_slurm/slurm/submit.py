@@ -7,6 +7,8 @@ A submission of N logical shards becomes one or more arrays whose indices stay b
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import os
 import re
@@ -15,12 +17,15 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from curator_slurm.errors import CuratorError, OptionError, RunDirError
+from curator_slurm.slurm.control import ACTIVE_STATES, ENDED_BADLY_STATES, active_jobs, job_states  # noqa: F401
 from curator_slurm.slurm.env import job_environment
+from curator_slurm.slurm.ray_script import ray_cluster_block
 
 SUBMISSIONS_FILE = "submissions.jsonl"
 #: With --requeue and no --signal: SIGUSR1 to the pipeline 120 s before the time limit.
@@ -44,31 +49,71 @@ class ArrayChunk:
 
 
 @dataclass(frozen=True)
+class Option:
+    """How a :class:`SubmitOptions` field is offered and used, declared beside the field: the command-line
+    flag of ``submit`` and ``retry`` and its help, and what the value becomes in the sbatch script (a
+    ``#SBATCH --<directive>=<value>`` line, or an ``export <env>=...`` for every task). The parser, the
+    mapping from parsed arguments back to fields and :func:`render_script` are all derived from these."""
+
+    help: str | None = None
+    #: ``#SBATCH --<directive>=<value>`` when the value is not None (else the script renders it specially).
+    directive: str | None = None
+    #: Exported to every task when the value is set (``1`` for a flag).
+    env: str | None = None
+    #: The command-line flag when it is not ``--<field-name>`` with dashes.
+    flag: str | None = None
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    #: An sbatch option (of ``submit`` and ``retry``); else an option of how the tasks shard (``submit`` only).
+    sbatch: bool = True
+
+
+def _option(default: Any = None, **option: Any) -> Any:
+    return field(default=default, metadata={"option": Option(**option)})
+
+
+@dataclass(frozen=True)
 class SubmitOptions:
-    """Everything that goes into the sbatch script(s) of one submission."""
+    """Everything that goes into the sbatch script(s) of one submission. The fields declared with
+    :class:`Option` metadata are the user's options (see :func:`option_fields`)."""
 
     script: str
     script_args: tuple[str, ...] = ()
     shards: int = 1
     run_dir: str = ""
-    throttle: int | None = None
-    time: str | None = None
-    partition: str | None = None
-    cpus_per_task: int | None = None
-    mem: str | None = None
-    gpus_per_task: int | None = None
-    nodes_per_task: int = 1
-    job_name: str = "curator"
-    output_logs: str = ""
-    signal: str | None = None
-    requeue: bool = False
-    sbatch_args: tuple[str, ...] = ()
-    env_setup: tuple[str, ...] = ()
+    #: ``hash`` or ``balanced``; None: the default, hash.
+    strategy: str | None = _option(
+        env="CURATOR_SHARD_STRATEGY", choices=("hash", "balanced"), help="shard strategy (default: hash)", sbatch=False
+    )
+    throttle: int | None = _option(metavar="K", help="run at most K tasks of an array at once (%%K)")
+    time: str | None = _option(directive="time", help="time limit per task, e.g. 2:00:00")
+    partition: str | None = _option(directive="partition")
+    cpus_per_task: int | None = _option(directive="cpus-per-task")
+    mem: str | None = _option(directive="mem", help="memory per node, e.g. 16G")
+    gpus_per_task: int | None = _option(directive="gpus-per-task")
+    nodes_per_task: int = _option(1, help="nodes per array task; > 1 starts a Ray cluster over them")
+    job_name: str = _option("curator")
+    output_logs: str = _option("", metavar="DIR", help="task logs go to DIR/<job>_<task>.log")
+    signal: str | None = _option(
+        directive="signal", help="sbatch --signal, e.g. B:USR1@300 to stop cleanly before the time limit"
+    )
+    requeue: bool = _option(
+        False, env="CURATOR_REQUEUE", help="make tasks requeueable and requeue them after a stop signal"
+    )
+    #: Go on when the inputs listed differ from the run's first.
+    accept_new_inputs: bool = _option(
+        False,
+        env="CURATOR_ACCEPT_NEW_INPUTS",
+        help="let tasks go on when the inputs they list differ from the run's first listing "
+        "(files added or removed since); sets CURATOR_ACCEPT_NEW_INPUTS=1",
+    )
+    sbatch_args: tuple[str, ...] = _option(
+        (), flag="--sbatch-arg", metavar="ARG", help="extra sbatch option (repeatable)"
+    )
+    env_setup: tuple[str, ...] = _option(
+        (), metavar="LINE", help="shell line run before the pipeline, e.g. 'source ~/venv/bin/activate' (repeatable)"
+    )
     python: str = field(default_factory=lambda: sys.executable)
-    #: ``hash`` or ``balanced`` (CURATOR_SHARD_STRATEGY in every task); None: the default, hash.
-    strategy: str | None = None
-    #: CURATOR_ACCEPT_NEW_INPUTS=1 in every task: go on when the inputs listed differ from the run's first.
-    accept_new_inputs: bool = False
     #: Extra environment for every task (e.g. the frozen source list of a retry).
     env: tuple[tuple[str, str], ...] = ()
     workdir: str = field(default_factory=os.getcwd)
@@ -86,6 +131,63 @@ class SubmitOptions:
     @property
     def logs_dir(self) -> str:
         return self.output_logs or os.path.join(self.run_dir, "logs")
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], **changes: Any) -> SubmitOptions:
+        """Options as ``dataclasses.asdict`` saved them (submissions.jsonl, a workflow's submission), with
+        ``changes``; lists become tuples again, and keys that are no field (an older record's) are ignored."""
+        names = {f.name for f in fields(cls)}
+        values = {k: _as_tuple(v) for k, v in {**record, **changes}.items() if k in names}
+        return cls(**values)
+
+    def with_arguments(self, parsed: Mapping[str, Any], keep: Sequence[str] = ()) -> SubmitOptions:
+        """These options with those the user gave (``option_values`` of the parsed arguments), except
+        the fields in ``keep``."""
+        return dataclasses.replace(self, **{k: v for k, v in parsed.items() if k not in keep})
+
+
+def _as_tuple(value: Any) -> Any:
+    """A JSON list back as the tuple a field holds (``env`` is a tuple of pairs)."""
+    return tuple(_as_tuple(v) for v in value) if isinstance(value, list) else value
+
+
+def option_fields(sbatch: bool | None = None) -> list[tuple[str, Option]]:
+    """(field name, :class:`Option`) of every user option of :class:`SubmitOptions`, in declaration order;
+    only the sbatch ones (``sbatch=True``) or only the others (``False``)."""
+    out = []
+    for f in fields(SubmitOptions):
+        option = f.metadata.get("option")
+        if option is not None and (sbatch is None or option.sbatch == sbatch):
+            out.append((f.name, option))
+    return out
+
+
+def add_option_arguments(parser: argparse.ArgumentParser, sbatch: bool, defaults_from_run: bool = False) -> None:
+    """Add the options of :func:`option_fields` (``sbatch``) to ``parser``, each with the field's name as
+    its destination. With ``defaults_from_run`` (``retry``) an option not given is left out of the parsed
+    arguments, so the submission's own value stays."""
+    types = {f.name: str(f.type) for f in fields(SubmitOptions)}
+    for name, option in option_fields(sbatch):
+        flag = option.flag or "--" + name.replace("_", "-")
+        kwargs: dict[str, Any] = {"dest": name, "help": option.help}
+        if types[name] == "bool":
+            kwargs.update(action="store_true", default=False)
+        elif types[name].startswith("tuple"):
+            kwargs.update(action="append", default=None, metavar=option.metavar)
+        else:
+            kwargs.update(type=int if types[name].startswith("int") else str, default=None, metavar=option.metavar)
+            if option.choices:
+                kwargs["choices"] = list(option.choices)
+        if defaults_from_run:
+            kwargs["default"] = argparse.SUPPRESS
+        parser.add_argument(flag, **kwargs)
+
+
+def option_values(parsed: argparse.Namespace | Mapping[str, Any]) -> dict[str, Any]:
+    """The :class:`SubmitOptions` fields the user set in ``parsed`` (the arguments of
+    :func:`add_option_arguments`; an option not given, None, is left out), as field values."""
+    values = parsed if isinstance(parsed, Mapping) else vars(parsed)
+    return {name: _as_tuple(values[name]) for name, _ in option_fields() if values.get(name) is not None}
 
 
 _SIGNAL = re.compile(r"^(?:(?P<where>[RB]{1,2}):)?(?P<sig>[A-Za-z0-9]+)(?:@(?P<seconds>[^@]*))?$")
@@ -156,6 +258,30 @@ def cluster_array_limits() -> tuple[int, int | None]:
     return parse_array_limits(_run_slurm(["scontrol", "show", "config"]))
 
 
+def array_limits(dry_run: bool) -> tuple[int, int | None, str]:
+    """(MaxArraySize, max_array_tasks, where they came from): the cluster's; on a dry run without a
+    reachable controller, Slurm's default size."""
+    try:
+        size, tasks = cluster_array_limits()
+        return size, tasks, "from scontrol show config"
+    except SlurmCommandError:
+        if not dry_run:
+            raise
+        return 1001, None, "Slurm's default; scontrol not reachable"
+
+
+def refuse_if_busy(run_dir: str, force: bool = False) -> None:
+    """One submission at a time per run: refuse while an array task of an earlier one is queued or running
+    (both would take the same source tasks, doing them twice)."""
+    busy = active_jobs([str(a["job_id"]) for sub in load_submissions(run_dir) for a in sub["arrays"]])
+    if busy and not force:
+        raise OptionError(
+            f"{len(busy)} task(s) of this run are still queued or running ({', '.join(busy[:5])}); a second "
+            f"submission would do their source tasks twice. Wait (curator-slurm status {run_dir}), scancel them, "
+            "or, for retry, pass --force"
+        )
+
+
 def _directive(name: str, value: object) -> str:
     """One ``#SBATCH`` line. sbatch splits a directive at white space unless it is in double quotes, so a
     value with a space (a job name from a script's file name, a log directory) is quoted."""
@@ -173,16 +299,9 @@ def render_script(opts: SubmitOptions, chunk: ArrayChunk) -> str:
     array = f"0-{chunk.size - 1}" + (f"%{opts.throttle}" if opts.throttle else "")
     lines.append(_directive("array", array))
     lines.append(_directive("output", os.path.join(opts.logs_dir, "%A_%a.log")))
-    for name, value in (
-        ("time", opts.time),
-        ("partition", opts.partition),
-        ("cpus-per-task", opts.cpus_per_task),
-        ("mem", opts.mem),
-        ("gpus-per-task", opts.gpus_per_task),
-        ("signal", opts.signal),
-    ):
-        if value is not None:
-            lines.append(_directive(name, value))
+    for name, option in option_fields():
+        if option.directive and getattr(opts, name) is not None:
+            lines.append(_directive(option.directive, getattr(opts, name)))
     if opts.nodes_per_task > 1:
         lines.append(_directive("nodes", opts.nodes_per_task))
         lines.append(_directive("ntasks-per-node", 1))
@@ -201,128 +320,18 @@ def render_script(opts: SubmitOptions, chunk: ArrayChunk) -> str:
         "CURATOR_RUN_DIR": opts.run_dir,
         **dict(opts.env),
     }
-    if opts.strategy:
-        env["CURATOR_SHARD_STRATEGY"] = opts.strategy
-    if opts.requeue:
-        env["CURATOR_REQUEUE"] = "1"
-    if opts.accept_new_inputs:
-        env["CURATOR_ACCEPT_NEW_INPUTS"] = "1"
+    for name, option in option_fields():
+        value = getattr(opts, name)
+        if option.env and value:
+            env[option.env] = "1" if value is True else str(value)
     lines.extend(f"export {k}={shlex.quote(v)}" for k, v in env.items())
     command = shlex.join([opts.python, opts.script, *opts.script_args])
     if opts.nodes_per_task == 1:
         # exec: the pipeline becomes the batch step, so signals (--signal=B:..., scancel -b) reach it.
         lines.append(f"exec {command}")
     else:
-        lines += _ray_cluster_block(opts, command)
+        lines += ray_cluster_block(opts, command)
     return "\n".join(lines) + "\n"
-
-
-#: Seconds a multi-node task waits for its Ray head to listen before it gives up.
-HEAD_START_SECONDS = 300
-
-#: What runs Ray on one node of a multi-node task, as the task of an srun step of its own: ``ray start
-#: --block`` with a temporary directory for this task on this node. On SIGUSR1 (the batch script's way
-#: to end the steps: ``scancel --signal=USR1`` reaches every step but the batch one, while SIGTERM to
-#: srun would make it kill its step at once) or SIGTERM (scancel, the time limit), or when Ray ends on
-#: its own, every Ray process of that directory (``ray start``, raylet, GCS, ...; their workers exit
-#: with their raylet) gets TERM, then KILL 4 s later (a worker node's raylet may wait a long time for a
-#: head that is going away), and the directory is removed: done in about 5 s, within Slurm's KillWait,
-#: so nothing of the task stays on any node. The processes are found by the directory in their command
-#: line, never by name; ``-z`` makes each argument a line and ``\(/\|$\)`` keeps the search from
-#: finding itself.
-_RAY_NODE = r"""tmp="/tmp/curator-ray-${SLURM_JOB_ID}-${SLURMD_NODENAME}"
-"$@" --temp-dir="$tmp" &
-stopped=0
-trap 'stopped=1' TERM INT USR1
-status=0
-wait $! || status=$?
-[ "$stopped" = 1 ] && status=0  # stopped on purpose: not an error of this node
-left() { grep -lsz -- "$tmp\(/\|$\)" /proc/[0-9]*/cmdline | sed 's,^/proc/\([0-9]*\)/cmdline$,\1,'; }
-for sig in TERM TERM TERM TERM KILL; do
-  pids="$(left)"
-  [ -z "$pids" ] && break
-  kill -s "$sig" $pids 2>/dev/null
-  sleep 1
-done
-rm -rf "$tmp"
-exit "$status"
-"""
-
-
-def _ray_cluster_block(opts: SubmitOptions, command: str) -> list[str]:
-    """Start Ray over this task's nodes (head on the node of the batch step), run the pipeline against
-    it, stop Ray and remove its files on every node.
-
-    Addresses: the head advertises (``--node-ip-address``) and ``RAY_ADDRESS`` names the address
-    Slurm's ``NodeAddr`` (or the node name) resolves to, unless that is loopback (Debian's
-    ``/etc/hosts`` maps the host's own name to 127.0.1.1), then the node's first non-loopback one;
-    the other nodes join from the address of their route to the head (Ray's own choice).
-    Authentication: a random token per task in ``RAY_AUTH_MODE=token`` / ``RAY_AUTH_TOKEN``, which
-    every ``srun`` step and the pipeline inherit (Ray versions without token authentication ignore
-    them); it is in no file and no log. ``RAY_AUTH_MODE`` set by ``--env-setup`` is kept.
-    """
-    ray = shlex.quote(os.path.join(os.path.dirname(opts.python), "ray"))
-    cpus = opts.cpus_per_task or "${SLURM_CPUS_ON_NODE}"
-    wait = HEAD_START_SECONDS
-    node_step = 'bash -c "$ray_node" ray-node'
-    return [
-        'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
-        'head_node="${SLURMD_NODENAME:-${nodes[0]}}"  # the batch step runs on the first node: the head',
-        "# The address the other nodes reach the head at (see _ray_cluster_block in curator_slurm.slurm.submit).",
-        "# (Each lookup may fail: '|| true', so that the check below says what is wrong.)",
-        'head="$(scontrol show node -o "$head_node" | sed -n "s/.*NodeAddr=\\([^ ]*\\).*/\\1/p" || true)"',
-        'head="$(getent ahostsv4 "${head:-$head_node}" | awk "NR == 1 {print \\$1}" || true)"',
-        'case "$head" in ""|127.*) head="$(hostname -I 2>/dev/null | awk "{print \\$1}" || true)" ;; esac',
-        'if [ -z "$head" ]; then',
-        '  echo "curator-slurm: no non-loopback IPv4 address on $head_node for the Ray head" >&2',
-        "  exit 1",
-        "fi",
-        "port=$((20000 + SLURM_JOB_ID % 40000))  # every array task has its own job id, so its own port",
-        'export RAY_ADDRESS="$head:$port"',
-        'export CURATOR_RAY_NODES="${#nodes[@]}"  # the pipeline waits for them all to join',
-        "# This array task for scancel: its SLURM_JOB_ID may be the array's id, which would name every task.",
-        'this_task="${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}}"',
-        'this_task="${this_task:-$SLURM_JOB_ID}"',
-        'export RAY_AUTH_MODE="${RAY_AUTH_MODE:-token}"  # one random token per task, for every node',
-        'export RAY_AUTH_TOKEN="$(od -An -tx1 -N32 /dev/urandom | tr -d " \\n")"',
-        "read -r -d '' ray_node <<'END_OF_RAY_NODE' || true",
-        *_RAY_NODE.splitlines(),
-        "END_OF_RAY_NODE",
-        'echo "curator-slurm: Ray head on $head_node at $RAY_ADDRESS; nodes: ${nodes[*]}"',
-        f'srun --nodes=1 --ntasks=1 -w "$head_node" {node_step} {ray} start --head --block --port="$port" '
-        f'--num-cpus={cpus} --node-ip-address="$head" --include-dashboard=false &',
-        "waited=0  # until the head listens on its port: a loaded node may take a while",
-        'until (exec 3<>"/dev/tcp/$head/$port") 2>/dev/null; do',
-        f'  if [ "$waited" -ge {wait} ]; then',
-        f'    echo "curator-slurm: the Ray head on $head_node at $head:$port did not start in {wait} s '
-        '(see its output above)" >&2',
-        '    scancel --signal=USR1 "$this_task" 2>/dev/null || true',
-        "    wait",
-        "    exit 1",
-        "  fi",
-        "  sleep 1",
-        "  waited=$((waited + 1))",
-        "done",
-        'for node in "${nodes[@]}"; do',
-        '  [ "$node" = "$head_node" ] && continue',
-        f'  srun --nodes=1 --ntasks=1 -w "$node" {node_step} {ray} start --block --address="$RAY_ADDRESS" '
-        f"--num-cpus={cpus} &",
-        "done",
-        f"{command} &",
-        "child=$!",
-        'for sig in TERM USR1 USR2; do trap "kill -s $sig $child 2>/dev/null || true" $sig; done',
-        "status=0",
-        'wait "$child" || status=$?',
-        'while kill -0 "$child" 2>/dev/null; do wait "$child" || status=$?; done',
-        "# Stop this task's Ray by ending its srun steps (`ray stop` would end every Ray on the node,",
-        "# those of other array tasks sharing it too): SIGUSR1 to every step but this batch step makes",
-        "# each stop its node's Ray and remove its files (SIGTERM would make srun kill its step at once).",
-        'scancel --signal=USR1 "$this_task" 2>/dev/null || true',
-        'for _ in $(seq 30); do [ -z "$(jobs -rp)" ] && break; sleep 1; done',
-        "kill $(jobs -p) 2>/dev/null || true",
-        "wait",
-        'exit "$status"',
-    ]
 
 
 def sbatch_command(script_path: str) -> list[str]:
@@ -438,55 +447,3 @@ def load_submissions(run_dir: str) -> list[dict[str, object]]:
                 )
             records.append(record)
     return records
-
-
-#: Array task states in which the task may still do work.
-ACTIVE_STATES = frozenset(
-    {"RUNNING", "PENDING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING",
-     "SIGNALING", "STAGE_OUT", "SUSPENDED", "STOPPED"}
-)  # fmt: skip
-#: Array task states of a task that ended without completing (its shard's unrecorded work is not done).
-ENDED_BADLY_STATES = frozenset(
-    {"FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED",
-     "REVOKED", "SPECIAL_EXIT"}
-)  # fmt: skip
-
-
-def job_states(job_ids: Sequence[str]) -> dict[str, str] | None:
-    """State of every task of ``job_ids`` that Slurm still knows (``123_4`` → RUNNING, FAILED, ...), ended
-    ones included (``squeue -t all``: they stay known for ``MinJobAge`` seconds); None without Slurm.
-
-    A job Slurm has forgotten is left out. When squeue refuses the whole list because some ids are
-    forgotten, each id is asked on its own, so the ones still known are not lost with them.
-    """
-    if not job_ids or shutil.which("squeue") is None:
-        return None
-    stdout, stderr, ok = _squeue(job_ids)
-    if not ok:
-        if "Invalid job id" not in stderr:
-            return None
-        if len(job_ids) == 1:
-            return {}  # older than MinJobAge: forgotten, so neither queued nor running
-        states: dict[str, str] = {}
-        for job in job_ids:
-            one = job_states([job])
-            if one is None:
-                return None
-            states.update(one)
-        return states
-    states = {}
-    for line in stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            states[parts[0]] = parts[1]
-    return states
-
-
-def _squeue(job_ids: Sequence[str]) -> tuple[str, str, bool]:
-    proc = subprocess.run(
-        ["squeue", "-h", "-r", "-t", "all", "-j", ",".join(job_ids), "-o", "%i %T"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return proc.stdout, proc.stderr, proc.returncode == 0

@@ -1,0 +1,101 @@
+"""What `status` and `failures` compute, called directly on run directories that real pipeline runs left:
+the counts are the ledger's (``load_status``), the rest (totals, shards, array tasks, exit code, text)
+is built around them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from curator_slurm.errors import RunDirError
+from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, load_status
+from curator_slurm.runs.status import (
+    array_tasks,
+    check_run_dir,
+    collect_status,
+    failure_rows,
+    format_failures,
+    format_status,
+    status_exit_code,
+)
+from helpers import run_example
+
+
+@pytest.fixture
+def damaged(corpus: Path, tmp_path: Path) -> Path:
+    """A copy of the corpus whose first file has a malformed line: its source task fails."""
+    inp = tmp_path / "in"
+    shutil.copytree(corpus, inp)
+    first = sorted(inp.glob("*.jsonl"))[0]
+    lines = first.read_text().splitlines()
+    first.write_text("\n".join([*lines[:3], "{broken", *lines[3:]]) + "\n")
+    return inp
+
+
+def test_counts_are_the_ledgers_and_the_failure_is_named(damaged: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_example(damaged, out, "--workers", "1", check=False)
+    run_dir = str(out / DEFAULT_RUN_DIR_NAME)
+    state = load_status(run_dir)
+    status = collect_status(run_dir)
+    assert (status["done"], status["failed"]) == (len(state.done), len(state.failed)) == (11, 1)
+    assert status["total"] == 12 and status["pending"] == 0 and status_exit_code(status) == 1
+    assert sum(s["done"] for s in status["shards"]) == 11 and sum(s["failed"] for s in status["shards"]) == 1
+    assert status["rows_in"] == sum(s["rows_in"] for s in status["shards"]) > 0
+    assert status["funnel"][0]["rows_out"] == status["rows_in"], "the reader's output is what the done tasks read"
+    assert status["job_states"] is None and status["jobs"] == [], "no submission: no array tasks to ask about"
+    text = format_status(status, show_all=False)
+    assert "source tasks: 12 total, 11 done, 1 failed, 0 pending (91.7% done)" in text
+
+    rows, tasks = failure_rows(run_dir)
+    bad = sorted(damaged.glob("*.jsonl"))[0]
+    assert tasks == [] and len(rows) == 1 and rows[0]["files"] == [str(bad)]
+    assert f"{bad}:4: malformed JSON" in rows[0]["error"] and rows[0]["stage"] == "jsonl_reader"
+    text = format_failures(rows, tasks, traceback=True)
+    assert text.startswith("1 failed source task(s):") and "Traceback" in text
+
+
+def test_a_task_done_after_it_failed_counts_as_done(damaged: Path, corpus: Path, tmp_path: Path) -> None:
+    """The ledger keeps both records; the task is done once any record says so, in status as in the ledger."""
+    out = tmp_path / "out"
+    run_example(damaged, out, "--workers", "1", check=False)
+    bad = sorted(damaged.glob("*.jsonl"))[0]
+    shutil.copy(corpus / bad.name, bad)  # fixed: the same path, so the same source task
+    run_example(damaged, out, "--workers", "1")
+    run_dir = str(out / DEFAULT_RUN_DIR_NAME)
+    status = collect_status(run_dir)
+    assert (status["done"], status["failed"], status["pending"]) == (12, 0, 0)
+    assert status_exit_code(status) == 0 and failure_rows(run_dir) == ([], [])
+    assert format_failures([], [], traceback=False) == "no failed source tasks"
+
+
+def test_a_shard_run_alone_leaves_the_rest_pending_and_submitted_shards_get_rows(corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_example(corpus, out, "--workers", "1", env={"CURATOR_NUM_SHARDS": "3", "CURATOR_SHARD_INDEX": "1"})
+    run_dir = out / DEFAULT_RUN_DIR_NAME
+    done = len(load_status(str(run_dir)).done)
+    submission = {"shards": 3, "arrays": [{"job_id": "7", "offset": 0, "size": 3}], "options": {}, "submission": "s"}
+    (run_dir / "submissions.jsonl").write_text(json.dumps(submission) + "\n")
+    status = collect_status(str(run_dir))
+    assert 0 < status["done"] == done < 12 and status["pending"] == 12 - done and status["failed"] == 0
+    rows = {s["shard"]: s for s in status["shards"]}
+    assert list(rows) == ["0/3", "1/3", "2/3"] and rows["1/3"]["done"] == done and rows["0/3"]["job"] == "7_0"
+    tasks = array_tasks(str(run_dir), [submission], {"7_2": "FAILED"})
+    assert [(t["job"], t["shard"], t["state"]) for t in tasks] == [
+        ("7_0", "0/3", None),
+        ("7_1", "1/3", None),
+        ("7_2", "2/3", "FAILED"),
+    ]
+    assert tasks[2]["log"] == str(run_dir / "logs" / "7_2.log")
+
+
+def test_an_output_directory_is_not_a_run_directory(corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_example(corpus, out, "--workers", "1")
+    with pytest.raises(RunDirError, match=f"did you mean {out / DEFAULT_RUN_DIR_NAME}"):
+        check_run_dir(str(out))
+    with pytest.raises(RunDirError, match="no such run directory"):
+        collect_status(str(tmp_path / "missing"))
