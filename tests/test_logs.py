@@ -277,3 +277,26 @@ def test_on_ray_a_stages_loguru_and_stdlib_warnings_reach_the_driver_once_each(
     for way in ("loguru", "stdlib"):
         relayed = [x for x in lines if x.startswith(f"{way} warning on ")]
         assert len(relayed) == len(set(relayed)) == 12, lines
+
+
+def test_loguru_disable_of_the_package_silences_its_lines_and_no_others(corpus: Path, tmp_path: Path) -> None:
+    """loguru's way for a script to mute a library, ``logger.disable("curator_slurm")``, works on the
+    package's lines (by the module that logs them) and leaves a stage's own lines alone."""
+    from curator_slurm import LocalExecutor
+
+    configure_logging("INFO")
+    got: list[tuple[str, str]] = []
+    sink = logger.add(lambda m: got.append((m.record["name"] or "", m.record["message"])), format="{message}")
+    pipeline = Pipeline("muted").add_stage(JsonlReader(str(corpus))).add_stage(WarnsBothWays())
+    pipeline.add_stage(ParquetWriter(tmp_path / "out"))
+    logger.disable(ROOT)
+    try:
+        result = pipeline.run(LocalExecutor(workers=1), shard=ShardSpec.single(), options=RunOptions())
+    finally:
+        logger.enable(ROOT)
+        logger.remove(sink)
+    assert result.done == 12
+    assert not [line for line in got if line[0].startswith(ROOT)], "no line of the package"
+    # (the stage's stdlib lines reach these sinks only if no root handler takes them first, as pytest's may)
+    stage = [message for name, message in got if name == __name__]
+    assert len(stage) == len(set(stage)) == 12 and all(m.startswith("loguru warning on ") for m in stage), got

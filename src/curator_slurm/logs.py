@@ -109,10 +109,13 @@ class _ToLoguru(logging.Handler):
             level: str | int = logger.level(record.levelname).name
         except ValueError:  # a custom stdlib level loguru does not know
             level = record.levelno
-
-        def origin(r: Record) -> None:  # the module and line that logged, not this handler's
-            r.update(name=record.name, function=record.funcName, line=record.lineno, module=record.module)
-
+        # loguru takes the function and line from the frame that made the log call (the first one outside
+        # the logging package), not this handler's, and decides by that frame's module whether the line is
+        # enabled: ``logger.disable("curator_slurm")`` silences the package's lines and nothing else. The
+        # record's name stays the stdlib logger's, which sinks may filter on.
+        frame, depth = logging.currentframe(), 0
+        while frame is not None and (depth == 0 or frame.f_code.co_filename == logging.__file__):
+            frame, depth = frame.f_back, depth + 1
         extra = {
             "shard": getattr(record, "shard", _Binding.shard),
             "job": getattr(record, "job", _Binding.job),
@@ -120,7 +123,8 @@ class _ToLoguru(logging.Handler):
         }
         _reentry.busy = True
         try:
-            logger.patch(origin).bind(**extra).opt(exception=record.exc_info).log(level, message)
+            named = logger.patch(lambda r: r.update(name=record.name))  # type: ignore[call-arg]
+            named.bind(**extra).opt(depth=depth, exception=record.exc_info).log(level, message)
         finally:
             _reentry.busy = False
 
