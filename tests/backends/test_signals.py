@@ -79,6 +79,16 @@ def test_after_the_grace_period_the_check_raises() -> None:
             time.sleep(0.01)
 
 
+def test_no_thread_of_the_stop_signal_outlives_it() -> None:
+    """Its timer thread is gone on exit, so a later pool may fork (LocalExecutor forks only while the driver
+    runs no other thread) and the timer's signal never reaches the handler restored after it."""
+    before = set(threading.enumerate())
+    with StopSignal(grace=600, log=Log()) as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop()  # the in-flight work finishes well within the grace period
+    assert set(threading.enumerate()) == before
+
+
 def test_a_driver_blocked_in_a_stage_is_interrupted_after_the_grace_period() -> None:
     """workers=1: the driver runs the stage itself; the timer's signal wakes it from a blocking call."""
     with pytest.raises(GraceExpired), StopSignal(grace=0.05, log=Log()):

@@ -80,6 +80,7 @@ class StopSignal:
         self.deadline: float | None = None
         self._old: dict[int, Any] = {}
         self._timer: threading.Timer | None = None
+        self._leaving = False
 
     def __enter__(self) -> StopSignal:
         self._old = save_handlers(self.SIGNALS)
@@ -88,8 +89,13 @@ class StopSignal:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._leaving = True  # the timer's signal, if already on its way, now changes nothing
         if self._timer is not None:
             self._timer.cancel()
+            # Gone before the handlers are restored: its signal must not reach the caller's handler (SIGTERM's
+            # default ends the process), and no thread of ours may outlive the run (a pool forks only when
+            # the driver runs no other thread).
+            self._timer.join()
         restore_handlers(self._old)
 
     def __call__(self) -> bool:
@@ -107,7 +113,7 @@ class StopSignal:
 
     def _stop(self, signum: int, frame: object) -> None:
         if self.signum is not None:
-            if self.expired():  # the timer's interruption (or a late signal) after the grace period
+            if self.expired() and not self._leaving:  # the timer's interruption (or a late signal) after the grace
                 raise GraceExpired()
             return
         self.signum = signum
