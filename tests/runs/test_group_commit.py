@@ -249,3 +249,33 @@ def test_kill_9_at_a_random_point_then_resume(
     assert len(redone) == len(set(redone)) == 40 - len(done_before), "each unrecorded source task done once more"
     assert {r["source"] for r in after if r["status"] == "done"} == done_before | set(redone)
     assert read_tree(out) == reference
+
+
+# --- the driver is not the bottleneck: small source tasks go to workers in chunks ---
+
+
+def test_chunks_of_small_tasks_grow_with_their_speed_and_slow_tasks_go_one_at_a_time() -> None:
+    from curator_slurm.backends.local import MAX_CHUNK, chunk_size
+
+    assert chunk_size(None) == 1, "one at a time until a task's time is known"
+    assert chunk_size(2.0) == 1 and chunk_size(0.05) == 1
+    assert chunk_size(0.005) == 10
+    assert chunk_size(1e-6) == MAX_CHUNK
+
+
+def test_many_small_tasks_on_two_workers_are_each_recorded_once(tmp_path: Path) -> None:
+    """300 tiny source tasks in chunks over 2 workers: every one recorded done once, in whole windows,
+    and the outputs equal those of one worker."""
+    inp = tmp_path / "in"
+    make_corpus(str(inp), files=300, docs_per_file=3, seed=4)
+
+    def run(workers: int, out: Path) -> None:
+        pipeline = Pipeline("chunks").add_stage(JsonlReader(str(inp))).add_stage(ParquetWriter(str(out)))
+        result = pipeline.run(LocalExecutor(workers=workers), options=RunOptions(ledger_window=64))
+        assert result.done == 300
+
+    run(1, tmp_path / "one")
+    run(2, tmp_path / "two")
+    records = list(iter_records(str(tmp_path / "two" / DEFAULT_RUN_DIR_NAME)))
+    assert len(records) == len({r["source"] for r in records}) == 300
+    assert read_tree(tmp_path / "two") == read_tree(tmp_path / "one")

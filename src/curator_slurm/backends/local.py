@@ -90,8 +90,22 @@ def _die_with_driver() -> None:
         os._exit(1)
 
 
-def _run_in_worker(task: Task) -> SourceResult:
-    return run_source_task(_worker_adapters, task)
+def _run_in_worker(tasks: list[Task]) -> list[SourceResult]:
+    return [run_source_task(_worker_adapters, task) for task in tasks]
+
+
+#: Source tasks are sent to workers in chunks of about this many seconds of work (judged by the tasks done
+#: so far; one at a time until then, and for tasks that are slow anyway): each chunk costs the driver a
+#: round trip through the pool's threads and pipes (~0.3 ms of CPU), which small tasks cannot afford.
+CHUNK_SECONDS = 0.05
+MAX_CHUNK = 64
+
+
+def chunk_size(mean_seconds: float | None) -> int:
+    """How many source tasks to send a worker at once when one takes ``mean_seconds`` on average."""
+    if not mean_seconds or mean_seconds <= 0:
+        return 1
+    return max(1, min(MAX_CHUNK, int(CHUNK_SECONDS / mean_seconds)))
 
 
 #: How worker processes may start; ``None`` chooses (see :func:`choose_start_method`).
@@ -181,7 +195,8 @@ class LocalExecutor(BaseExecutor):
         method, why = (self.start_method, "as asked") if self.start_method else choose_start_method()
         log.info(f"starting {workers} worker processes by {method} ({why})")
         pool = self._pool(stages, shard, workers, started, method)
-        in_flight: dict[Future[SourceResult], Task] = {}
+        in_flight: dict[Future[list[SourceResult]], list[Task]] = {}
+        took, finished = 0.0, 0  # seconds and count of the source tasks done so far, for chunk_size()
         try:
             while pending or suspects or in_flight:
                 if should_stop():
@@ -192,24 +207,28 @@ class LocalExecutor(BaseExecutor):
                     if not in_flight:
                         break
                 limit = 1 if suspects else 2 * workers
+                size = chunk_size(took / finished if finished else None)
                 while len(in_flight) < limit and (suspects or pending):
-                    task = suspects.pop() if suspects else pending.pop()
-                    in_flight[pool.submit(_run_in_worker, task)] = task
+                    chunk = [suspects.pop()] if suspects else [pending.pop() for _ in range(min(size, len(pending)))]
+                    in_flight[pool.submit(_run_in_worker, chunk)] = chunk
                 done, _ = wait(in_flight, timeout=1.0, return_when=FIRST_COMPLETED)
                 broken = False
                 for fut in done:
-                    task = in_flight.pop(fut)
+                    chunk = in_flight.pop(fut)
                     try:
-                        result = fut.result()
+                        results = fut.result()
                     except BrokenProcessPool:
                         broken = True
-                        crashes[task.task_id] = crashes.get(task.task_id, 0) + 1
-                        if crashes[task.task_id] >= self.max_crashes:
-                            yield _crashed(task, crashes[task.task_id])
-                        else:
-                            suspects.append(task)
+                        for task in chunk:
+                            crashes[task.task_id] = crashes.get(task.task_id, 0) + 1
+                            if crashes[task.task_id] >= self.max_crashes:
+                                yield _crashed(task, crashes[task.task_id])
+                            else:
+                                suspects.append(task)
                         continue
-                    yield result
+                    for result in results:
+                        took, finished = took + result.seconds, finished + 1
+                        yield result
                 if broken and started.value == 0:
                     raise WorkerStartError(
                         "worker processes die before they can start (the traceback above is theirs). "
@@ -221,10 +240,11 @@ class LocalExecutor(BaseExecutor):
                         )
                     )
                 if broken:
-                    for fut, task in in_flight.items():
+                    for fut, chunk in in_flight.items():
                         fut.cancel()
-                        crashes[task.task_id] = crashes.get(task.task_id, 0) + 1
-                        suspects.append(task)
+                        for task in chunk:
+                            crashes[task.task_id] = crashes.get(task.task_id, 0) + 1
+                            suspects.append(task)
                     in_flight.clear()
                     log.warning(
                         f"a worker process died; re-running {len(suspects)} source task(s) one at a time on a new pool"
