@@ -12,7 +12,7 @@ from pathlib import Path
 import xxhash
 
 from curator_slurm import ShardSpec
-from curator_slurm.cli import shard_loads
+from curator_slurm.runs.plan import shard_loads
 from curator_slurm.runs.sharding import select
 from curator_slurm.stages import FilePartitioningStage
 from curator_slurm.tasks import EmptyTask, Task, content_id
