@@ -17,44 +17,37 @@ from dataclasses import asdict
 from typing import IO, Any
 
 from curator_slurm import __version__
-from curator_slurm.errors import CuratorError, OptionError
+from curator_slurm.errors import CuratorError
 from curator_slurm.runs.local_array import run_local
-from curator_slurm.runs.manifest import ManifestInfo, attach_manifest
+from curator_slurm.runs.manifest import attach_manifest
 from curator_slurm.runs.plan import (
     check_before_submit,
     format_plan,
+    manifest_note,
     plan_summary,
     run_plan,
     save_plan,
     shard_loads,  # noqa: F401 - the benchmarks import it from here
 )
-from curator_slurm.runs.status import (
-    collect_status,
-    failure_rows,
-    format_failures,
-    format_status,
-    status_exit_code,
-    workflow_phase_dirs,
-)
+from curator_slurm.runs.status import failure_rows, format_failures, status_report, workflow_phase_dirs
+from curator_slurm.slurm.options import SubmitOptions, add_option_arguments, option_values
 from curator_slurm.slurm.phases import (
     parse_phase_shards,
-    phase_options,
     phase_shard_counts,
+    preview_phases,
     save_submission,
     submit_phases,
 )
 from curator_slurm.slurm.retry import plan_retry, plan_workflow_retry
 from curator_slurm.slurm.submit import (
     Submission,
-    SubmitOptions,
-    add_option_arguments,
     array_limits,
-    option_values,
+    preview,
     refuse_if_busy,
     render_script,
-    sbatch_command,
     split_shards,
     submission_lock,
+    submission_options,
     submit,
 )
 
@@ -102,20 +95,14 @@ def _notes(as_json: bool) -> IO[str]:
     return sys.stderr if as_json else sys.stdout
 
 
-# --- plan -------------------------------------------------------------------------------------------
+# --- plan / submit / retry --------------------------------------------------------------------------
 
 
 def cmd_plan(args: argparse.Namespace, script_args: list[str]) -> int:
     plan = run_plan(args.script, script_args)
     summary = plan_summary(plan, args.shards)
-    if args.json:
-        _print_json(summary)
-    else:
-        print(format_plan(summary, plan["has_bytes"]))
+    _print_json(summary) if args.json else print(format_plan(summary, plan["has_bytes"]))
     return 0
-
-
-# --- submit / retry ---------------------------------------------------------------------------------
 
 
 def _submit(
@@ -124,19 +111,14 @@ def _submit(
     max_size, max_tasks, origin = array_limits(dry_run)
     chunks = split_shards(opts.shards, max_size, max_tasks)
     if dry_run:
-        scripts = [(render_script(opts, c), sbatch_command(f"<{kind}-{i}.sh>")) for i, c in enumerate(chunks)]
+        arrays = preview(opts, chunks, kind)
         if as_json:
-            arrays = [
-                {"offset": c.offset, "size": c.size, "script": script, "command": command}
-                for c, (script, command) in zip(chunks, scripts, strict=True)
-            ]
             _print_json({"max_array_size": max_size, "arrays": arrays})
             return 0
         print(f"# {opts.shards} shards in {len(chunks)} array(s) (MaxArraySize={max_size}, {origin})")
-        for i, (chunk, (script, command)) in enumerate(zip(chunks, scripts, strict=True)):
-            print(f"# --- array {i}: shards {chunk.offset}-{chunk.offset + chunk.size - 1}")
-            print(script, end="")
-            print(f"# command: {shlex.join(command)}")
+        for i, a in enumerate(arrays):
+            print(f"# --- array {i}: shards {a['offset']}-{a['offset'] + a['size'] - 1}\n{a['script']}", end="")
+            print(f"# command: {shlex.join(a['command'])}")
         return 0
     with submission_lock(opts.run_dir):
         refuse_if_busy(opts.run_dir, force)
@@ -154,50 +136,21 @@ def _submit(
 
 def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
     plan = run_plan(args.script, script_args)
+    opts = submission_options(plan, args.script, script_args, args.shards, args.run_dir, option_values(args))
     sources = plan.pop("sources_table", None)
-    run_dir = os.path.abspath(args.run_dir or plan["run_dir"] or "")
-    if not run_dir or run_dir == os.path.abspath(""):
-        raise OptionError(
-            "the pipeline does not end in a file writer, so there is no default run directory; pass --run-dir"
-        )
-    n_tasks = len(plan["tasks"])
-    if args.shards > n_tasks:
-        print(
-            f"note: {args.shards} shards for {n_tasks} source tasks; {args.shards - n_tasks} or more will have "
-            "nothing to do",
-            file=sys.stderr,
-        )
-    values = {"job_name": os.path.splitext(os.path.basename(args.script))[0], **option_values(args)}
-    if sources is not None and plan.get("kind") != "workflow":
-        values["strategy"] = args.strategy or "balanced"  # with a manifest every shard sees the same list
-    opts = SubmitOptions(
-        script=os.path.abspath(args.script),
-        script_args=tuple(script_args),
-        shards=args.shards,
-        run_dir=run_dir,
-        **values,
-    )
+    if (idle := args.shards - len(plan["tasks"])) > 0:
+        print(f"note: {args.shards} shards for {len(plan['tasks'])} source tasks; {idle} or more will have nothing "
+              "to do", file=sys.stderr)  # fmt: skip
     if plan.get("kind") == "workflow":
         return _submit_workflow(args, opts, plan)
     check_before_submit(opts, plan, manifest=sources is not None)
     if sources is not None:  # plan once: the tasks load their shard of this listing
         opts, info = attach_manifest(opts, sources, "submit", args.dry_run)
-        _manifest_note(opts, info, args.json)
+        if info is not None:  # None on a dry run
+            print(manifest_note(info, opts.strategy), file=_notes(args.json))
     if not args.dry_run:
-        save_plan(run_dir, plan)
+        save_plan(opts.run_dir, plan)
     return _submit(opts, "submit", args.dry_run, args.json)
-
-
-def _manifest_note(opts: SubmitOptions, info: ManifestInfo | None, as_json: bool) -> None:
-    """Say where the manifest of a submission went and how even its shards are (nothing on a dry run)."""
-    if info is not None:
-        weights = [w for _, w in info.loads]
-        mean = sum(weights) / len(weights)
-        print(
-            f"planned {info.count} source tasks into {info.path} ({opts.strategy}; heaviest shard "
-            f"{max(weights) / mean if mean else 1.0:.3f}x the mean)",
-            file=_notes(as_json),
-        )
 
 
 def _submit_workflow(args: argparse.Namespace, opts: SubmitOptions, plan: dict[str, Any]) -> int:
@@ -207,16 +160,9 @@ def _submit_workflow(args: argparse.Namespace, opts: SubmitOptions, plan: dict[s
     counts = phase_shard_counts(plan, args.shards, parse_phase_shards(args.phase_shards, names))
     limits = array_limits(args.dry_run)[:2]
     if args.dry_run:
-        previous = ["<none>"]
-        for phase in plan["phases"]:
-            phase_opts = phase_options(
-                opts, phase, counts[phase["phase"]], previous if phase is not plan["phases"][0] else ()
-            )
-            chunks = split_shards(phase_opts.shards, *limits)
-            print(f"# === phase {phase['phase']!r}: {phase_opts.shards} shards in {len(chunks)} array(s)")
-            for chunk in chunks:
-                print(render_script(phase_opts, chunk), end="")
-            previous = [f"<jobs of {phase['phase']}>"]
+        for name, phase_opts, chunks in preview_phases(opts, plan, counts, limits):
+            print(f"# === phase {name!r}: {phase_opts.shards} shards in {len(chunks)} array(s)")
+            print("".join(render_script(phase_opts, chunk) for chunk in chunks), end="")
         return 0
     save_submission(plan["run_dir"], opts, counts, plan)
     submitted = submit_phases(opts, plan, counts, limits, sources=phase_sources)
@@ -241,7 +187,8 @@ def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
     if retry.opts is None:
         print(f"nothing to retry: all {retry.total} source tasks are done")
         return 0
-    _manifest_note(retry.opts, retry.manifest, args.json)
+    if retry.manifest is not None:
+        print(manifest_note(retry.manifest, retry.opts.strategy), file=_notes(args.json))
     print(
         f"retrying {retry.remaining} of {retry.total} source tasks ({retry.failed} failed, "
         f"{retry.remaining - retry.failed} never finished) with {retry.opts.shards} shard(s)",
@@ -267,50 +214,19 @@ def _retry_workflow(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
-    phases = workflow_phase_dirs(args.run_dir)
-    if phases is not None:
-        return _workflow_status(args, phases)
+    """The run's status, again every ``--watch`` seconds until nothing is left to wait for."""
     while True:
-        status = collect_status(args.run_dir)
+        report = status_report(args.run_dir, args.all)
         try:
-            if args.json:
-                _print_json(status)
-            else:
-                print(format_status(status, args.all))
+            _print_json(report.data) if args.json else print(report.text)
             sys.stdout.flush()
         except BrokenPipeError:  # `status | head -1`: the reader is gone, the exit code still tells
+            if report.workflow:
+                raise  # a workflow's status has always ended as a broken pipe does (141, see main)
             _silence_stdout()
-            return status_exit_code(status)
-        if not args.watch or status["pending"] == 0 or status["stalled"]:
-            return status_exit_code(status)
-        time.sleep(args.watch)
-        print()
-
-
-def _workflow_status(args: argparse.Namespace, phases: list[tuple[str, str]]) -> int:
-    """Each phase's status in order; a phase with no run directory yet has not started. ``--watch`` refreshes
-    until the last phase has nothing pending, or a phase failed or stalled."""
-    while True:
-        statuses: dict[str, Any] = {}
-        code = 0
-        for name, directory in phases:
-            if not os.path.isdir(directory):
-                statuses[name] = None
-                if not args.json:
-                    print(f"== phase {name}: not started")
-                continue
-            status = statuses[name] = collect_status(directory)
-            code = max(code, status_exit_code(status))
-            if not args.json:
-                print(f"== phase {name}\n{format_status(status, args.all)}")
-        if args.json:
-            _print_json({"workflow": args.run_dir, "phases": statuses})
-        last = statuses[phases[-1][0]]
-        finished = last is not None and last["pending"] == 0
-        stuck = any(s is not None and (s["stalled"] or s["failed"]) for s in statuses.values())
-        if not args.watch or finished or stuck:
-            return code
-        sys.stdout.flush()
+            return report.code
+        if not args.watch or report.settled:
+            return report.code
         time.sleep(args.watch)
         print()
 
@@ -350,15 +266,7 @@ def cmd_shard(args: argparse.Namespace, _: list[str]) -> int:
 
     spec = ShardSpec.from_env()
     if args.json:
-        _print_json(
-            {
-                "index": spec.index,
-                "count": spec.count,
-                "enabled": spec.enabled,
-                "strategy": spec.strategy,
-                "origin": spec.origin,
-            }
-        )
+        _print_json({k: getattr(spec, k) for k in ("index", "count", "enabled", "strategy", "origin")})
     else:
         print(f"{spec.label} ({spec.origin}), strategy {spec.strategy}")
     return 0
@@ -383,15 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"curator-slurm {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(
-            name,
-            help=help_text,
-            description=help_text,
-            epilog=EXAMPLES.get(name),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        return p
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        form = argparse.RawDescriptionHelpFormatter
+        return sub.add_parser(name, help=text, description=text, epilog=EXAMPLES.get(name), formatter_class=form)
 
     p = command("submit", "submit a pipeline script as one or more Slurm arrays of N shards")
     p.add_argument("script", help="the pipeline script (run unchanged in every array task)")

@@ -12,6 +12,7 @@ import pytest
 
 from curator_slurm.errors import RunDirError
 from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, load_status
+from curator_slurm.runs.local_array import run_local
 from curator_slurm.runs.status import (
     array_tasks,
     check_run_dir,
@@ -20,8 +21,11 @@ from curator_slurm.runs.status import (
     format_failures,
     format_status,
     status_exit_code,
+    status_report,
 )
-from helpers import run_example
+from helpers import REPO, run_example
+
+DEDUP = REPO / "examples" / "dedup.py"
 
 
 @pytest.fixture
@@ -99,3 +103,25 @@ def test_an_output_directory_is_not_a_run_directory(corpus: Path, tmp_path: Path
         check_run_dir(str(out))
     with pytest.raises(RunDirError, match="no such run directory"):
         collect_status(str(tmp_path / "missing"))
+
+
+def test_a_workflow_run_by_the_local_array_reports_each_phase(corpus: Path, tmp_path: Path) -> None:
+    """``run_local`` runs each phase of the dedup example as shard processes; the report then covers every
+    phase, and a phase whose run directory is gone counts as not started (the run is not settled)."""
+    out = tmp_path / "out"
+    logs = tmp_path / "logs"
+    failed = run_local(str(DEDUP), ["--input", str(corpus), "--output", str(out)], 2, str(logs), parallel=2)
+    assert failed == [] and sorted(p.name for p in logs.iterdir())[:2] == ["find-shard-0.log", "find-shard-1.log"]
+    root = out / ".curator-work" / DEFAULT_RUN_DIR_NAME
+    report = status_report(str(root))
+    phases = report.data["phases"]
+    assert report.workflow and report.code == 0 and report.settled and next(iter(phases)) == "hash"
+    assert all(s["pending"] == 0 and s["done"] == s["total"] > 0 for s in phases.values())
+    assert [line for line in report.text.splitlines() if line.startswith("== phase")] == [
+        f"== phase {name}" for name in phases
+    ]
+    last = list(phases)[-1]
+    shutil.rmtree(root / last)
+    report = status_report(str(root))
+    assert report.data["phases"][last] is None and f"== phase {last}: not started" in report.text
+    assert not report.settled and report.code == 0

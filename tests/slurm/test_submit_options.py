@@ -9,14 +9,8 @@ from dataclasses import asdict, fields
 import pytest
 
 from curator_slurm.cli import build_parser
-from curator_slurm.slurm.submit import (
-    ArrayChunk,
-    SubmitOptions,
-    add_option_arguments,
-    option_fields,
-    option_values,
-    render_script,
-)
+from curator_slurm.slurm.options import SubmitOptions, add_option_arguments, option_fields, option_values
+from curator_slurm.slurm.submit import ArrayChunk, render_script
 
 #: A value the user might give for each option, as typed on the command line.
 TYPED = {

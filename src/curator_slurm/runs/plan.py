@@ -150,6 +150,16 @@ def save_plan(run_dir: str, plan: dict[str, Any]) -> None:
         json.dump(plan, f)
 
 
+def manifest_note(info: Any, strategy: str | None) -> str:
+    """Where the manifest of a submission went and how even its shards are (``info``, a ``ManifestInfo``)."""
+    weights = [w for _, w in info.loads]
+    mean = sum(weights) / len(weights)
+    return (
+        f"planned {info.count} source tasks into {info.path} ({strategy}; heaviest shard "
+        f"{max(weights) / mean if mean else 1.0:.3f}x the mean)"
+    )
+
+
 def planned_task_ids(run_dir: str) -> list[str]:
     """The source task ids of the plan `submit` wrote into ``run_dir``."""
     from curator_slurm.runs.ledger import read_json

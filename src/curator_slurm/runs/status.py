@@ -9,6 +9,7 @@ stalled (work pending, nothing queued or running).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from curator_slurm.errors import RunDirError
@@ -180,6 +181,59 @@ def status_exit_code(status: dict[str, Any]) -> int:
     """1 when some source task failed, the run is stalled (work pending, nothing queued or running), or
     an array task of the newest submission ended badly; else 0 (complete, or still going)."""
     return 1 if status["failed"] or status["stalled"] or status["last_submission_failed"] else 0
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    """One look at a run (a workflow: at each of its phases): ``data`` as ``status --json`` prints it,
+    ``text`` as ``status`` prints it, the exit ``code``, and whether ``settled`` (``--watch`` can stop:
+    nothing pending, or nothing that will go on by itself)."""
+
+    data: dict[str, Any]
+    text: str
+    code: int
+    settled: bool
+    workflow: bool
+
+
+def status_report(run_dir: str, show_all: bool = False) -> StatusReport:
+    """:func:`collect_status` of ``run_dir``, or of every phase when it is a workflow's, with its text."""
+    phases = workflow_phase_dirs(run_dir)
+    if phases is None:
+        s = collect_status(run_dir)
+        settled = s["pending"] == 0 or s["stalled"]
+        return StatusReport(s, format_status(s, show_all), status_exit_code(s), settled, workflow=False)
+    statuses = workflow_status(phases)
+    data = {"workflow": run_dir, "phases": statuses}
+    text = format_workflow_status(statuses, show_all)
+    return StatusReport(data, text, workflow_exit_code(statuses), workflow_settled(statuses), workflow=True)
+
+
+def workflow_status(phases: list[tuple[str, str]]) -> dict[str, dict[str, Any] | None]:
+    """The status of each phase (``workflow_phase_dirs``), in order; None for a phase whose run directory
+    does not exist yet (not started)."""
+    return {name: collect_status(d) if os.path.isdir(d) else None for name, d in phases}
+
+
+def workflow_exit_code(statuses: dict[str, dict[str, Any] | None]) -> int:
+    """:func:`status_exit_code` of the worst phase that started."""
+    return max((status_exit_code(s) for s in statuses.values() if s is not None), default=0)
+
+
+def workflow_settled(statuses: dict[str, dict[str, Any] | None]) -> bool:
+    """Whether watching a workflow can stop: its last phase has nothing pending, or a phase failed or
+    stalled (the phases after it cannot start by themselves)."""
+    last = list(statuses.values())[-1]
+    finished = last is not None and last["pending"] == 0
+    return finished or any(s is not None and (s["stalled"] or s["failed"]) for s in statuses.values())
+
+
+def format_workflow_status(statuses: dict[str, dict[str, Any] | None], show_all: bool) -> str:
+    """The text of `curator-slurm status` for a workflow: each phase's, under its name."""
+    return "\n".join(
+        f"== phase {name}: not started" if s is None else f"== phase {name}\n{format_status(s, show_all)}"
+        for name, s in statuses.items()
+    )
 
 
 def format_status(status: dict[str, Any], show_all: bool) -> str:

@@ -100,6 +100,20 @@ def submit_phases(
     return done
 
 
+def preview_phases(
+    base: SubmitOptions, plan: dict[str, Any], counts: dict[str, int], limits: tuple[int, int | None]
+) -> list[tuple[str, SubmitOptions, list[ArrayChunk]]]:
+    """What a dry run of a workflow's submission shows: each phase's options and arrays, each phase behind
+    placeholders for the job ids of the phase before (which only sbatch would give)."""
+    out = []
+    previous: Sequence[str] = ()
+    for phase in plan["phases"]:
+        opts = phase_options(base, phase, counts[phase["phase"]], previous)
+        out.append((phase["phase"], opts, split_shards(opts.shards, *limits)))
+        previous = [f"<jobs of {phase['phase']}>"]
+    return out
+
+
 #: In a workflow's run directory: the base options and shard counts of its submission, for `retry`.
 WORKFLOW_SUBMISSION = "workflow-submission.json"
 

@@ -7,24 +7,22 @@ A submission of N logical shards becomes one or more arrays whose indices stay b
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from curator_slurm.errors import CuratorError, OptionError, RunDirError
 from curator_slurm.slurm.control import ACTIVE_STATES, ENDED_BADLY_STATES, active_jobs, job_states  # noqa: F401
 from curator_slurm.slurm.env import job_environment
+from curator_slurm.slurm.options import SubmitOptions, option_fields
 from curator_slurm.slurm.ray_script import ray_cluster_block
 
 SUBMISSIONS_FILE = "submissions.jsonl"
@@ -46,170 +44,6 @@ class ArrayChunk:
     @property
     def shards(self) -> range:
         return range(self.offset, self.offset + self.size)
-
-
-@dataclass(frozen=True)
-class Option:
-    """How a :class:`SubmitOptions` field is offered and used, declared beside the field: the command-line
-    flag of ``submit`` and ``retry`` and its help, and what the value becomes in the sbatch script (a
-    ``#SBATCH --<directive>=<value>`` line, or an ``export <env>=...`` for every task). The parser, the
-    mapping from parsed arguments back to fields and :func:`render_script` are all derived from these."""
-
-    help: str | None = None
-    #: ``#SBATCH --<directive>=<value>`` when the value is not None (else the script renders it specially).
-    directive: str | None = None
-    #: Exported to every task when the value is set (``1`` for a flag).
-    env: str | None = None
-    #: The command-line flag when it is not ``--<field-name>`` with dashes.
-    flag: str | None = None
-    metavar: str | None = None
-    choices: tuple[str, ...] | None = None
-    #: An sbatch option (of ``submit`` and ``retry``); else an option of how the tasks shard (``submit`` only).
-    sbatch: bool = True
-
-
-def _option(default: Any = None, **option: Any) -> Any:
-    return field(default=default, metadata={"option": Option(**option)})
-
-
-@dataclass(frozen=True)
-class SubmitOptions:
-    """Everything that goes into the sbatch script(s) of one submission. The fields declared with
-    :class:`Option` metadata are the user's options (see :func:`option_fields`)."""
-
-    script: str
-    script_args: tuple[str, ...] = ()
-    shards: int = 1
-    run_dir: str = ""
-    #: ``hash`` or ``balanced``; None: the default, hash.
-    strategy: str | None = _option(
-        env="CURATOR_SHARD_STRATEGY", choices=("hash", "balanced"), help="shard strategy (default: hash)", sbatch=False
-    )
-    throttle: int | None = _option(metavar="K", help="run at most K tasks of an array at once (%%K)")
-    time: str | None = _option(directive="time", help="time limit per task, e.g. 2:00:00")
-    partition: str | None = _option(directive="partition")
-    cpus_per_task: int | None = _option(directive="cpus-per-task")
-    mem: str | None = _option(directive="mem", help="memory per node, e.g. 16G")
-    gpus_per_task: int | None = _option(directive="gpus-per-task")
-    nodes_per_task: int = _option(1, help="nodes per array task; > 1 starts a Ray cluster over them")
-    job_name: str = _option("curator")
-    output_logs: str = _option("", metavar="DIR", help="task logs go to DIR/<job>_<task>.log")
-    signal: str | None = _option(
-        directive="signal", help="sbatch --signal, e.g. B:USR1@300 to stop cleanly before the time limit"
-    )
-    requeue: bool = _option(
-        False, env="CURATOR_REQUEUE", help="make tasks requeueable and requeue them after a stop signal"
-    )
-    #: Go on when the inputs listed differ from the run's first.
-    accept_new_inputs: bool = _option(
-        False,
-        env="CURATOR_ACCEPT_NEW_INPUTS",
-        help="let tasks go on when the inputs they list differ from the run's first listing "
-        "(files added or removed since); sets CURATOR_ACCEPT_NEW_INPUTS=1",
-    )
-    sbatch_args: tuple[str, ...] = _option(
-        (), flag="--sbatch-arg", metavar="ARG", help="extra sbatch option (repeatable)"
-    )
-    env_setup: tuple[str, ...] = _option(
-        (), metavar="LINE", help="shell line run before the pipeline, e.g. 'source ~/venv/bin/activate' (repeatable)"
-    )
-    python: str = field(default_factory=lambda: sys.executable)
-    #: Extra environment for every task (e.g. the frozen source list of a retry).
-    env: tuple[tuple[str, str], ...] = ()
-    workdir: str = field(default_factory=os.getcwd)
-
-    def __post_init__(self) -> None:
-        if self.shards < 1:
-            raise OptionError(f"--shards {self.shards}: must be >= 1")
-        if self.throttle is not None and self.throttle < 1:
-            raise OptionError(f"--throttle {self.throttle}: must be >= 1")
-        if self.nodes_per_task < 1:
-            raise OptionError(f"--nodes-per-task {self.nodes_per_task}: must be >= 1")
-        if self.signal is not None:
-            check_signal(self.signal)
-
-    @property
-    def logs_dir(self) -> str:
-        return self.output_logs or os.path.join(self.run_dir, "logs")
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any], **changes: Any) -> SubmitOptions:
-        """Options as ``dataclasses.asdict`` saved them (submissions.jsonl, a workflow's submission), with
-        ``changes``; lists become tuples again, and keys that are no field (an older record's) are ignored."""
-        names = {f.name for f in fields(cls)}
-        values = {k: _as_tuple(v) for k, v in {**record, **changes}.items() if k in names}
-        return cls(**values)
-
-    def with_arguments(self, parsed: Mapping[str, Any], keep: Sequence[str] = ()) -> SubmitOptions:
-        """These options with those the user gave (``option_values`` of the parsed arguments), except
-        the fields in ``keep``."""
-        return dataclasses.replace(self, **{k: v for k, v in parsed.items() if k not in keep})
-
-
-def _as_tuple(value: Any) -> Any:
-    """A JSON list back as the tuple a field holds (``env`` is a tuple of pairs)."""
-    return tuple(_as_tuple(v) for v in value) if isinstance(value, list) else value
-
-
-def option_fields(sbatch: bool | None = None) -> list[tuple[str, Option]]:
-    """(field name, :class:`Option`) of every user option of :class:`SubmitOptions`, in declaration order;
-    only the sbatch ones (``sbatch=True``) or only the others (``False``)."""
-    out = []
-    for f in fields(SubmitOptions):
-        option = f.metadata.get("option")
-        if option is not None and (sbatch is None or option.sbatch == sbatch):
-            out.append((f.name, option))
-    return out
-
-
-def add_option_arguments(parser: argparse.ArgumentParser, sbatch: bool, defaults_from_run: bool = False) -> None:
-    """Add the options of :func:`option_fields` (``sbatch``) to ``parser``, each with the field's name as
-    its destination. With ``defaults_from_run`` (``retry``) an option not given is left out of the parsed
-    arguments, so the submission's own value stays."""
-    types = {f.name: str(f.type) for f in fields(SubmitOptions)}
-    for name, option in option_fields(sbatch):
-        flag = option.flag or "--" + name.replace("_", "-")
-        kwargs: dict[str, Any] = {"dest": name, "help": option.help}
-        if types[name] == "bool":
-            kwargs.update(action="store_true", default=False)
-        elif types[name].startswith("tuple"):
-            kwargs.update(action="append", default=None, metavar=option.metavar)
-        else:
-            kwargs.update(type=int if types[name].startswith("int") else str, default=None, metavar=option.metavar)
-            if option.choices:
-                kwargs["choices"] = list(option.choices)
-        if defaults_from_run:
-            kwargs["default"] = argparse.SUPPRESS
-        parser.add_argument(flag, **kwargs)
-
-
-def option_values(parsed: argparse.Namespace | Mapping[str, Any]) -> dict[str, Any]:
-    """The :class:`SubmitOptions` fields the user set in ``parsed`` (the arguments of
-    :func:`add_option_arguments`; an option not given, None, is left out), as field values."""
-    values = parsed if isinstance(parsed, Mapping) else vars(parsed)
-    return {name: _as_tuple(values[name]) for name, _ in option_fields() if values.get(name) is not None}
-
-
-_SIGNAL = re.compile(r"^(?:(?P<where>[RB]{1,2}):)?(?P<sig>[A-Za-z0-9]+)(?:@(?P<seconds>[^@]*))?$")
-
-
-def check_signal(value: str) -> None:
-    """Refuse an ``--signal`` value sbatch would reject or misread: ``[{R|B}:]<signal>[@<seconds>]``, the
-    signal a name (``USR1``, ``SIGUSR1``) or number, the seconds a whole number from 0 to 65535."""
-    import signal
-
-    fix = "use [B:]SIGNAL[@SECONDS], e.g. B:USR1@300 (SIGUSR1 to the batch step 300 s before the time limit)"
-    match = _SIGNAL.match(value)
-    if not match or (match.group("where") and len(set(match.group("where"))) != len(match.group("where"))):
-        raise OptionError(f"--signal {value!r}: not a signal specification; {fix}")
-    sig = match.group("sig").upper()
-    known = sig.isdigit() and 0 < int(sig) < signal.NSIG
-    known = known or sig in signal.Signals.__members__ or f"SIG{sig}" in signal.Signals.__members__
-    if not known:
-        raise OptionError(f"--signal {value!r}: {match.group('sig')!r} is not a signal name or number; {fix}")
-    seconds = match.group("seconds")
-    if seconds is not None and not (seconds.isdigit() and int(seconds) <= 65535):
-        raise OptionError(f"--signal {value!r}: {seconds!r} is not a number of seconds from 0 to 65535; {fix}")
 
 
 def format_indices(indices: Iterable[int]) -> str:
@@ -336,6 +170,41 @@ def render_script(opts: SubmitOptions, chunk: ArrayChunk) -> str:
 
 def sbatch_command(script_path: str) -> list[str]:
     return ["sbatch", "--parsable", script_path]
+
+
+def preview(opts: SubmitOptions, chunks: Sequence[ArrayChunk], kind: str) -> list[dict[str, Any]]:
+    """What a dry run shows of each array: its offset and size, its script and the sbatch command line
+    (with a placeholder for the script's file, which a dry run does not write)."""
+    return [
+        {
+            "offset": c.offset,
+            "size": c.size,
+            "script": render_script(opts, c),
+            "command": sbatch_command(f"<{kind}-{i}.sh>"),
+        }
+        for i, c in enumerate(chunks)
+    ]
+
+
+def submission_options(
+    plan: Mapping[str, Any], script: str, script_args: Sequence[str], shards: int, run_dir: str | None,
+    values: Mapping[str, Any],
+) -> SubmitOptions:  # fmt: skip
+    """The options of submitting ``script`` as planned (``plan``, from ``run_plan``): the user's ``values``
+    (field values) over a job name from the script's file name; the run directory given or the pipeline's
+    (refused when it has none); with a manifest of a pipeline's tasks, ``balanced`` unless a strategy is
+    given (the manifest fixes who does what, so every shard sees the same list)."""
+    directory = os.path.abspath(run_dir or plan["run_dir"] or "")
+    if not directory or directory == os.path.abspath(""):
+        raise OptionError(
+            "the pipeline does not end in a file writer, so there is no default run directory; pass --run-dir"
+        )
+    fields = {"job_name": os.path.splitext(os.path.basename(script))[0], **values}
+    if plan.get("sources_table") is not None and plan.get("kind") != "workflow":
+        fields["strategy"] = values.get("strategy") or "balanced"
+    return SubmitOptions(
+        script=os.path.abspath(script), script_args=tuple(script_args), shards=shards, run_dir=directory, **fields
+    )
 
 
 @dataclass(frozen=True)
