@@ -48,14 +48,19 @@ class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
     """Write each batch sorted by ``column`` into ``<path>/<source id>.parquet``, atomically, with ``column``'s
     statistics in every row group, so a reader can pick the row groups of a value or a range from the footer.
     Row groups hold one value each (``group_rows=None``) or ``group_rows`` rows. Every source task gets a
-    file, an empty one too, so the next phase sees that it produced nothing rather than nothing at all."""
+    file, an empty one too, so the next phase sees that it produced nothing rather than nothing at all.
+    ``compression``: Parquet's codec; a shuffle of many small row groups that is read once may prefer
+    "lz4" (measured on fuzzy dedup's bands: 2x faster to write, 3x to read, 18 % larger than zstd)."""
 
     name = "sorted_file_writer"
 
-    def __init__(self, path: str | os.PathLike, column: str, group_rows: int | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike, column: str, group_rows: int | None = None, compression: str = "zstd"
+    ) -> None:
         self.path = os.fspath(path)
         self.column = column
         self.group_rows = group_rows
+        self.compression = compression
 
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], [self.column]
@@ -81,7 +86,7 @@ class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
         final = os.path.join(self.path, f"{task.source_id or task.task_id}.parquet")
 
         def write(f: BinaryIO) -> None:
-            writer = pq.ParquetWriter(f, table.schema, compression="zstd", write_statistics=[self.column])
+            writer = pq.ParquetWriter(f, table.schema, compression=self.compression, write_statistics=[self.column])
             try:
                 for piece in pieces:
                     writer.write_table(table.slice(int(piece[0]), len(piece)), row_group_size=len(piece))
@@ -105,8 +110,8 @@ class BucketWriter(SortedFileWriter):
 
     name = "bucket_writer"
 
-    def __init__(self, path: str | os.PathLike) -> None:
-        super().__init__(path, BUCKET)
+    def __init__(self, path: str | os.PathLike, compression: str = "zstd") -> None:
+        super().__init__(path, BUCKET, compression=compression)
 
 
 class BucketSource(ProcessingStage[EmptyTask, FileGroupTask]):
@@ -188,7 +193,7 @@ def read_overlapping(path: str, column: str, low: int, high: int, columns: list[
     if not groups:
         return None
     with pq.ParquetFile(path, metadata=meta) as f:
-        return f.read_row_groups(groups, columns=columns)
+        return f.read_row_groups(groups, columns=columns, use_threads=False)  # small groups: threads cost more
 
 
 def read_bucket(files: list[str], bucket: int, columns: list[str] | None = None) -> pa.Table | None:

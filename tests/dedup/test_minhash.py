@@ -110,6 +110,27 @@ def test_shingle_hashes_do_not_depend_on_the_batch() -> None:
         assert np.array_equal(np.concatenate([o1, o2[1:] + o1[-1]]), offsets)
 
 
+@pytest.mark.parametrize("ngram", [1, 3, 5])
+def test_ascii_texts_take_a_byte_path_with_the_same_words_as_the_unicode_kernels(ngram: int) -> None:
+    """shingle_hashes splits ASCII texts on their bytes (one table lookup each) and others with Arrow's
+    Unicode kernels; normalize() always uses the kernels, and already-normalised text is split by them too.
+    Both ways give the same shingles for every ASCII character (controls, the ten whitespaces str.split
+    knows, every punctuation and symbol), in batches all ASCII, mixed, and sliced."""
+    rng = np.random.default_rng(ngram)
+    pieces = [chr(c) for c in range(128)] + ["ab", "Cd", "xyz", "  ", "\u00e9t\u00e9", "\uff26", "\u2028"]
+    for size in range(1, 60):
+        texts: list[str | None] = [
+            "".join(rng.choice(pieces[: 128 + 4 if i % 3 else len(pieces)], int(k)))
+            for i, k in enumerate(rng.integers(0, 40, size))
+        ]
+        texts[0] = None if size % 5 == 0 else texts[0]
+        arr = pa.array(texts, pa.large_string()).slice(size // 3)
+        for batch in (texts, arr, [t for t in texts if t is None or t.isascii()]):
+            got = mh.shingle_hashes(batch, ngram)
+            want = mh.shingle_hashes(mh.normalize(batch), ngram, normalized=True)
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), batch
+
+
 def test_a_batch_larger_than_a_slice_gives_the_same_shingles() -> None:
     """shingle_hashes cuts a batch into slices of about 8 MiB of text; where it cuts changes nothing."""
     rng = np.random.default_rng(8)

@@ -51,6 +51,9 @@ from .exact import _reader_with_fields
 pq = LazyModule("pyarrow.parquet")
 
 DEFAULT_BUCKETS = 64
+#: The shuffles' Parquet codec: a bands file is 64 small row groups read once each; lz4 wrote them 2x and
+#: read them 3x faster than zstd, for files 18 % larger (measured on bench row 13's corpus).
+SHUFFLE_COMPRESSION = "lz4"
 #: Bits of each signature value carried through the shuffle for verification (160 bytes a row at 8).
 VERIFY_BITS = 8
 
@@ -381,7 +384,7 @@ class FuzzyDuplicates(Workflow):
                 Pipeline(f"{name}-signatures")
                 .add_stage(_reader_with_fields(reader, [text_field]))
                 .add_stage(MinHashBands(text_field, ngram, bands, rows, seed, buckets, verify))
-                .add_stage(BucketWriter(bands_dir)),
+                .add_stage(BucketWriter(bands_dir, compression=SHUFFLE_COMPRESSION)),
             ),
             Phase(
                 "candidates",
@@ -401,7 +404,7 @@ class FuzzyDuplicates(Workflow):
                     Pipeline(f"{name}-edge-shingles")
                     .add_stage(_reader_with_fields(reader, [text_field]))
                     .add_stage(EdgeShingles(text_field, ngram, seed, endpoints_dir, buckets))
-                    .add_stage(BucketWriter(shingles_dir)),
+                    .add_stage(BucketWriter(shingles_dir, compression=SHUFFLE_COMPRESSION)),
                 ),
                 Phase(
                     "verify",
