@@ -1,11 +1,13 @@
 """MinHash signatures and LSH banding for fuzzy deduplication, as whole-array computations.
 
 The fuzzy-dedup phases call these plain functions on a batch's text column; nothing here knows about
-files, shards or Slurm. Every step is vectorised over the batch (Arrow kernels for text, numpy for
-arithmetic): there is no Python loop per shingle or per document (the one per-item Python step hashes
-the rare words longer than 32 bytes), which is what makes the signature phase a large multiple of a
-per-document loop: ~15,000 docs/s of ~250 words on one core, text to band hashes, against ~900 for a
-datasketch-style loop (benchmarks/run.py row 12; datatrove's tokenizer alone runs at ~56 docs/s).
+files, shards or Slurm. Every step is vectorised over the batch (numpy over the bytes of ASCII texts,
+Arrow kernels for the others, numpy for arithmetic): there is no Python loop per shingle or per document
+(the one per-item Python step hashes the rare distinct words longer than 32 bytes), which is what makes
+the signature phase a large multiple of a per-document loop: text to band hashes, 20,000-25,000 docs/s
+of ~300 words per CPU second on bench row 13's corpus (14,500 before ASCII texts were split on their
+bytes and words hashed once per distinct word), against ~900 for a datasketch-style loop
+(benchmarks/run.py row 12; datatrove's tokenizer alone runs at ~56 docs/s).
 
 The chain, for ``n`` documents::
 
