@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict, fields
+from pathlib import Path
 
 import pytest
 
 from curator_slurm.cli import build_parser
 from curator_slurm.slurm.options import SubmitOptions, add_option_arguments, option_fields, option_values
+from curator_slurm.slurm.phases import load_submission, save_submission
 from curator_slurm.slurm.submit import ArrayChunk, render_script
 
 #: A value the user might give for each option, as typed on the command line.
@@ -85,3 +87,10 @@ def test_a_saved_record_of_unknown_or_listed_fields_reads_back() -> None:
     record["env"] = [list(kv) for kv in opts.env]
     assert SubmitOptions.from_record({**record, "from_a_newer_version": 1}) == opts
     assert {f.name for f in fields(SubmitOptions)} >= {name for name, _ in option_fields()}
+
+
+def test_a_workflow_submission_reads_back_as_the_options_it_saved(tmp_path: Path) -> None:
+    opts = SubmitOptions(script="/w/s.py", script_args=("a",), run_dir=str(tmp_path), env=(("X", "1"),),
+                         sbatch_args=("--qos=low",), requeue=True)  # fmt: skip
+    save_submission(str(tmp_path), opts, {"hash": 3}, {"workflow": "w", "phases": [{"phase": "hash"}]})
+    assert load_submission(str(tmp_path)) == (opts, {"hash": 3}, {"workflow": "w", "phases": [{"phase": "hash"}]})

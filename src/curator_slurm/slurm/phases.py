@@ -136,9 +136,7 @@ def load_submission(run_root: str) -> tuple[SubmitOptions, dict[str, int], dict[
         return None
     with open(path, encoding="utf-8") as f:
         saved = json.load(f)
-    fields = {k: tuple(map(tuple, v)) if k == "env" else tuple(v) if isinstance(v, list) else v
-              for k, v in saved["options"].items()}  # fmt: skip
-    return SubmitOptions(**fields), dict(saved["counts"]), saved["plan"]
+    return SubmitOptions.from_record(saved["options"]), dict(saved["counts"]), saved["plan"]
 
 
 def first_incomplete_phase(plan: dict[str, Any]) -> tuple[str, int] | None:
