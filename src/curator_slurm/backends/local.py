@@ -3,10 +3,12 @@
 Each source task flows through every stage before the next one starts in the same worker, so
 memory is bounded by the size of one source task, not by the corpus. With ``workers > 1`` the
 source tasks are spread over a pool of worker processes (each stage set up once per process),
-with at most ``2 * workers`` source tasks in flight. Workers are forked when that is safe (Linux,
-and the driver has no other thread that could hold a lock across the fork): they start in
-milliseconds with everything the driver imported. Otherwise they are spawned, a fresh interpreter
-each that re-imports the script and pyarrow (about a quarter of a CPU second per worker).
+with at most ``2 * workers`` chunks of source tasks in flight (a chunk is one task, or as many small
+ones as take about ``CHUNK_SECONDS``, so the driver pays its per-message cost once per chunk).
+Workers are forked when that is safe (Linux, and the driver has no other thread that could hold a
+lock across the fork): they start in milliseconds with everything the driver imported. Otherwise
+they are spawned, a fresh interpreter each that re-imports the script and pyarrow (about a quarter
+of a CPU second per worker).
 
 A worker that dies (killed, out of memory) does not lose work: its in-flight source tasks are re-run
 one at a time on a fresh pool, so the task that kills its worker is identified and recorded failed
