@@ -194,7 +194,7 @@ def _resume_filter(
     else:
         weights = [t.weight for t in source.sources] if shard.strategy == "balanced" else None
         run_dir.check_sources([t.task_id for t in source.sources], options.accept_new_inputs, weights)
-    state = run_dir.state(shard)  # only the ledger files that can hold this shard's records
+    state = run_dir.state(shard, [t.task_id for t in mine])  # only the ledger files that can hold their records
     todo = [t for t in mine if t.task_id not in state.done]
     if len(todo) < len(mine):
         log.info(f"{shard.label}: skipping {len(mine) - len(todo)} source tasks already done in {run_dir.path}")

@@ -19,11 +19,14 @@ fsync each file itself (``curator_slurm.stages.writers.defer_output_sync``). A c
 window not yet committed: its source tasks are done again on resume, and rewrite the same files.
 
 Partitions: a ledger file's name says which shard wrote it, ``p.<layout>.<index>.<writer>.jsonl``, where
-the layout is the shard assignment (``h<count>`` hash, ``b<count>`` balanced, ``m<manifest>`` a submitted
-plan). A task of that layout reads only its own index's files (the records of the tasks it owns) plus
-every file of another layout (another shard count, e.g. a retry) and every file of the old flat naming
+the layout is the shard assignment (``h<count>`` hash, ``b<count>`` balanced, ``m<count>-<manifest>`` a
+submitted plan). A task of that layout reads only its own index's files (the records of the tasks it owns)
+plus every file of another layout (another shard count or strategy, e.g. a retry; of another hash layout
+only the partitions its own task ids hash into) and every file of the old flat naming
 (``<job>-<host>-<pid>-<random>.jsonl``), so a task of a 10,000-task array starts in milliseconds while a
 change of shard count stays correct (it reads more). ``load_status(path)`` (``status``) reads them all.
+Under the balanced strategy with ``CURATOR_ACCEPT_NEW_INPUTS`` the assignment can move a task to another
+index of the same layout; that task is then done again (same output files), as the acceptance warns.
 
 A record is ``{"source": id, "status": "done"|"failed", ...}``; ``done`` carries the outputs, rows
 in/out, seconds and attempts, ``failed`` the stage, error, traceback and attempts; both carry the
@@ -141,7 +144,7 @@ def shard_layout(shard: ShardSpec) -> str:
     (and its re-runs), another one when the shard count, the strategy or the submitted plan changes."""
     if shard.manifest:
         name = os.path.basename(os.path.normpath(shard.manifest))
-        return "m" + "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+        return f"m{shard.count}-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
     return f"{'b' if shard.strategy == 'balanced' else 'h'}{shard.count}"
 
 
@@ -151,27 +154,44 @@ def ledger_file_name(shard: ShardSpec, writer: str) -> str:
     return f"{PARTITION_PREFIX}{shard_layout(shard)}.{shard.index}.{writer}.jsonl"
 
 
-def _concerns(name: str, layout: str, index: int) -> bool:
-    """Whether the ledger file ``name`` may hold records of source tasks that shard ``index`` of ``layout``
-    owns: its own partition's files, and every file of another layout or of the old flat naming."""
-    if not name.startswith(PARTITION_PREFIX):
-        return True
-    parts = name.split(".", 3)
-    if len(parts) < 4 or not parts[2].isdigit():
-        return True
-    return parts[1] != layout or int(parts[2]) == index
+class _Concerns:
+    """Which ledger files may hold records of the source tasks shard ``shard`` owns: its own partition's,
+    every file of another layout or of the old flat naming; but of another hash layout (``h<count>``, a
+    pure function of the id) only the partitions that ``task_ids``, when given, hash into."""
+
+    def __init__(self, shard: ShardSpec, task_ids: Iterable[str] | None) -> None:
+        self.layout, self.index = shard_layout(shard), shard.index
+        self.task_ids = None if task_ids is None else [t.encode("utf-8") for t in task_ids]
+        self._hashed: dict[int, set[int]] = {}  # count -> the indices task_ids hash into
+
+    def __call__(self, name: str) -> bool:
+        if not name.startswith(PARTITION_PREFIX):
+            return True
+        parts = name.split(".", 3)
+        if len(parts) < 4 or not parts[2].isdigit():
+            return True
+        layout, index = parts[1], int(parts[2])
+        if layout == self.layout:
+            return index == self.index
+        if self.task_ids is None or layout[:1] != "h" or not layout[1:].isdigit():
+            return True
+        count = int(layout[1:])
+        if count not in self._hashed:
+            h = xxhash.xxh64_intdigest
+            self._hashed[count] = {h(t) % count for t in self.task_ids} if count else set()
+        return index in self._hashed[count]
 
 
-def _ledger_files(path: str, shard: ShardSpec | None = None) -> list[str]:
-    """The ledger files of run directory ``path``: all, or those that concern ``shard`` (see the module
-    docstring)."""
+def _ledger_files(path: str, shard: ShardSpec | None = None, task_ids: Iterable[str] | None = None) -> list[str]:
+    """The ledger files of run directory ``path``: all, or those that may concern ``shard`` and its source
+    tasks ``task_ids`` (see :class:`_Concerns`)."""
     directory = os.path.join(path, LEDGER_DIR)
     if not os.path.isdir(directory):
         return []
     names = [f for f in os.listdir(directory) if f.endswith(".jsonl")]
     if shard is not None:
-        layout = shard_layout(shard)
-        names = [f for f in names if _concerns(f, layout, shard.index)]
+        concerns = _Concerns(shard, task_ids)
+        names = [f for f in names if concerns(f)]
     return sorted(os.path.join(directory, f) for f in names)
 
 
@@ -198,14 +218,15 @@ def _records_of(files: Iterable[str]) -> Iterator[dict[str, Any]]:
                 logger.warning(f"{name}:{lineno}: unreadable ledger record skipped")
 
 
-def load_status(path: str, shard: ShardSpec | None = None) -> LedgerState:
+def load_status(path: str, shard: ShardSpec | None = None, task_ids: Iterable[str] | None = None) -> LedgerState:
     """Done and failed source ids of a run directory; fast (pyarrow's JSON parser) for large ledgers.
 
     With ``shard``, only the ledger files that can hold records of its source tasks are read (its own
-    partition, other layouts, old flat files): what a task needs at its start. Without, every file."""
+    partition, other layouts, old flat files; of another hash layout only the partitions its source tasks
+    ``task_ids``, when given, hash into): what a task needs at its start. Without, every file."""
     state = LedgerState()
     failed_ids: set[str] = set()
-    files = _ledger_files(path, shard)
+    files = _ledger_files(path, shard, task_ids)
     for name in files:
         data = _complete_lines(name)
         if not data:
@@ -480,10 +501,11 @@ class RunDir:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(me + "\n")
 
-    def state(self, shard: ShardSpec | None = None) -> LedgerState:
-        """What the ledger says; with ``shard``, what it says about that shard's source tasks (and possibly
-        more): only the files that can hold their records are read (see :func:`load_status`)."""
-        return load_status(self.path, shard)
+    def state(self, shard: ShardSpec | None = None, task_ids: Iterable[str] | None = None) -> LedgerState:
+        """What the ledger says; with ``shard`` (and its source tasks ``task_ids``), what it says about that
+        shard's source tasks (and possibly more): only the files that can hold their records are read (see
+        :func:`load_status`)."""
+        return load_status(self.path, shard, task_ids)
 
     def writer(self, shard: ShardSpec, options: RunOptions | None = None) -> LedgerWriter:
         """This process's ledger writer, with the group-commit window of ``options``."""
