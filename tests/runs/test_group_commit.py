@@ -248,7 +248,9 @@ def test_kill_9_at_a_random_point_then_resume(
     assert not set(redone) & done_before, "a source task recorded done was done again"
     assert len(redone) == len(set(redone)) == 40 - len(done_before), "each unrecorded source task done once more"
     assert {r["source"] for r in after if r["status"] == "done"} == done_before | set(redone)
-    assert read_tree(out) == reference
+    # A process killed while writing leaves its hidden temporary file (nothing can tell, on a shared
+    # filesystem, that its writer is gone); the outputs themselves equal an uninterrupted run's.
+    assert {k: v for k, v in read_tree(out).items() if TMP_MARK not in k} == reference
 
 
 # --- the driver is not the bottleneck: small source tasks go to workers in chunks ---
