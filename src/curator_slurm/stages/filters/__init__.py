@@ -1,35 +1,31 @@
 """Document filters: NeMo Curator's heuristic filters (same names, parameters, defaults and
-decisions), this project's own SymbolRatioFilter, and the stages that apply any of them."""
+decisions), this project's own SymbolRatioFilter, and the stages that apply any of them.
 
+Each NeMo filter mirrors the class of the same name in NeMo Curator's
+``nemo_curator/stages/text/filters/heuristic`` (``string.py`` and ``repetition/repetition.py``): the
+same constructor parameters and defaults, the same score for the same text, and the same keep/drop
+decision (including parameters whose names read the other way round; the docstrings say what is
+kept). ``score_document`` computes the definition on one Python string, the way NeMo does;
+``score_array`` computes the same numbers for a whole column at once (see :mod:`._text`).
+
+Where NeMo cannot score a document (it divides by zero, or takes the ``max`` of no words, on an empty
+or whitespace-only one, and the pipeline fails) these filters give the score that drops it, as NeMo's
+own filters do for empty text elsewhere ("Remove the document if it is empty"); each docstring names
+the value. Words are split on whitespace, as NeMo does for every language but Chinese (``lang="zh"``,
+jieba) and Japanese (``lang="ja"``, MeCab), which these filters refuse.
+
+One module per family, as the catalogue groups them: :mod:`.characters`, :mod:`.substrings`,
+:mod:`.words`, :mod:`.lines` and :mod:`.repetition`; :mod:`.base` has the filter interface and the
+stages. Import the filters from here (or from the ``stages`` package): the modules may move.
+"""
+
+from . import characters, lines, repetition, substrings, words
 from .base import DocumentFilter, Filter, Score, ScoreFilter
-from .heuristic import (
-    BoilerPlateStringFilter,
-    BulletsFilter,
-    CommonEnglishWordsFilter,
-    EllipsisFilter,
-    LongWordFilter,
-    MeanWordLengthFilter,
-    NonAlphaNumericFilter,
-    NumbersFilter,
-    ParenthesesFilter,
-    PornographicUrlsFilter,
-    PunctuationFilter,
-    SubstringFilter,
-    SymbolRatioFilter,
-    SymbolsToWordsFilter,
-    UrlsFilter,
-    WhiteSpaceFilter,
-    WordCountFilter,
-    WordsWithoutAlphabetsFilter,
-)
-from .repetition import (
-    RepeatedLinesByCharFilter,
-    RepeatedLinesFilter,
-    RepeatedParagraphsByCharFilter,
-    RepeatedParagraphsFilter,
-    RepeatingDuplicateNGramsFilter,
-    RepeatingTopNGramsFilter,
-)
+from .characters import *  # noqa: F403
+from .lines import *  # noqa: F403
+from .repetition import *  # noqa: F403
+from .substrings import *  # noqa: F403
+from .words import *  # noqa: F403
 
 #: NeMo Curator's heuristic filters of the string and repetition families, by class name.
 NEMO_HEURISTIC_FILTERS = (
@@ -60,32 +56,13 @@ NEMO_HEURISTIC_FILTERS = (
 
 __all__ = [
     "NEMO_HEURISTIC_FILTERS",
-    "BoilerPlateStringFilter",
-    "BulletsFilter",
-    "CommonEnglishWordsFilter",
     "DocumentFilter",
-    "EllipsisFilter",
     "Filter",
-    "LongWordFilter",
-    "MeanWordLengthFilter",
-    "NonAlphaNumericFilter",
-    "NumbersFilter",
-    "ParenthesesFilter",
-    "PornographicUrlsFilter",
-    "PunctuationFilter",
-    "RepeatedLinesByCharFilter",
-    "RepeatedLinesFilter",
-    "RepeatedParagraphsByCharFilter",
-    "RepeatedParagraphsFilter",
-    "RepeatingDuplicateNGramsFilter",
-    "RepeatingTopNGramsFilter",
     "Score",
     "ScoreFilter",
-    "SubstringFilter",
-    "SymbolRatioFilter",
-    "SymbolsToWordsFilter",
-    "UrlsFilter",
-    "WhiteSpaceFilter",
-    "WordCountFilter",
-    "WordsWithoutAlphabetsFilter",
+    *characters.__all__,
+    *lines.__all__,
+    *repetition.__all__,
+    *substrings.__all__,
+    *words.__all__,
 ]

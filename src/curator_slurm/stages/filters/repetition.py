@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from .._kernels import call
 from . import _text
-from .heuristic import _MaxRatio, _MinRatio, _ratio, _sentences, check_lang
+from ._shared import MaxRatio, MinRatio, check_lang, ratio, sentences
 
 
 def _distinct_share(pieces: _text.Pieces, by_chars: bool, empty: float) -> np.ndarray:
@@ -26,14 +26,14 @@ def _distinct_share(pieces: _text.Pieces, by_chars: bool, empty: float) -> np.nd
     all pieces."""
     first = _text.first_occurrences(pieces)
     if not by_chars:
-        return _ratio(pieces.per_doc(first), pieces.counts, empty)
+        return ratio(pieces.per_doc(first), pieces.counts, empty)
     lengths = pieces.lengths().astype(np.float64)
     n = len(pieces.counts)
     total = np.bincount(pieces.doc, weights=lengths, minlength=n)
-    return _ratio(pieces.per_doc(first, lengths), total, empty)
+    return ratio(pieces.per_doc(first, lengths), total, empty)
 
 
-class RepeatedLinesFilter(_MinRatio):
+class RepeatedLinesFilter(MinRatio):
     """Keep documents in which at least ``max_repeated_line_fraction`` of the non-blank lines are
     distinct: the score is ``len(set(lines)) / len(lines)`` and a document is kept when the score is
     >= the value (NeMo's meaning, whatever the name says). Text without non-blank lines scores 0.0
@@ -46,14 +46,14 @@ class RepeatedLinesFilter(_MinRatio):
         self.max_repeated_line_fraction = max_repeated_line_fraction
 
     def score_document(self, text: str) -> float:
-        lines = _sentences(text)
+        lines = sentences(text)
         return len(set(lines)) / len(lines) if lines else 0.0
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         return _text.per_chunk(texts, lambda c: _distinct_share(_text.lines(c), False, 0.0), pa.float64())
 
 
-class RepeatedParagraphsFilter(_MinRatio):
+class RepeatedParagraphsFilter(MinRatio):
     """Keep documents in which at least ``max_repeated_paragraphs_ratio`` of the paragraphs are
     distinct: ``len(set(paragraphs)) / len(paragraphs)`` >= the value. Empty text is one (empty)
     paragraph and scores 1.0."""
@@ -72,7 +72,7 @@ class RepeatedParagraphsFilter(_MinRatio):
         return _text.per_chunk(texts, lambda c: _distinct_share(_text.paragraphs(c), False, 0.0), pa.float64())
 
 
-class RepeatedLinesByCharFilter(_MinRatio):
+class RepeatedLinesByCharFilter(MinRatio):
     """Keep documents in which the distinct non-blank lines hold at least
     ``max_repeated_lines_char_ratio`` of the characters of all non-blank lines:
     ``len("".join(set(lines))) / len("".join(lines))`` >= the value. Text without non-blank lines
@@ -85,7 +85,7 @@ class RepeatedLinesByCharFilter(_MinRatio):
         self.max_repeated_lines_char_ratio = max_repeated_lines_char_ratio
 
     def score_document(self, text: str) -> float:
-        lines = _sentences(text)
+        lines = sentences(text)
         total = sum(map(len, lines))
         return sum(map(len, set(lines))) / total if total else 0.0
 
@@ -93,7 +93,7 @@ class RepeatedLinesByCharFilter(_MinRatio):
         return _text.per_chunk(texts, lambda c: _distinct_share(_text.lines(c), True, 0.0), pa.float64())
 
 
-class RepeatedParagraphsByCharFilter(_MinRatio):
+class RepeatedParagraphsByCharFilter(MinRatio):
     """Keep documents in which the distinct paragraphs hold at least
     ``max_repeated_paragraphs_char_ratio`` of the characters of all paragraphs (``\\n\\n``
     separators not counted). Text whose paragraphs are all empty (``""``, ``"\\n\\n"``) scores 0.0
@@ -120,7 +120,7 @@ def _check_n(owner: str, n: int) -> int:
     return n
 
 
-class RepeatingTopNGramsFilter(_MaxRatio):
+class RepeatingTopNGramsFilter(MaxRatio):
     """Keep documents in which the most frequent word ``n``-gram covers at most
     ``max_repeating_ngram_ratio`` of the characters: the score is ``len(text) - len(text.replace(g,
     ""))`` over ``len(text)``, ``g`` being that n-gram's words joined by single spaces (so every
@@ -193,7 +193,7 @@ class RepeatingTopNGramsFilter(_MaxRatio):
         return _text.per_chunk(texts, score, pa.float64())
 
 
-class RepeatingDuplicateNGramsFilter(_MaxRatio):
+class RepeatingDuplicateNGramsFilter(MaxRatio):
     """Keep documents in which the word ``n``-grams that repeat an earlier n-gram cover at most
     ``max_repeating_duplicate_ngram_ratio`` of the characters. The covered characters are NeMo's
     count: the lengths of the words inside any repeated n-gram, plus one per gap between two covered

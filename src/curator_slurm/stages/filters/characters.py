@@ -1,0 +1,155 @@
+"""NeMo Curator's character-ratio filters, and this project's SymbolRatioFilter: the share of a
+text's characters that are of one class.
+
+Same names, parameters, defaults, scores and decisions as NeMo's
+(``nemo_curator/stages/text/filters/heuristic/string.py``); the package docstring says what that means.
+Empty text scores the value that drops it (NeMo divides by zero); each docstring names it.
+"""
+
+from __future__ import annotations
+
+import string
+
+import numpy as np
+import pyarrow as pa
+
+from ..constants import ALPHANUMERIC, PARENTHESES, WHITE_SPACE
+from . import _text
+from ._shared import MaxRatio, ratio
+
+_ALNUM_TABLE = _text.ascii_table(ALPHANUMERIC)
+_DIGIT_TABLE = _text.ascii_table(string.digits)
+_WHITE_TABLE = _text.ascii_table(WHITE_SPACE)
+_PAREN_TABLE = _text.ascii_table("{}[]()")
+_ALNUM_SET = frozenset(ALPHANUMERIC)
+_DIGIT_SET = frozenset(string.digits)
+_WHITE_SET = frozenset(WHITE_SPACE)
+_PAREN_SET = frozenset(PARENTHESES)
+
+
+class NonAlphaNumericFilter(MaxRatio):
+    """Keep documents in which at most ``max_non_alpha_numeric_to_text_ratio`` of the characters are
+    not NeMo's alphanumerics (ASCII letters and digits, newline, ``?!,.``). Empty text scores 1.0."""
+
+    name = "alpha_numeric"
+    _cutoff_name = "max_non_alpha_numeric_to_text_ratio"
+
+    def __init__(self, max_non_alpha_numeric_to_text_ratio: float = 0.25) -> None:
+        self.max_non_alpha_numeric_to_text_ratio = max_non_alpha_numeric_to_text_ratio
+
+    def score_document(self, text: str) -> float:
+        n = len(text)
+        return (n - sum(c in _ALNUM_SET for c in text)) / n if n else 1.0
+
+    def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
+        def score(chunk: pa.Array) -> np.ndarray:
+            n = _text.char_lengths(chunk)
+            return ratio(n - _text.count_chars(_text.utf8(chunk), _ALNUM_TABLE), n, 1.0)
+
+        return _text.per_chunk(texts, score, pa.float64())
+
+
+class NumbersFilter(MaxRatio):
+    """Keep documents in which at most ``max_number_to_text_ratio`` of the characters are digits 0-9
+    (NeMo's ``[[:digit:]]``, which the ``regex`` module reads as ASCII digits only). Empty text
+    scores 1.0."""
+
+    name = "numbers_ratio"
+    _cutoff_name = "max_number_to_text_ratio"
+
+    def __init__(self, max_number_to_text_ratio: float = 0.15) -> None:
+        self.max_number_to_text_ratio = max_number_to_text_ratio
+
+    def score_document(self, text: str) -> float:
+        n = len(text)
+        return sum(c in _DIGIT_SET for c in text) / n if n else 1.0
+
+    def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
+        def score(chunk: pa.Array) -> np.ndarray:
+            return ratio(_text.count_chars(_text.utf8(chunk), _DIGIT_TABLE), _text.char_lengths(chunk), 1.0)
+
+        return _text.per_chunk(texts, score, pa.float64())
+
+
+class WhiteSpaceFilter(MaxRatio):
+    """Keep documents in which at most ``max_white_space_ratio`` of the characters are tab, newline,
+    carriage return, backspace or space (leading and trailing ones included; other Unicode spaces are
+    not counted). Empty text scores 1.0."""
+
+    name = "white_space"
+    _cutoff_name = "max_white_space_ratio"
+
+    def __init__(self, max_white_space_ratio: float = 0.25) -> None:
+        self.max_white_space_ratio = max_white_space_ratio
+
+    def score_document(self, text: str) -> float:
+        n = len(text)
+        return sum(c in _WHITE_SET for c in text) / n if n else 1.0
+
+    def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
+        def score(chunk: pa.Array) -> np.ndarray:
+            return ratio(_text.count_chars(_text.utf8(chunk), _WHITE_TABLE), _text.char_lengths(chunk), 1.0)
+
+        return _text.per_chunk(texts, score, pa.float64())
+
+
+def _is_angle_bracket(c: str) -> bool:
+    return c in "⟨⟩"
+
+
+class ParenthesesFilter(MaxRatio):
+    """Keep documents in which at most ``max_parentheses_ratio`` of the characters are brackets
+    ``{}[]()⟨⟩``. Empty text scores 1.0."""
+
+    name = "parentheses_ratio"
+    _cutoff_name = "max_parentheses_ratio"
+
+    def __init__(self, max_parentheses_ratio: float = 0.1) -> None:
+        self.max_parentheses_ratio = max_parentheses_ratio
+
+    def score_document(self, text: str) -> float:
+        n = len(text)
+        return sum(c in _PAREN_SET for c in text) / n if n else 1.0
+
+    def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
+        def score(chunk: pa.Array) -> np.ndarray:
+            brackets = _text.count_chars(_text.utf8(chunk), _PAREN_TABLE, _is_angle_bracket)
+            return ratio(brackets, _text.char_lengths(chunk), 1.0)
+
+        return _text.per_chunk(texts, score, pa.float64())
+
+
+def _is_alnum(c: str) -> bool:
+    return c.isalnum()
+
+
+_ASCII_ALNUM_TABLE = _text.ascii_table(string.ascii_letters + string.digits)
+
+
+class SymbolRatioFilter(MaxRatio):
+    """Keep documents in which at most ``max_symbol_ratio`` of the non-space characters are neither
+    letters nor digits (``str.isalnum``): markup, tables, boilerplate. Not a NeMo Curator filter (its
+    SymbolsToWordsFilter counts ``#`` and ellipsis words instead); text without visible characters
+    scores 0.0."""
+
+    name = "symbol_ratio"
+    _cutoff_name = "max_symbol_ratio"
+
+    def __init__(self, max_symbol_ratio: float = 0.25) -> None:
+        self.max_symbol_ratio = max_symbol_ratio
+
+    def score_document(self, text: str) -> float:
+        chars = [c for c in text if not c.isspace()]
+        return sum(1 for c in chars if not c.isalnum()) / len(chars) if chars else 0.0
+
+    def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
+        def score(chunk: pa.Array) -> np.ndarray:
+            view = _text.utf8(chunk)
+            visible = _text.char_lengths(chunk) - _text.count_space(view)
+            alnum = _text.count_chars(view, _ASCII_ALNUM_TABLE, _is_alnum)
+            return ratio(visible - alnum, visible, 0.0)
+
+        return _text.per_chunk(texts, score, pa.float64())
+
+
+__all__ = ["NonAlphaNumericFilter", "NumbersFilter", "ParenthesesFilter", "SymbolRatioFilter", "WhiteSpaceFilter"]
