@@ -29,7 +29,7 @@ from curator_slurm.stages import (
     UnicodeReformatter,
     UrlRemover,
 )
-from curator_slurm.stages.modifiers import boilerplate_at_edges_only
+from curator_slurm.stages.modifiers.boilerplate import boilerplate_at_edges_only
 
 #: "doesn\u2019t" encoded as UTF-8 and decoded as Windows-1252, twice: ftfy's own mojibake example.
 MOJIBAKE = "doesn\u2019t".encode().decode("windows-1252").encode().decode("windows-1252")
