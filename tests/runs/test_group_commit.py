@@ -281,3 +281,22 @@ def test_many_small_tasks_on_two_workers_are_each_recorded_once(tmp_path: Path) 
     records = list(iter_records(str(tmp_path / "two" / DEFAULT_RUN_DIR_NAME)))
     assert len(records) == len({r["source"] for r in records}) == 300
     assert read_tree(tmp_path / "two") == read_tree(tmp_path / "one")
+
+
+def test_without_syncfs_each_output_and_directory_is_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel or C library without syncfs (ENOSYS): the commit falls back to an fsync of every output."""
+    import errno
+
+    def no_syncfs(fd: int) -> None:
+        raise OSError(errno.ENOSYS, "syncfs: not implemented")
+
+    outputs = _outputs(tmp_path / "out", 3)
+    writer = LedgerWriter(str(tmp_path / "run"), ShardSpec.single(), window=3, sync="syncfs")
+    spy = SyncSpy(monkeypatch, Path(writer.path))
+    monkeypatch.setattr(ledger_module, "syncfs", no_syncfs)
+    for i, path in enumerate(outputs):
+        writer.write({"source": f"s{i}", "status": "done", "outputs": [path]})
+    writer.close()
+    synced = [p for kind, p, committed in spy.events if committed == 0]
+    assert set(outputs) | {str(tmp_path / "out")} <= set(synced)
+    assert load_status(str(tmp_path / "run")).done == {"s0", "s1", "s2"}

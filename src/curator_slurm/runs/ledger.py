@@ -36,6 +36,7 @@ says so (a later failure of the same task cannot undo outputs that were renamed 
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -396,7 +397,10 @@ def syncfs(fd: int) -> None:
         import ctypes
 
         _libc = ctypes.CDLL(None, use_errno=True)
-    if _libc.syncfs(fd) != 0:
+    call = getattr(_libc, "syncfs", None)
+    if call is None:  # a C library without it
+        raise OSError(errno.ENOSYS, "syncfs: not in this C library")
+    if call(fd) != 0:
         import ctypes
 
         err = ctypes.get_errno()
@@ -422,9 +426,15 @@ def make_durable(paths: Sequence[str], method: str = "fsync") -> None:
                 if device not in devices:
                     devices.add(device)
                     syncfs(fd)
+            except OSError as e:
+                if e.errno not in (errno.ENOSYS, errno.EOPNOTSUPP):
+                    raise
+                method = "fsync"  # no syncfs here after all: each file on its own
+                break
             finally:
                 os.close(fd)
-        return
+        if method == "syncfs":
+            return
     for path in [*paths, *directories]:
         fd = os.open(path, os.O_RDONLY)
         try:
