@@ -6,7 +6,7 @@ Each NeMo filter mirrors the class of the same name in NeMo Curator's
 same constructor parameters and defaults, the same score for the same text, and the same keep/drop
 decision (including parameters whose names read the other way round; the docstrings say what is
 kept). ``score_document`` computes the definition on one Python string, the way NeMo does;
-``score_array`` computes the same numbers for a whole column at once (see :mod:`._text`).
+``score_array`` computes the same numbers for a whole column at once (see :mod:`._chars` and :mod:`._pieces`).
 
 Where NeMo cannot score a document (it divides by zero, or takes the ``max`` of no words, on an empty
 or whitespace-only one, and the pipeline fails) these filters give the score that drops it, as NeMo's

@@ -14,13 +14,13 @@ import numpy as np
 import pyarrow as pa
 
 from ..constants import ALPHANUMERIC, PARENTHESES, WHITE_SPACE
-from . import _text
+from . import _chars
 from ._shared import MaxRatio, ratio
 
-_ALNUM_TABLE = _text.ascii_table(ALPHANUMERIC)
-_DIGIT_TABLE = _text.ascii_table(string.digits)
-_WHITE_TABLE = _text.ascii_table(WHITE_SPACE)
-_PAREN_TABLE = _text.ascii_table("{}[]()")
+_ALNUM_TABLE = _chars.ascii_table(ALPHANUMERIC)
+_DIGIT_TABLE = _chars.ascii_table(string.digits)
+_WHITE_TABLE = _chars.ascii_table(WHITE_SPACE)
+_PAREN_TABLE = _chars.ascii_table("{}[]()")
 _ALNUM_SET = frozenset(ALPHANUMERIC)
 _DIGIT_SET = frozenset(string.digits)
 _WHITE_SET = frozenset(WHITE_SPACE)
@@ -43,10 +43,10 @@ class NonAlphaNumericFilter(MaxRatio):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            n = _text.char_lengths(chunk)
-            return ratio(n - _text.count_chars(_text.utf8(chunk), _ALNUM_TABLE), n, 1.0)
+            n = _chars.char_lengths(chunk)
+            return ratio(n - _chars.count_chars(_chars.utf8(chunk), _ALNUM_TABLE), n, 1.0)
 
-        return _text.per_chunk(texts, score, pa.float64())
+        return _chars.per_chunk(texts, score, pa.float64())
 
 
 class NumbersFilter(MaxRatio):
@@ -66,9 +66,9 @@ class NumbersFilter(MaxRatio):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            return ratio(_text.count_chars(_text.utf8(chunk), _DIGIT_TABLE), _text.char_lengths(chunk), 1.0)
+            return ratio(_chars.count_chars(_chars.utf8(chunk), _DIGIT_TABLE), _chars.char_lengths(chunk), 1.0)
 
-        return _text.per_chunk(texts, score, pa.float64())
+        return _chars.per_chunk(texts, score, pa.float64())
 
 
 class WhiteSpaceFilter(MaxRatio):
@@ -88,9 +88,9 @@ class WhiteSpaceFilter(MaxRatio):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            return ratio(_text.count_chars(_text.utf8(chunk), _WHITE_TABLE), _text.char_lengths(chunk), 1.0)
+            return ratio(_chars.count_chars(_chars.utf8(chunk), _WHITE_TABLE), _chars.char_lengths(chunk), 1.0)
 
-        return _text.per_chunk(texts, score, pa.float64())
+        return _chars.per_chunk(texts, score, pa.float64())
 
 
 def _is_angle_bracket(c: str) -> bool:
@@ -113,17 +113,17 @@ class ParenthesesFilter(MaxRatio):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            brackets = _text.count_chars(_text.utf8(chunk), _PAREN_TABLE, _is_angle_bracket)
-            return ratio(brackets, _text.char_lengths(chunk), 1.0)
+            brackets = _chars.count_chars(_chars.utf8(chunk), _PAREN_TABLE, _is_angle_bracket)
+            return ratio(brackets, _chars.char_lengths(chunk), 1.0)
 
-        return _text.per_chunk(texts, score, pa.float64())
+        return _chars.per_chunk(texts, score, pa.float64())
 
 
 def _is_alnum(c: str) -> bool:
     return c.isalnum()
 
 
-_ASCII_ALNUM_TABLE = _text.ascii_table(string.ascii_letters + string.digits)
+_ASCII_ALNUM_TABLE = _chars.ascii_table(string.ascii_letters + string.digits)
 
 
 class SymbolRatioFilter(MaxRatio):
@@ -144,12 +144,12 @@ class SymbolRatioFilter(MaxRatio):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            view = _text.utf8(chunk)
-            visible = _text.char_lengths(chunk) - _text.count_space(view)
-            alnum = _text.count_chars(view, _ASCII_ALNUM_TABLE, _is_alnum)
+            view = _chars.utf8(chunk)
+            visible = _chars.char_lengths(chunk) - _chars.count_space(view)
+            alnum = _chars.count_chars(view, _ASCII_ALNUM_TABLE, _is_alnum)
             return ratio(visible - alnum, visible, 0.0)
 
-        return _text.per_chunk(texts, score, pa.float64())
+        return _chars.per_chunk(texts, score, pa.float64())
 
 
 __all__ = ["NonAlphaNumericFilter", "NumbersFilter", "ParenthesesFilter", "SymbolRatioFilter", "WhiteSpaceFilter"]

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from .._kernels import call, match_substring, to_numpy
 from ..constants import BULLETS, ELLIPSIS_MARKS, END_MARKS, POLICY_SUBSTRINGS
-from . import _text
+from . import _chars, _pieces
 from ._shared import RE2_SPACE, MaxRatio, python_scores, ratio, re2_literal, sentences
 
 _BULLET_START = f"^[{RE2_SPACE}]*[{''.join(BULLETS)}]"
@@ -38,7 +38,7 @@ class BulletsFilter(MaxRatio):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            lines = _text.lines(chunk)
+            lines = _pieces.lines(chunk)
             bullets = np.zeros(len(chunk), np.int64)
             # Only lines of documents that contain a bullet character at all need the regex.
             rows = np.flatnonzero(to_numpy(match_substring(chunk, f"[{''.join(BULLETS)}]", regex=True)))
@@ -49,7 +49,7 @@ class BulletsFilter(MaxRatio):
                 bullets = np.bincount(lines.doc[in_rows][starts], minlength=len(chunk))
             return ratio(bullets, lines.counts, 1.0)
 
-        return _text.per_chunk(texts, score, pa.float64())
+        return _chars.per_chunk(texts, score, pa.float64())
 
 
 _ENDS_WITH_MARK = f"[.?!\"'][{RE2_SPACE}]*\\z"
@@ -72,11 +72,11 @@ class PunctuationFilter(MaxRatio):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            lines = _text.lines(chunk)
+            lines = _pieces.lines(chunk)
             marked = to_numpy(match_substring(lines.values, _ENDS_WITH_MARK, regex=True))
             return ratio(lines.per_doc(~marked), lines.counts, 1.0)
 
-        return _text.per_chunk(texts, score, pa.float64())
+        return _chars.per_chunk(texts, score, pa.float64())
 
 
 _ENDS_WITH_ELLIPSIS = (
@@ -104,11 +104,11 @@ class EllipsisFilter(MaxRatio):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            lines = _text.lines(chunk)
+            lines = _pieces.lines(chunk)
             ending = to_numpy(match_substring(lines.values, _ENDS_WITH_ELLIPSIS, regex=True))
             return ratio(lines.per_doc(ending), lines.counts, 1.0)
 
-        return _text.per_chunk(texts, score, pa.float64())
+        return _chars.per_chunk(texts, score, pa.float64())
 
 
 _POLICY = "|".join(re2_literal(p) for p in POLICY_SUBSTRINGS)
@@ -146,7 +146,7 @@ class BoilerPlateStringFilter(MaxRatio):
                 return out
             some = chunk.take(pa.array(rows))
             lowered = call("utf8_lower", some)
-            paragraphs = _text.paragraphs(lowered)
+            paragraphs = _pieces.paragraphs(lowered)
             policy = to_numpy(match_substring(paragraphs.values, _POLICY, regex=True))
             scores = paragraphs.per_doc(policy) / paragraphs.counts  # every text has a paragraph
             scores[to_numpy(match_substring(lowered, "lorem ipsum"))] = 1.0
@@ -155,7 +155,7 @@ class BoilerPlateStringFilter(MaxRatio):
             python_scores(self, chunk, np.flatnonzero(to_numpy(match_substring(chunk, "\u0130"))), out)
             return out
 
-        return _text.per_chunk(texts, score, pa.float64())
+        return _chars.per_chunk(texts, score, pa.float64())
 
 
 __all__ = ["BoilerPlateStringFilter", "BulletsFilter", "EllipsisFilter", "PunctuationFilter"]

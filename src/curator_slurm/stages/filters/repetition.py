@@ -17,14 +17,14 @@ import numpy as np
 import pyarrow as pa
 
 from .._kernels import call
-from . import _text
+from . import _chars, _pieces
 from ._shared import MaxRatio, MinRatio, check_lang, ratio, sentences
 
 
-def _distinct_share(pieces: _text.Pieces, by_chars: bool, empty: float) -> np.ndarray:
+def _distinct_share(pieces: _pieces.Pieces, by_chars: bool, empty: float) -> np.ndarray:
     """Per document: distinct pieces / pieces, or characters of the distinct pieces / characters of
     all pieces."""
-    first = _text.first_occurrences(pieces)
+    first = _pieces.first_occurrences(pieces)
     if not by_chars:
         return ratio(pieces.per_doc(first), pieces.counts, empty)
     lengths = pieces.lengths().astype(np.float64)
@@ -50,7 +50,7 @@ class RepeatedLinesFilter(MinRatio):
         return len(set(lines)) / len(lines) if lines else 0.0
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
-        return _text.per_chunk(texts, lambda c: _distinct_share(_text.lines(c), False, 0.0), pa.float64())
+        return _chars.per_chunk(texts, lambda c: _distinct_share(_pieces.lines(c), False, 0.0), pa.float64())
 
 
 class RepeatedParagraphsFilter(MinRatio):
@@ -69,7 +69,7 @@ class RepeatedParagraphsFilter(MinRatio):
         return len(set(paragraphs)) / len(paragraphs)
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
-        return _text.per_chunk(texts, lambda c: _distinct_share(_text.paragraphs(c), False, 0.0), pa.float64())
+        return _chars.per_chunk(texts, lambda c: _distinct_share(_pieces.paragraphs(c), False, 0.0), pa.float64())
 
 
 class RepeatedLinesByCharFilter(MinRatio):
@@ -90,7 +90,7 @@ class RepeatedLinesByCharFilter(MinRatio):
         return sum(map(len, set(lines))) / total if total else 0.0
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
-        return _text.per_chunk(texts, lambda c: _distinct_share(_text.lines(c), True, 0.0), pa.float64())
+        return _chars.per_chunk(texts, lambda c: _distinct_share(_pieces.lines(c), True, 0.0), pa.float64())
 
 
 class RepeatedParagraphsByCharFilter(MinRatio):
@@ -111,7 +111,7 @@ class RepeatedParagraphsByCharFilter(MinRatio):
         return sum(map(len, set(paragraphs))) / total if total else 0.0
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
-        return _text.per_chunk(texts, lambda c: _distinct_share(_text.paragraphs(c), True, 0.0), pa.float64())
+        return _chars.per_chunk(texts, lambda c: _distinct_share(_pieces.paragraphs(c), True, 0.0), pa.float64())
 
 
 def _check_n(owner: str, n: int) -> int:
@@ -158,13 +158,13 @@ class RepeatingTopNGramsFilter(MaxRatio):
         n = self.n
 
         def score(chunk: pa.Array) -> np.ndarray:
-            words = _text.words(chunk)
+            words = _pieces.words(chunk)
             out = np.ones(len(chunk), np.float64)
-            positions, grams = _text.ngram_codes(words, n)
+            positions, grams = _pieces.ngram_codes(words, n)
             if len(positions) == 0:
                 return out
             doc = words.doc[positions]
-            ids, first = _text.occurrences(_text.combine(doc, grams), doc)
+            ids, first = _pieces.occurrences(_pieces.combine(doc, grams), doc)
             counts = np.bincount(ids)
             first_at = np.flatnonzero(first)  # where each (document, n-gram) first occurs, in id order
             id_doc = doc[first_at]
@@ -187,10 +187,10 @@ class RepeatingTopNGramsFilter(MaxRatio):
                 dtype=np.float64,
                 count=len(grams_py),
             )
-            out[top_docs] = hits / _text.char_lengths(chunk)[top_docs]
+            out[top_docs] = hits / _chars.char_lengths(chunk)[top_docs]
             return out
 
-        return _text.per_chunk(texts, score, pa.float64())
+        return _chars.per_chunk(texts, score, pa.float64())
 
 
 class RepeatingDuplicateNGramsFilter(MaxRatio):
@@ -231,14 +231,14 @@ class RepeatingDuplicateNGramsFilter(MaxRatio):
         n = self.n
 
         def score(chunk: pa.Array) -> np.ndarray:
-            words = _text.words(chunk)
+            words = _pieces.words(chunk)
             out = np.ones(len(chunk), np.float64)
             enough = words.counts >= n
             if not enough.any():
                 return out
-            positions, grams = _text.ngram_codes(words, n)
+            positions, grams = _pieces.ngram_codes(words, n)
             doc = words.doc[positions]
-            repeat = ~_text.occurrences(_text.combine(doc, grams), doc)[1]
+            repeat = ~_pieces.occurrences(_pieces.combine(doc, grams), doc)[1]
             starts = positions[repeat]
             total = len(words.values)
             # Words covered by a repeated n-gram: +1 where one starts, -1 just after it ends.
@@ -251,11 +251,11 @@ class RepeatingDuplicateNGramsFilter(MaxRatio):
             # words; NeMo counts one space between consecutive covered words of a run.
             runs = np.bincount(words.doc[starts[cover[starts] == 1]], minlength=len(chunk))
             chars = words.per_doc(covered, lengths.astype(np.float64)) + words.per_doc(covered) - runs
-            lengths_of_texts = _text.char_lengths(chunk)
+            lengths_of_texts = _chars.char_lengths(chunk)
             out[enough] = chars[enough] / lengths_of_texts[enough]
             return out
 
-        return _text.per_chunk(texts, score, pa.float64())
+        return _chars.per_chunk(texts, score, pa.float64())
 
 
 __all__ = [

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from .._kernels import call, cast, match_substring, replace_regex, starts_or_ends_with, to_numpy
 from ..constants import URL_PATTERN
-from . import _text
+from . import _chars
 from ._shared import MaxRatio, python_scores, ratio
 from .base import DocumentFilter
 
@@ -52,19 +52,19 @@ class UrlsFilter(MaxRatio):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         if self.url_regex is not None:
-            return super().score_array(_text.texts_of(texts))
+            return super().score_array(_chars.texts_of(texts))
 
         def score(chunk: pa.Array) -> np.ndarray:
-            n = _text.char_lengths(chunk)
+            n = _chars.char_lengths(chunk)
             url_chars = np.zeros(len(chunk), np.int64)
             rows = np.flatnonzero(to_numpy(match_substring(chunk, "://")))
             if len(rows):
                 some = chunk.take(pa.array(rows))
                 stripped = replace_regex(some, URL_PATTERN, "")
-                url_chars[rows] = n[rows] - _text.char_lengths(stripped)
+                url_chars[rows] = n[rows] - _chars.char_lengths(stripped)
             return ratio(url_chars, n, 1.0)
 
-        return _text.per_chunk(texts, score, pa.float64())
+        return _chars.per_chunk(texts, score, pa.float64())
 
 
 class PornographicUrlsFilter(DocumentFilter):
@@ -90,7 +90,7 @@ class PornographicUrlsFilter(DocumentFilter):
             python_scores(self, chunk, np.flatnonzero(to_numpy(match_substring(chunk, "porn"))), out)
             return out
 
-        return _text.per_chunk(texts, score, pa.int64())
+        return _chars.per_chunk(texts, score, pa.int64())
 
     def keep_array(self, scores: pa.Array) -> pa.Array:
         return call("not_equal", scores, 1)
@@ -121,7 +121,7 @@ class SubstringFilter(DocumentFilter):
         return score == 1
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
-        column = _text.texts_of(texts)
+        column = _chars.texts_of(texts)
         if self.position == "any":
             found = match_substring(column, self.substring)
         else:

@@ -20,11 +20,11 @@ import numpy as np
 import pyarrow as pa
 
 from ..constants import COMMON_ENGLISH_WORDS, ELLIPSIS_MARKS
-from . import _text
+from . import _chars, _pieces
 from ._shared import MaxRatio, MinRatio, check_lang, ratio
 from .base import DocumentFilter, between
 
-_COMMON_KEYS = np.array([_text.pack(w) for w in COMMON_ENGLISH_WORDS], np.int64)
+_COMMON_KEYS = np.array([_pieces.pack(w) for w in COMMON_ENGLISH_WORDS], np.int64)
 _HASH_RUNS = re.compile("#+")
 
 
@@ -48,7 +48,7 @@ class WordCountFilter(DocumentFilter):
         )
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
-        return _text.per_chunk(texts, lambda chunk: _text.word_counts(_text.utf8(chunk)), pa.int64())
+        return _chars.per_chunk(texts, lambda chunk: _pieces.word_counts(_chars.utf8(chunk)), pa.int64())
 
     def keep_array(self, scores: pa.Array) -> pa.Array:
         return between(scores, self.min_words, self.max_words)
@@ -82,11 +82,11 @@ class MeanWordLengthFilter(DocumentFilter):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            view = _text.utf8(chunk)
-            letters = _text.char_lengths(chunk) - _text.count_space(view)
-            return ratio(letters, _text.word_counts(view), 0.0)
+            view = _chars.utf8(chunk)
+            letters = _chars.char_lengths(chunk) - _chars.count_space(view)
+            return ratio(letters, _pieces.word_counts(view), 0.0)
 
-        return _text.per_chunk(texts, score, pa.float64())
+        return _chars.per_chunk(texts, score, pa.float64())
 
     def keep_array(self, scores: pa.Array) -> pa.Array:
         return between(scores, self.min_mean_word_length, self.max_mean_word_length)
@@ -110,10 +110,10 @@ class LongWordFilter(DocumentFilter):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            words = _text.word_spans(_text.utf8(chunk))
+            words = _pieces.word_spans(_chars.utf8(chunk))
             return words.per_doc_max(words.lengths())
 
-        return _text.per_chunk(texts, score, pa.int64())
+        return _chars.per_chunk(texts, score, pa.int64())
 
     def keep_array(self, scores: pa.Array) -> pa.Array:
         return between(scores, None, self.max_word_length)
@@ -122,7 +122,7 @@ class LongWordFilter(DocumentFilter):
 _ELLIPSIS_WORDS = frozenset(ELLIPSIS_MARKS)
 #: The ellipsis marks a single word can equal (no space inside), packed for a vectorised comparison.
 _ELLIPSIS_IN_WORDS = [m for m in ELLIPSIS_MARKS if not any(c.isspace() for c in m)]
-_ELLIPSIS_KEYS = np.array([_text.pack(m) for m in _ELLIPSIS_IN_WORDS], np.int64)
+_ELLIPSIS_KEYS = np.array([_pieces.pack(m) for m in _ELLIPSIS_IN_WORDS], np.int64)
 
 
 class SymbolsToWordsFilter(MaxRatio):
@@ -148,8 +148,8 @@ class SymbolsToWordsFilter(MaxRatio):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            view = _text.utf8(chunk)
-            words = _text.word_spans(view)
+            view = _chars.utf8(chunk)
+            words = _pieces.word_spans(view)
             which, key = words.packed()
             flags = np.zeros(len(words.starts), bool)
             flags[which[np.isin(key, _ELLIPSIS_KEYS)]] = True
@@ -164,7 +164,7 @@ class SymbolsToWordsFilter(MaxRatio):
                 flags[hashed] |= 2 * runs[hashed] > words.lengths()[hashed]
             return ratio(words.per_doc_sum(flags.astype(np.int64)), words.counts, 1.0)
 
-        return _text.per_chunk(texts, score, pa.float64())
+        return _chars.per_chunk(texts, score, pa.float64())
 
 
 #: Symbols with the Unicode Alphabetic property (circled and squared Latin letters).
@@ -180,7 +180,7 @@ def is_alphabetic(c: str) -> bool:
     return unicodedata.category(c) == "Nl" or any(lo <= cp <= hi for lo, hi in _ALPHABETIC_SYMBOLS)
 
 
-_ASCII_ALPHA_TABLE = _text.ascii_table(string.ascii_letters)
+_ASCII_ALPHA_TABLE = _chars.ascii_table(string.ascii_letters)
 
 
 class WordsWithoutAlphabetsFilter(MinRatio):
@@ -203,12 +203,12 @@ class WordsWithoutAlphabetsFilter(MinRatio):
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
         def score(chunk: pa.Array) -> np.ndarray:
-            view = _text.utf8(chunk)
-            words = _text.word_spans(view)
-            letters = words.per_word(_text.char_mask(view, _ASCII_ALPHA_TABLE, is_alphabetic))
+            view = _chars.utf8(chunk)
+            words = _pieces.word_spans(view)
+            letters = words.per_word(_chars.char_mask(view, _ASCII_ALPHA_TABLE, is_alphabetic))
             return ratio(words.per_doc_sum((letters > 0).astype(np.int64)), words.counts, 0.0)
 
-        return _text.per_chunk(texts, score, pa.float64())
+        return _chars.per_chunk(texts, score, pa.float64())
 
 
 class CommonEnglishWordsFilter(DocumentFilter):
@@ -238,7 +238,7 @@ class CommonEnglishWordsFilter(DocumentFilter):
         cutoff = self.min_num_common_words
 
         def score(chunk: pa.Array) -> np.ndarray:
-            words = _text.word_spans(_text.utf8(chunk))
+            words = _pieces.word_spans(_chars.utf8(chunk))
             which, key = words.packed()
             flags = np.zeros(len(words.starts), np.int64)
             flags[which[np.isin(key, _COMMON_KEYS)]] = 1
@@ -252,7 +252,7 @@ class CommonEnglishWordsFilter(DocumentFilter):
             first[some] = flags[words.first[some]]
             return first
 
-        return _text.per_chunk(texts, score, pa.int64())
+        return _chars.per_chunk(texts, score, pa.int64())
 
     def keep_array(self, scores: pa.Array) -> pa.Array:
         return between(scores, self.min_num_common_words, None)
