@@ -63,7 +63,9 @@ _sync_deferred = 0
 def defer_output_sync(deferred: bool) -> None:
     """Say that a run ledger of this process now makes the sink's outputs durable before it records them
     (``True``), or no longer does (``False``, once per ``True``). While one does, a sink writer renames its
-    file into place without an fsync of its own. Worker processes forked afterwards inherit the setting."""
+    file into place without an fsync of its own. Worker processes forked afterwards inherit the setting.
+    It is per process: a pipeline run at the same time in another thread of this process, without a run
+    directory, would skip the fsync too (run such pipelines one after another, or in their own processes)."""
     global _sync_deferred
     _sync_deferred = max(0, _sync_deferred + (1 if deferred else -1))
 
