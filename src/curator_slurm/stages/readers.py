@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -14,6 +13,7 @@ from .._lazy import LazyModule
 from ..errors import InputError
 from ..tasks import DocumentBatch, FileGroupTask
 from .base import CompositeStage, ProcessingStage
+from .jsonl_errors import line_number, locate_jsonl_error
 from .partitioning import FilePartitioningStage
 
 pj = LazyModule("pyarrow.json")
@@ -46,70 +46,6 @@ def to_schema(schema: SchemaLike) -> pa.Schema:
 _JSON_BLOCK_SIZE = 16 << 20
 
 
-def _json_kind(value: object) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "null")
-
-
-def _declared_kind(type_: pa.DataType) -> str:
-    """The JSON kind of value that a declared Arrow type is read from."""
-    if pa.types.is_boolean(type_):
-        return "boolean"
-    if pa.types.is_integer(type_) or pa.types.is_floating(type_) or pa.types.is_decimal(type_):
-        return "number"
-    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
-        return "array"
-    if pa.types.is_struct(type_) or pa.types.is_map(type_):
-        return "object"
-    return "string"  # strings, and timestamps and dates written as text
-
-
-def _locate_jsonl_error(
-    path: str, data: bytes | None = None, first_line: int = 1, schema: pa.Schema | None = None
-) -> str | None:
-    """Find the first line pyarrow refused, for a message that names it (only called on failure):
-    invalid UTF-8, malformed JSON, a line that is not an object, a field that changes type, or one that
-    does not fit the declared ``schema``. ``data`` is the part of the file that was read, if not all
-    of it, starting on line ``first_line``."""
-    if data is None:
-        with pa.input_stream(path, compression="detect") as stream:
-            data = stream.read()
-    declared = {f.name: f.type for f in schema} if schema is not None else {}
-    first_kind: dict[str, tuple[str, int]] = {name: (_declared_kind(t), 0) for name, t in declared.items()}
-    for lineno, raw in enumerate(data.split(b"\n"), start=first_line):
-        if not raw.strip():
-            continue
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            return f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start}); re-encode the file as UTF-8"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            return f"{path}:{lineno}: malformed JSON ({e.msg} at column {e.colno}); fix or remove that line"
-        if not isinstance(record, dict):
-            return f"{path}:{lineno}: not a JSON object (a {_json_kind(record)}); each line must be one object"
-        for key, value in record.items():
-            kind = _json_kind(value)
-            if kind == "null":
-                continue
-            seen = first_kind.setdefault(key, (kind, lineno))
-            if seen[0] != kind and seen[1] == 0:
-                return (
-                    f"{path}:{lineno}: field {key!r} is a {kind} here but the reader's schema declares "
-                    f"{declared[key]}; fix the line or the schema"
-                )
-            if seen[0] != kind and {seen[0], kind} != {"number"}:
-                return (
-                    f"{path}:{lineno}: field {key!r} is a {kind} here but a {seen[0]} on line {seen[1]}; "
-                    "make the field's type consistent"
-                )
-    return None
-
-
 def lines_in_range(path: str, start: int, end: int) -> tuple[bytes, int]:
     """The bytes of the lines of ``path`` that start in ``[start, end)``, and the offset of the first.
 
@@ -129,19 +65,6 @@ def lines_in_range(path: str, start: int, end: int) -> tuple[bytes, int]:
         if data and not data.endswith(b"\n"):
             data += f.readline()
     return data, begin
-
-
-def _line_number(path: str, offset: int) -> int:
-    """The 1-based number of the line that starts at byte ``offset`` (for error messages only)."""
-    count, left = 1, offset
-    with open(path, "rb") as f:
-        while left > 0:
-            chunk = f.read(min(left, 16 << 20))
-            if not chunk:
-                break
-            count += chunk.count(b"\n")
-            left -= len(chunk)
-    return count
 
 
 def read_jsonl(
@@ -178,7 +101,7 @@ def read_jsonl(
             table = _parse_json(path, data, strings).select(table.column_names)
         table.validate(full=True)  # pyarrow does not check UTF-8 while parsing JSON
     except (pa.ArrowInvalid, UnicodeDecodeError) as e:
-        located = _locate_jsonl_error(path, data, _line_number(path, begin) if begin else 1, schema)
+        located = locate_jsonl_error(path, data, line_number(path, begin) if begin else 1, schema)
         if located:
             raise InputError(located) from e
         if "Empty JSON file" in str(e):
