@@ -1,51 +1,16 @@
-"""Pipeline stages: readers, filters, writers and the base classes to write your own."""
+"""Pipeline stages: readers, filters, modifiers, writers and the base classes to write your own.
 
+Every filter (and ``ScoreFilter``, ``Score``, ``Filter``) is re-exported from :mod:`.filters` and every
+modifier (and ``Modify``) from :mod:`.modifiers`, by their ``__all__``: a filter or modifier added
+there is exported here too.
+"""
+
+from . import filters, modifiers
 from .base import PASSTHROUGH, CompositeStage, ProcessingStage, Resources
-from .filters import (
-    BoilerPlateStringFilter,
-    BulletsFilter,
-    CommonEnglishWordsFilter,
-    DocumentFilter,
-    EllipsisFilter,
-    Filter,
-    LongWordFilter,
-    MeanWordLengthFilter,
-    NonAlphaNumericFilter,
-    NumbersFilter,
-    ParenthesesFilter,
-    PornographicUrlsFilter,
-    PunctuationFilter,
-    RepeatedLinesByCharFilter,
-    RepeatedLinesFilter,
-    RepeatedParagraphsByCharFilter,
-    RepeatedParagraphsFilter,
-    RepeatingDuplicateNGramsFilter,
-    RepeatingTopNGramsFilter,
-    Score,
-    ScoreFilter,
-    SubstringFilter,
-    SymbolRatioFilter,
-    SymbolsToWordsFilter,
-    UrlsFilter,
-    WhiteSpaceFilter,
-    WordCountFilter,
-    WordsWithoutAlphabetsFilter,
-)
+from .filters import *  # noqa: F403
 from .ids import AddId
 from .language import LanguageFilter
-from .modifiers import (
-    BoilerPlateStringModifier,
-    DocumentModifier,
-    FunctionModifier,
-    LineRemover,
-    MarkdownRemover,
-    Modify,
-    NewlineNormalizer,
-    QuotationRemover,
-    Slicer,
-    UnicodeReformatter,
-    UrlRemover,
-)
+from .modifiers import *  # noqa: F403
 from .partitioning import FilePartitioningStage
 from .readers import JsonlReader, JsonlReaderStage, ParquetReader, ParquetReaderStage
 from .writers import JsonlWriter, ParquetWriter
@@ -53,57 +18,17 @@ from .writers import JsonlWriter, ParquetWriter
 __all__ = [
     "PASSTHROUGH",
     "AddId",
-    "BoilerPlateStringModifier",
     "CompositeStage",
-    "DocumentFilter",
-    "DocumentModifier",
     "FilePartitioningStage",
-    "FunctionModifier",
     "JsonlReader",
     "JsonlReaderStage",
     "JsonlWriter",
     "LanguageFilter",
-    "LineRemover",
-    "MarkdownRemover",
-    "MeanWordLengthFilter",
-    "Modify",
-    "NewlineNormalizer",
     "ParquetReader",
     "ParquetReaderStage",
     "ParquetWriter",
     "ProcessingStage",
-    "QuotationRemover",
-    "RepeatedLinesFilter",
     "Resources",
-    "ScoreFilter",
-    "Slicer",
-    "SymbolRatioFilter",
-    "UnicodeReformatter",
-    "UrlRemover",
-    "WordCountFilter",
-]
-#: The filters and the stages that apply them (the filters subpackage), beyond those listed above.
-__all__ += [
-    "BoilerPlateStringFilter",
-    "BulletsFilter",
-    "CommonEnglishWordsFilter",
-    "EllipsisFilter",
-    "Filter",
-    "LongWordFilter",
-    "NonAlphaNumericFilter",
-    "NumbersFilter",
-    "ParenthesesFilter",
-    "PornographicUrlsFilter",
-    "PunctuationFilter",
-    "RepeatedLinesByCharFilter",
-    "RepeatedParagraphsByCharFilter",
-    "RepeatedParagraphsFilter",
-    "RepeatingDuplicateNGramsFilter",
-    "RepeatingTopNGramsFilter",
-    "Score",
-    "SubstringFilter",
-    "SymbolsToWordsFilter",
-    "UrlsFilter",
-    "WhiteSpaceFilter",
-    "WordsWithoutAlphabetsFilter",
+    *filters.__all__,
+    *modifiers.__all__,
 ]
