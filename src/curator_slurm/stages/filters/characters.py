@@ -9,6 +9,7 @@ Empty text scores the value that drops it (NeMo divides by zero); each docstring
 from __future__ import annotations
 
 import string
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +26,24 @@ _ALNUM_SET = frozenset(ALPHANUMERIC)
 _DIGIT_SET = frozenset(string.digits)
 _WHITE_SET = frozenset(WHITE_SPACE)
 _PAREN_SET = frozenset(PARENTHESES)
+
+
+def _share(text: str, chars: frozenset[str]) -> float:
+    """The share of ``text``'s characters that are in ``chars``; 1.0 for empty text."""
+    n = len(text)
+    return sum(c in chars for c in text) / n if n else 1.0
+
+
+def _column_share(
+    texts: pa.ChunkedArray, table: bytes, non_ascii: Callable[[str], bool] | None = None
+) -> pa.ChunkedArray:
+    """:func:`_share` of every text of a column: the characters ``table`` marks (ASCII) or
+    ``non_ascii`` accepts, over ``len(text)``."""
+
+    def score(chunk: pa.Array) -> np.ndarray:
+        return ratio(_chars.count_chars(_chars.utf8(chunk), table, non_ascii), _chars.char_lengths(chunk), 1.0)
+
+    return _chars.per_chunk(texts, score, pa.float64())
 
 
 class NonAlphaNumericFilter(MaxRatio):
@@ -61,14 +80,10 @@ class NumbersFilter(MaxRatio):
         self.max_number_to_text_ratio = max_number_to_text_ratio
 
     def score_document(self, text: str) -> float:
-        n = len(text)
-        return sum(c in _DIGIT_SET for c in text) / n if n else 1.0
+        return _share(text, _DIGIT_SET)
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
-        def score(chunk: pa.Array) -> np.ndarray:
-            return ratio(_chars.count_chars(_chars.utf8(chunk), _DIGIT_TABLE), _chars.char_lengths(chunk), 1.0)
-
-        return _chars.per_chunk(texts, score, pa.float64())
+        return _column_share(texts, _DIGIT_TABLE)
 
 
 class WhiteSpaceFilter(MaxRatio):
@@ -83,14 +98,10 @@ class WhiteSpaceFilter(MaxRatio):
         self.max_white_space_ratio = max_white_space_ratio
 
     def score_document(self, text: str) -> float:
-        n = len(text)
-        return sum(c in _WHITE_SET for c in text) / n if n else 1.0
+        return _share(text, _WHITE_SET)
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
-        def score(chunk: pa.Array) -> np.ndarray:
-            return ratio(_chars.count_chars(_chars.utf8(chunk), _WHITE_TABLE), _chars.char_lengths(chunk), 1.0)
-
-        return _chars.per_chunk(texts, score, pa.float64())
+        return _column_share(texts, _WHITE_TABLE)
 
 
 def _is_angle_bracket(c: str) -> bool:
@@ -108,15 +119,10 @@ class ParenthesesFilter(MaxRatio):
         self.max_parentheses_ratio = max_parentheses_ratio
 
     def score_document(self, text: str) -> float:
-        n = len(text)
-        return sum(c in _PAREN_SET for c in text) / n if n else 1.0
+        return _share(text, _PAREN_SET)
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
-        def score(chunk: pa.Array) -> np.ndarray:
-            brackets = _chars.count_chars(_chars.utf8(chunk), _PAREN_TABLE, _is_angle_bracket)
-            return ratio(brackets, _chars.char_lengths(chunk), 1.0)
-
-        return _chars.per_chunk(texts, score, pa.float64())
+        return _column_share(texts, _PAREN_TABLE, _is_angle_bracket)
 
 
 def _is_alnum(c: str) -> bool:
