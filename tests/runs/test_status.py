@@ -125,3 +125,24 @@ def test_a_workflow_run_by_the_local_array_reports_each_phase(corpus: Path, tmp_
     report = status_report(str(root))
     assert report.data["phases"][last] is None and f"== phase {last}: not started" in report.text
     assert not report.settled and report.code == 0
+
+
+def test_a_repeated_record_counts_once_and_a_torn_line_is_skipped(corpus: Path, tmp_path: Path) -> None:
+    """A window whose write was cut short and redone repeats records; a killed writer leaves a torn last
+    line. Neither changes the counts, rows or funnel `status` gives (it sums the ledger file by file)."""
+    out = tmp_path / "out"
+    run_example(corpus, out, "--workers", "1")
+    run_dir = str(out / DEFAULT_RUN_DIR_NAME)
+    before = collect_status(run_dir)
+    assert before["done"] == 12 and before["rows_in"] > 0 and before["funnel"]
+    ledger = sorted((Path(run_dir) / "ledger").glob("*.jsonl"))
+    lines = ledger[0].read_bytes().splitlines(keepends=True)
+    with ledger[0].open("ab") as f:
+        f.writelines(lines[: len(lines) // 2 + 1])  # records repeated, as by a redone window
+        f.write(lines[-1][:25])  # and a torn last line
+    after = collect_status(run_dir)
+    for key in ("done", "failed", "pending", "rows_in", "rows_out", "funnel"):
+        assert after[key] == before[key], key
+    assert [(s["shard"], s["done"], s["rows_in"]) for s in after["shards"]] == [
+        (s["shard"], s["done"], s["rows_in"]) for s in before["shards"]
+    ]

@@ -183,7 +183,7 @@ class _Concerns:
         return index in self._hashed[count]
 
 
-def _ledger_files(path: str, shard: ShardSpec | None = None, task_ids: Iterable[str] | None = None) -> list[str]:
+def ledger_files(path: str, shard: ShardSpec | None = None, task_ids: Iterable[str] | None = None) -> list[str]:
     """The ledger files of run directory ``path``: all, or those that may concern ``shard`` and its source
     tasks ``task_ids`` (see :class:`_Concerns`)."""
     directory = os.path.join(path, LEDGER_DIR)
@@ -196,7 +196,7 @@ def _ledger_files(path: str, shard: ShardSpec | None = None, task_ids: Iterable[
     return sorted(os.path.join(directory, f) for f in names)
 
 
-def _complete_lines(path: str) -> bytes:
+def complete_lines(path: str) -> bytes:
     """The file's bytes up to its last newline: a torn last line (the writer was killed) is dropped."""
     with open(path, "rb") as f:
         data = f.read()
@@ -205,12 +205,12 @@ def _complete_lines(path: str) -> bytes:
 
 def iter_records(path: str) -> Iterator[dict[str, Any]]:
     """Every complete record of the run directory ``path``, file by file (full detail, slower)."""
-    return _records_of(_ledger_files(path))
+    return _records_of(ledger_files(path))
 
 
 def _records_of(files: Iterable[str]) -> Iterator[dict[str, Any]]:
     for name in files:
-        for lineno, line in enumerate(_complete_lines(name).splitlines(), start=1):
+        for lineno, line in enumerate(complete_lines(name).splitlines(), start=1):
             if not line.strip():
                 continue
             try:
@@ -227,9 +227,9 @@ def load_status(path: str, shard: ShardSpec | None = None, task_ids: Iterable[st
     ``task_ids``, when given, hash into): what a task needs at its start. Without, every file."""
     state = LedgerState()
     failed_ids: set[str] = set()
-    files = _ledger_files(path, shard, task_ids)
+    files = ledger_files(path, shard, task_ids)
     for name in files:
-        data = _complete_lines(name)
+        data = complete_lines(name)
         if not data:
             continue
         try:

@@ -8,10 +8,16 @@ stalled (work pending, nothing queued or running).
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from curator_slurm.backends.results import FunnelRow
 from curator_slurm.errors import RunDirError
 from curator_slurm.runs.ledger import (
     DEFAULT_RUN_DIR_NAME,
@@ -19,7 +25,8 @@ from curator_slurm.runs.ledger import (
     RERUN_REMEDY,
     RUN_FILE,
     SOURCES_FILE,
-    iter_records,
+    complete_lines,
+    ledger_files,
     load_status,
     read_json,
 )
@@ -58,31 +65,22 @@ def _planned_total(run_dir: str) -> int | None:
 
 def collect_status(run_dir: str) -> dict[str, Any]:
     """Everything `status` shows, as data (the keys are those of ``status --json``)."""
-    from curator_slurm.backends.results import funnel_of_records
-
     check_run_dir(run_dir)
     state = load_status(run_dir)
     failed = state.failed
-    # The detail of each done task (rows, seconds, shard, funnel): its last done record.
-    done: dict[str, dict[str, Any]] = {}
-    times = []
-    for r in iter_records(run_dir):
-        times.append(r["time"])
-        if r["source"] in state.done and r["status"] == "done":
-            done[r["source"]] = r
+    summary = _summarise_done(run_dir, state.done)
+    done_count = summary.done
     total = _planned_total(run_dir)
-    total = total if total is not None else len(done) + len(failed)
-    pending = max(total - len(done) - len(failed), 0)
-    rows_in = sum(r.get("rows_in", 0) for r in done.values())
-    rows_out = sum(r.get("rows_out", 0) for r in done.values())
-    elapsed = max(times) - min(times) if times else 0.0
-    rate = len(done) / elapsed if elapsed > 0 else None
-    shards: dict[str, dict[str, Any]] = {}
-    for r in [*done.values(), *failed.values()]:
+    total = total if total is not None else done_count + len(failed)
+    pending = max(total - done_count - len(failed), 0)
+    rows_in, rows_out = summary.rows_in, summary.rows_out
+    elapsed = summary.last_time - summary.first_time if summary.records else 0.0
+    rate = done_count / elapsed if elapsed > 0 else None
+    shards = summary.shards
+    for r in failed.values():
         s = shards.setdefault(r.get("shard", "?"), _shard_row(r.get("shard", "?"), None))
-        s["done" if r["status"] == "done" else "failed"] += 1
+        s["failed"] += 1
         s["seconds"] += r.get("seconds", 0.0)
-        s["rows_in"] += r.get("rows_in", 0)
         if r.get("array_job_id"):
             s["job"] = f"{r['array_job_id']}_{r['array_task_id']}"
     submissions = load_submissions(run_dir)
@@ -111,7 +109,7 @@ def collect_status(run_dir: str) -> dict[str, Any]:
     # Pending work with nothing queued or running will never finish by itself: no ETA, but the tasks that
     # ended without doing it and the retry command.
     stalled = bool(pending) and states is not None and running == 0
-    recorded = {r.get("shard") for r in [*done.values(), *failed.values()]}
+    recorded = {label for label, row in shards.items() if row["done"] or row["failed"]}
     last = tasks[-1]["submission"] if tasks else None
     # Array tasks that ended badly: those of any submission while work is left, and always those of the
     # newest one (its tasks were meant to finish the run; it is not complete while they failed).
@@ -123,10 +121,10 @@ def collect_status(run_dir: str) -> dict[str, Any]:
     return {
         "run_dir": os.path.abspath(run_dir),
         "total": total,
-        "done": len(done),
+        "done": done_count,
         "failed": len(failed),
         "pending": pending,
-        "percent": 100.0 * len(done) / total if total else 100.0,
+        "percent": 100.0 * done_count / total if total else 100.0,
         "rows_in": rows_in,
         "rows_out": rows_out,
         "tasks_per_second": rate,
@@ -138,8 +136,147 @@ def collect_status(run_dir: str) -> dict[str, Any]:
         "job_states": active,
         "ended_tasks": ended,
         "last_submission_failed": sum(1 for t in ended if t["submission"] == last),
-        "funnel": [row.as_dict() for row in funnel_of_records(done.values())],
+        "funnel": [row.as_dict() for row in summary.funnel],
     }
+
+
+#: The columns of a ledger record that `status` sums; the rest of a record is not parsed.
+_SUMMARY_SCHEMA = pa.schema(
+    [
+        ("source", pa.string()),
+        ("status", pa.string()),
+        ("shard", pa.string()),
+        ("seconds", pa.float64()),
+        ("rows_in", pa.int64()),
+        ("rows_out", pa.int64()),
+        ("time", pa.float64()),
+        ("array_job_id", pa.string()),
+        ("array_task_id", pa.string()),
+    ]
+)
+
+
+@dataclass
+class _DoneSummary:
+    """What `status` shows of the done source tasks, summed while the ledger is read."""
+
+    done: int = 0
+    records: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    first_time: float = float("inf")
+    last_time: float = float("-inf")
+    shards: dict[str, dict[str, Any]] = field(default_factory=dict)
+    funnel: list[FunnelRow] = field(default_factory=list)
+
+
+def _summarise_done(run_dir: str, done: set[str]) -> _DoneSummary:
+    """Sum the done source tasks' records, shard by shard, in memory bounded by one ledger file.
+
+    Each done source task counts once, with its last done record (files in name order, lines in file
+    order, as ``load_status`` reads them). ``done`` is consumed: a source id leaves it when its record is
+    counted, so a 10-million-record ledger needs no second set. A ledger file is one writer's, so its
+    records share one shard and one array task; only the columns summed here are parsed (pyarrow's JSON
+    reader), and a record's ``stages`` only when the record counts."""
+    summary = _DoneSummary()
+    stage_names: list[str] = []
+    stage_rows: list[list[int]] = []
+    for name in reversed(ledger_files(run_dir)):
+        table, lines = _summary_table(name)
+        if table is None or table.num_rows == 0:
+            continue
+        summary.records += table.num_rows
+        times = table.column("time").to_pylist()
+        known = [t for t in times if t is not None]
+        if known:
+            summary.first_time = min(summary.first_time, min(known))
+            summary.last_time = max(summary.last_time, max(known))
+        kept = []
+        statuses = table.column("status").to_pylist()
+        sources = table.column("source").to_pylist()
+        for i in range(table.num_rows - 1, -1, -1):  # the last done record of a source is the one counted
+            if statuses[i] == "done" and sources[i] in done:
+                done.discard(sources[i])
+                kept.append(i)
+        if not kept:
+            continue
+        picked = table.take(pa.array(kept, pa.int64()))
+        label = picked.column("shard")[0].as_py() or "?"
+        row = summary.shards.setdefault(label, _shard_row(label, None))
+        row["done"] += len(kept)
+        row["seconds"] += float(pc.sum(picked.column("seconds")).as_py() or 0.0)
+        rows_in = int(pc.sum(picked.column("rows_in")).as_py() or 0)
+        row["rows_in"] += rows_in
+        summary.rows_in += rows_in
+        summary.rows_out += int(pc.sum(picked.column("rows_out")).as_py() or 0)
+        summary.done += len(kept)
+        job, task = picked.column("array_job_id")[0].as_py(), picked.column("array_task_id")[0].as_py()
+        if job:
+            row["job"] = f"{job}_{task}"
+        for i in kept:
+            _add_stages(lines[i], stage_names, stage_rows)
+    summary.funnel = [FunnelRow(n, r[0], r[1]) for n, r in zip(stage_names, stage_rows, strict=True)]
+    if not summary.records:
+        summary.first_time = summary.last_time = 0.0
+    return summary
+
+
+def _summary_table(path: str) -> tuple[pa.Table | None, list[bytes]]:
+    """The summed columns of one ledger file and its record lines (row i of the table is line i)."""
+    data = complete_lines(path)
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    if not lines:
+        return None, []
+    try:
+        table = pj.read_json(
+            pa.BufferReader(data),
+            read_options=pj.ReadOptions(use_threads=False),
+            parse_options=pj.ParseOptions(explicit_schema=_SUMMARY_SCHEMA, unexpected_field_behavior="ignore"),
+        )
+    except pa.ArrowInvalid:  # a damaged line in the middle (or an odd value): record by record
+        table = None
+    if table is None or table.num_rows != len(lines):
+        records = []
+        for line in lines:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        lines = [json.dumps(r).encode() for r in records]
+        columns = {f.name: pa.array([_as(r.get(f.name), f.type) for r in records], f.type) for f in _SUMMARY_SCHEMA}
+        table = pa.table(columns, schema=_SUMMARY_SCHEMA)
+    return table, lines
+
+
+def _as(value: Any, kind: pa.DataType) -> Any:
+    if value is None:
+        return None
+    if kind == pa.string():
+        return str(value)
+    try:
+        return float(value) if kind == pa.float64() else int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _add_stages(line: bytes, names: list[str], rows: list[list[int]]) -> None:
+    """Add a done record's ``stages`` (rows in and out of each stage) to the run's funnel."""
+    at = line.find(b'"stages":')
+    if at < 0:  # a record written before records carried stages
+        return
+    end = line.find(b"]]", at)
+    try:
+        stages = json.loads(line[at + 9 : end + 2]) if end > 0 else json.loads(line)["stages"]
+    except (json.JSONDecodeError, KeyError):
+        stages = json.loads(line).get("stages")
+    if not isinstance(stages, list):
+        return
+    for i, (stage, rows_in, rows_out) in enumerate(stages):
+        if i == len(names):
+            names.append(stage)
+            rows.append([0, 0])
+        rows[i][0] += int(rows_in)
+        rows[i][1] += int(rows_out)
 
 
 def array_tasks(run_dir: str, submissions: list[dict[str, Any]], states: dict[str, str] | None) -> list[dict[str, Any]]:
