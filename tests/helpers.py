@@ -93,13 +93,16 @@ def assert_same_parquet(mine: Path, theirs: Path) -> None:
     assert all(a[name].equals(b[name]) for name in a), "same names, other rows"
 
 
-def kill_when_recorded(cmd: list[str], ledger: Path, timeout: float) -> None:
+def kill_when_recorded(cmd: list[str], ledger: Path, timeout: float, window: int = 5) -> None:
     """Start ``cmd`` and SIGKILL it as soon as a record appears in the ledger directory ``ledger`` (the run
-    is then in the middle of the work that ledger records); fail if it ended before that."""
+    is then in the middle of the work that ledger records); fail if it ended before that. The ledger
+    commits every ``window`` records (``CURATOR_LEDGER_WINDOW``), so records appear while work goes on
+    even when the whole phase takes less than the default window's half second."""
     import signal
     import time
 
-    proc = subprocess.Popen(cmd, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = clean_env({"CURATOR_LEDGER_WINDOW": str(window)})
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         if ledger.is_dir() and any(f.stat().st_size for f in ledger.iterdir()):
