@@ -216,18 +216,18 @@ class Spans:
 
     def per_doc_sum(self, values: np.ndarray) -> np.ndarray:
         """Per document, the sum of ``values`` (one per word) over its words."""
-        out = np.zeros(self.view.size, values.dtype)
-        some = self.counts > 0
-        if some.any():
-            out[some] = np.add.reduceat(values, self.first[some])
-        return out
+        return self._per_doc(np.add, values)
 
     def per_doc_max(self, values: np.ndarray) -> np.ndarray:
         """Per document, the largest of ``values`` (one per word) over its words; 0 without words."""
+        return self._per_doc(np.maximum, values)
+
+    def _per_doc(self, ufunc: np.ufunc, values: np.ndarray) -> np.ndarray:
+        """Per document, ``ufunc`` reduced over the ``values`` of its words; 0 without words."""
         out = np.zeros(self.view.size, values.dtype)
         some = self.counts > 0
         if some.any():
-            out[some] = np.maximum.reduceat(values, self.first[some])
+            out[some] = ufunc.reduceat(values, self.first[some])
         return out
 
     def packed(self) -> tuple[np.ndarray, np.ndarray]:
