@@ -24,6 +24,17 @@ _compute = LazyModule("pyarrow._compute")
 _SCALAR_TYPES = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
 
 
+#: Python's whitespace (``str.isspace``) as the body of an RE2 character class: RE2's ``\s`` alone is
+#: ASCII-only, so a pattern that must split or strip as Python does spells the class out.
+RE2_SPACE = r"\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
+
+
+def re2_literal(text: str) -> str:
+    """``text`` as an RE2 pattern matching itself (metacharacters escaped; RE2 refuses some of the
+    escapes Python's ``re.escape`` adds)."""
+    return "".join("\\" + c if c in "\\.^$|?*+()[]{}" else c for c in text)
+
+
 def _arg(value: Any) -> Any:
     to = _SCALAR_TYPES.get(type(value))
     return value if to is None else pa.scalar(value, type=to)

@@ -1,5 +1,5 @@
 """What the heuristic filter families share: the cutoff base classes, the ratio with NeMo's value for
-texts it cannot score, NeMo's "sentences", the language check and RE2 pattern helpers."""
+texts it cannot score, NeMo's "sentences" and the language check."""
 
 from __future__ import annotations
 
@@ -7,15 +7,6 @@ import numpy as np
 import pyarrow as pa
 
 from .base import DocumentFilter, between
-
-#: Python's whitespace (str.isspace) as an RE2 character class body.
-RE2_SPACE = r"\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
-
-
-def re2_literal(text: str) -> str:
-    """``text`` as an RE2 pattern matching itself (metacharacters escaped; RE2 refuses some of the
-    escapes Python's ``re.escape`` adds)."""
-    return "".join("\\" + c if c in "\\.^$|?*+()[]{}" else c for c in text)
 
 
 def check_lang(owner: str, lang: str) -> str:

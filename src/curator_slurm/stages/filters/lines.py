@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .._kernels import call, match_substring, to_numpy
+from .._kernels import RE2_SPACE, call, match_substring, re2_literal, to_numpy
 from ..constants import BULLETS, ELLIPSIS_MARKS, END_MARKS, POLICY_SUBSTRINGS
 from . import _chars, _pieces
-from ._shared import RE2_SPACE, MaxRatio, python_scores, ratio, re2_literal, sentences
+from ._shared import MaxRatio, python_scores, ratio, sentences
 
 _BULLET_START = f"^[{RE2_SPACE}]*[{''.join(BULLETS)}]"
 

@@ -10,14 +10,11 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from ..._lazy import LazyModule
-from .._kernels import call, replace_regex, to_numpy
+from .._kernels import RE2_SPACE, call, replace_regex, to_numpy
 from .base import DocumentModifier, regex, string_array
 
 _compute = LazyModule("pyarrow._compute")
 _np = LazyModule("numpy")
-
-#: Whitespace as Python's ``re`` sees ``\s`` in a str pattern; RE2's ``\s`` alone is ASCII-only.
-_PY_SPACE = r"\s\x0b\x1c-\x1f\x85\p{Z}"
 
 
 class NewlineNormalizer(DocumentModifier):
@@ -33,7 +30,7 @@ class NewlineNormalizer(DocumentModifier):
 
 
 #: NeMo Curator's URL pattern (``https?://\S+|www\.\S+``, case-insensitive), with Python's ``\S``.
-_URL = rf"(?i)https?://[^{_PY_SPACE}]+|www\.[^{_PY_SPACE}]+"
+_URL = rf"(?i)https?://[^{RE2_SPACE}]+|www\.[^{RE2_SPACE}]+"
 
 
 class UrlRemover(DocumentModifier):
