@@ -91,19 +91,33 @@ class FunnelRow:
 def funnel_of_records(records: Iterable[dict[str, Any]]) -> list[FunnelRow]:
     """The funnel of a run directory: the ``stages`` rows of its done records, summed stage by stage
     (records of a ledger written before they carried ``stages`` are left out)."""
-    names: list[str] = []
-    rows: list[list[int]] = []
+    funnel = FunnelSum()
     for record in records:
-        stages = record.get("stages")
-        if record.get("status") != "done" or not isinstance(stages, list):
-            continue
+        if record.get("status") == "done":
+            funnel.add(record.get("stages"))
+    return funnel.rows()
+
+
+class FunnelSum:
+    """Sums done records' ``stages`` (``[name, rows_in, rows_out]`` per stage after the source), stage by
+    stage in pipeline order, into the run's funnel."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.counts: list[list[int]] = []
+
+    def add(self, stages: Any) -> None:
+        if not isinstance(stages, list):  # a record written before records carried stages
+            return
         for i, (name, rows_in, rows_out) in enumerate(stages):
-            if i == len(names):
-                names.append(name)
-                rows.append([0, 0])
-            rows[i][0] += int(rows_in)
-            rows[i][1] += int(rows_out)
-    return [FunnelRow(n, r[0], r[1]) for n, r in zip(names, rows, strict=True)]
+            if i == len(self.names):
+                self.names.append(name)
+                self.counts.append([0, 0])
+            self.counts[i][0] += int(rows_in)
+            self.counts[i][1] += int(rows_out)
+
+    def rows(self) -> list[FunnelRow]:
+        return [FunnelRow(n, c[0], c[1]) for n, c in zip(self.names, self.counts, strict=True)]
 
 
 @dataclass

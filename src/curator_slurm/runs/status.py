@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from curator_slurm.backends.results import FunnelRow
+from curator_slurm.backends.results import FunnelRow, FunnelSum
 from curator_slurm.errors import RunDirError
 from curator_slurm.runs.ledger import (
     DEFAULT_RUN_DIR_NAME,
@@ -179,8 +179,7 @@ def _summarise_done(run_dir: str, done: set[str]) -> _DoneSummary:
     records share one shard and one array task; only the columns summed here are parsed (pyarrow's JSON
     reader), and a record's ``stages`` only when the record counts."""
     summary = _DoneSummary()
-    stage_names: list[str] = []
-    stage_rows: list[list[int]] = []
+    funnel = FunnelSum()
     for name in reversed(ledger_files(run_dir)):
         table, lines = _summary_table(name)
         if table is None or table.num_rows == 0:
@@ -214,8 +213,8 @@ def _summarise_done(run_dir: str, done: set[str]) -> _DoneSummary:
         if job:
             row["job"] = f"{job}_{task}"
         for i in kept:
-            _add_stages(lines[i], stage_names, stage_rows)
-    summary.funnel = [FunnelRow(n, r[0], r[1]) for n, r in zip(stage_names, stage_rows, strict=True)]
+            funnel.add(_stages_of(lines[i]))
+    summary.funnel = funnel.rows()
     if not summary.records:
         summary.first_time = summary.last_time = 0.0
     return summary
@@ -259,24 +258,16 @@ def _as(value: Any, kind: pa.DataType) -> Any:
         return None
 
 
-def _add_stages(line: bytes, names: list[str], rows: list[list[int]]) -> None:
-    """Add a done record's ``stages`` (rows in and out of each stage) to the run's funnel."""
+def _stages_of(line: bytes) -> Any:
+    """A done record's ``stages``, parsed from its slice of the line (the whole line if that fails)."""
     at = line.find(b'"stages":')
     if at < 0:  # a record written before records carried stages
-        return
+        return None
     end = line.find(b"]]", at)
     try:
-        stages = json.loads(line[at + 9 : end + 2]) if end > 0 else json.loads(line)["stages"]
+        return json.loads(line[at + 9 : end + 2]) if end > 0 else json.loads(line)["stages"]
     except (json.JSONDecodeError, KeyError):
-        stages = json.loads(line).get("stages")
-    if not isinstance(stages, list):
-        return
-    for i, (stage, rows_in, rows_out) in enumerate(stages):
-        if i == len(names):
-            names.append(stage)
-            rows.append([0, 0])
-        rows[i][0] += int(rows_in)
-        rows[i][1] += int(rows_out)
+        return json.loads(line).get("stages")
 
 
 def array_tasks(run_dir: str, submissions: list[dict[str, Any]], states: dict[str, str] | None) -> list[dict[str, Any]]:

@@ -291,30 +291,28 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
     raise SettingError(f"{name}={env[name]!r} is not a yes/no value; use 1 or 0")
 
 
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """A duration setting: a finite number of seconds >= 0, ``default`` when unset or empty."""
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingError(f"{name}={raw!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise SettingError(f"{name}={raw!r} must be a finite number >= 0")
+    return value
+
+
 def run_options(environ: Mapping[str, str] | None = None) -> RunOptions:
     """The run options the ``CURATOR_*`` variables set (see :class:`RunOptions`)."""
     env = os.environ if environ is None else environ
-    grace_raw = env.get("CURATOR_GRACE_SECONDS")
-    grace = 25.0
-    if grace_raw:
-        try:
-            grace = float(grace_raw)
-        except ValueError:
-            raise SettingError(f"CURATOR_GRACE_SECONDS={grace_raw!r} is not a number of seconds") from None
-        if not math.isfinite(grace) or grace < 0:
-            raise SettingError(f"CURATOR_GRACE_SECONDS={grace_raw!r} must be a finite number >= 0")
+    grace = _seconds(env, "CURATOR_GRACE_SECONDS", RunOptions.grace_seconds)
     window = _int(
         env, "CURATOR_LEDGER_WINDOW", minimum=1, fix="Set it to a number of records, 1 or more.", error=SettingError
     )
-    window_raw = env.get("CURATOR_LEDGER_WINDOW_SECONDS")
-    window_seconds = RunOptions.ledger_window_seconds
-    if window_raw:
-        try:
-            window_seconds = float(window_raw)
-        except ValueError:
-            raise SettingError(f"CURATOR_LEDGER_WINDOW_SECONDS={window_raw!r} is not a number of seconds") from None
-        if not math.isfinite(window_seconds) or window_seconds < 0:
-            raise SettingError(f"CURATOR_LEDGER_WINDOW_SECONDS={window_raw!r} must be a finite number >= 0")
+    window_seconds = _seconds(env, "CURATOR_LEDGER_WINDOW_SECONDS", RunOptions.ledger_window_seconds)
     return RunOptions(
         run_dir=env.get("CURATOR_RUN_DIR") or None,
         accept_new_inputs=_flag(env, "CURATOR_ACCEPT_NEW_INPUTS"),
