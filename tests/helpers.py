@@ -111,3 +111,26 @@ def kill_when_recorded(cmd: list[str], ledger: Path, timeout: float, window: int
     assert proc.poll() is None, f"the run ended before {ledger} recorded anything"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def arrays_match_local(
+    script: Path, args: list[str], ref: Path, out: Path, submit: list[str], phases: list[str]
+) -> None:
+    """Run the workflow ``script`` locally into ``ref``, then submit it to the real cluster into ``out`` with
+    the ``submit`` options (shards per phase); every phase's array must complete and the outputs match."""
+    import json
+
+    from slurmtools import wait_for_job
+
+    subprocess.run([sys.executable, str(script), *args, "--output", str(ref)], env=clean_env(), check=True,
+                   capture_output=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "curator_slurm.cli", "submit", str(script), *submit, "--json", "--", *args,
+         "--output", str(out)],
+        env=clean_env(), check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    jobs = {name: record["arrays"][0]["job_id"] for name, record in json.loads(proc.stdout).items()}
+    assert list(jobs) == phases
+    for name in phases:
+        assert set(wait_for_job(jobs[name], timeout=300).values()) == {"COMPLETED"}, name
+    assert_same_parquet(out, ref)

@@ -20,8 +20,7 @@ from curator_slurm.dedup.synthetic import near_duplicate_corpus, score_groups
 from curator_slurm.runs.ledger import iter_records
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter
-from helpers import REPO, assert_same_parquet, clean_env, kill_when_recorded, parquet_tables
-from slurmtools import wait_for_job
+from helpers import REPO, arrays_match_local, assert_same_parquet, clean_env, kill_when_recorded, parquet_tables
 
 DEDUP = REPO / "examples" / "dedup.py"
 PER_FILE = 250
@@ -103,18 +102,7 @@ def test_fuzzy_dedup_as_real_arrays(slurm_cluster: str, planted, tmp_path: Path)
     _, root = planted
     ref, out = tmp_path / "ref", tmp_path / "out"
     args = ["--fuzzy", "--input", str(root), "--buckets", "6"]
-    subprocess.run([sys.executable, str(DEDUP), *args, "--output", str(ref)], env=clean_env(), check=True,
-                   capture_output=True)  # fmt: skip
-    proc = subprocess.run(
-        [sys.executable, "-m", "curator_slurm.cli", "submit", str(DEDUP), "--shards", "4", "--phase-shards",
-         "candidates=3", "--json", "--", *args, "--output", str(out)],
-        env=clean_env(), check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    jobs = {name: record["arrays"][0]["job_id"] for name, record in json.loads(proc.stdout).items()}
-    assert list(jobs) == PHASES
-    for name in PHASES:
-        assert set(wait_for_job(jobs[name], timeout=300).values()) == {"COMPLETED"}, name
-    assert_same_parquet(out, ref)
+    arrays_match_local(DEDUP, args, ref, out, ["--shards", "4", "--phase-shards", "candidates=3"], PHASES)
 
 
 def test_estimated_jaccard_check_drops_weak_candidates(planted, tmp_path: Path) -> None:
