@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import xxhash
 
-from curator_slurm.runs.ledger import LEDGER_DIR, RunDir, ledger_file_name, load_status
+from curator_slurm.runs.ledger import LEDGER_DIR, ledger_file_name, load_status
+from curator_slurm.runs.rundir import RunDir
 from curator_slurm.slurm.env import ShardSpec
 
 #: One done record, as the run loop writes it (same keys, same order, compact separators).

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_slurm import EmptyTask, FileGroupTask, LocalExecutor, Pipeline, PipelineResult, ShardSpec
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import FilePartitioningStage
 from curator_slurm.stages.writers import TMP_MARK
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from curator_slurm.logs import ROOT
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, iter_records
+from curator_slurm.runs.ledger import iter_records
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "curate.py"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import curator_slurm.slurm.submit as submit_module
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.slurm.submit import ArrayChunk, SlurmCommandError, SubmitOptions, load_submissions, submit
 from helpers import EXAMPLE, REPO, clean_env, run_example
 from slurmtools import wait_for_job

@@ -12,8 +12,8 @@ from curator_slurm.backends.results import PipelineResult
 from curator_slurm.backends.run import BaseExecutor
 from curator_slurm.errors import PipelineBuildError, WorkerStartError
 from curator_slurm.logs import bound, ensure_logging
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, RunDir
 from curator_slurm.runs.options import RunOptions
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RunDir
 from curator_slurm.runs.sharding import check_source_ids
 from curator_slurm.slurm.env import ShardSpec
 from curator_slurm.stages.base import _NOT_FINGERPRINTED, PASSTHROUGH, CompositeStage, ProcessingStage

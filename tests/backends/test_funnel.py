@@ -11,7 +11,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from curator_slurm import LocalExecutor, Pipeline, ShardSpec
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, iter_records
+from curator_slurm.runs.ledger import iter_records
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import JsonlReader, ParquetWriter, ScoreFilter, WordCountFilter
 from helpers import clean_env
 

@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_slurm import LocalExecutor, Pipeline, PipelineFailedError, ShardSpec
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, load_status
+from curator_slurm.runs.ledger import load_status
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage
 from curator_slurm.tasks import DocumentBatch
 from helpers import logged

@@ -27,8 +27,9 @@ from curator_slurm.backends.results import PipelineResult, SourceResult
 from curator_slurm.backends.run import BaseExecutor
 from curator_slurm.backends.signals import GraceExpired
 from curator_slurm.errors import SettingError
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, load_status
+from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.options import RunOptions
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.runs.sharding import shard_of
 from curator_slurm.slurm.env import ray_expected_nodes
 from curator_slurm.stages import (

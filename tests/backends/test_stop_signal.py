@@ -9,7 +9,8 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, load_status
+from curator_slurm.runs.ledger import load_status
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from helpers import clean_env, read_tree
 from tallying import (
     reference_fixture,  # noqa: F401 - a fixture

@@ -15,9 +15,10 @@ import pytest
 
 from curator_slurm import LocalExecutor, Pipeline
 from curator_slurm.errors import SettingError
-from curator_slurm.runs import ledger as ledger_module
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, LedgerWriter, RunDir, iter_records, load_status
+from curator_slurm.runs import durable as durable_module
+from curator_slurm.runs.ledger import LedgerWriter, iter_records, load_status
 from curator_slurm.runs.options import RunOptions
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RunDir
 from curator_slurm.sample import make_corpus
 from curator_slurm.slurm.env import ShardSpec
 from curator_slurm.stages import JsonlReader, ParquetWriter
@@ -38,7 +39,7 @@ class SyncSpy:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, ledger_file: Path | None = None) -> None:
         self.events: list[tuple[str, str, int]] = []
         self.ledger_file = ledger_file
-        real_fsync, real_syncfs = os.fsync, ledger_module.syncfs
+        real_fsync, real_syncfs = os.fsync, durable_module.syncfs
 
         def fsync(fd: int) -> None:
             self.events.append(("fsync", _fd_path(fd), self.committed()))
@@ -49,7 +50,7 @@ class SyncSpy:
             real_syncfs(fd)
 
         monkeypatch.setattr(os, "fsync", fsync)
-        monkeypatch.setattr(ledger_module, "syncfs", syncfs)
+        monkeypatch.setattr(durable_module, "syncfs", syncfs)
 
     def committed(self) -> int:
         """Lines of the ledger file on disk (0 before it exists)."""
@@ -293,7 +294,7 @@ def test_without_syncfs_each_output_and_directory_is_fsynced(tmp_path: Path, mon
     outputs = _outputs(tmp_path / "out", 3)
     writer = LedgerWriter(str(tmp_path / "run"), ShardSpec.single(), window=3, sync="syncfs")
     spy = SyncSpy(monkeypatch, Path(writer.path))
-    monkeypatch.setattr(ledger_module, "syncfs", no_syncfs)
+    monkeypatch.setattr(durable_module, "syncfs", no_syncfs)
     for i, path in enumerate(outputs):
         writer.write({"source": f"s{i}", "status": "done", "outputs": [path]})
     writer.close()

@@ -14,7 +14,7 @@ import pytest
 
 from curator_slurm.backends.adapter import list_sources
 from curator_slurm.errors import RunDirError, ShardConfigError
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
+from curator_slurm.runs.ledger import iter_records, load_status
 from curator_slurm.runs.manifest import (
     SIZES_KEY,
     check_sources,
@@ -23,6 +23,7 @@ from curator_slurm.runs.manifest import (
     sources_table,
     write_manifest,
 )
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.slurm.env import ShardSpec
 from curator_slurm.stages import FilePartitioningStage
 from curator_slurm.tasks import FileGroupTask

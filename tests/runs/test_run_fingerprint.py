@@ -12,7 +12,8 @@ import pytest
 from curator_slurm import LocalExecutor, Pipeline, ShardSpec
 from curator_slurm.errors import RunDirError
 from curator_slurm.pipeline import fingerprint_params
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, load_status
+from curator_slurm.runs.ledger import load_status
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage
 from curator_slurm.tasks import DocumentBatch
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from curator_slurm.errors import RunDirError
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, load_status
+from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.local_array import run_local
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.runs.status import (
     array_tasks,
     check_run_dir,

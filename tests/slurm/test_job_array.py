@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, iter_records, load_status
+from curator_slurm.runs.ledger import iter_records, load_status
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from executors import requires_ray
 from helpers import EXAMPLE, read_tree, run_example
 from slurmtools import sbatch, wait_for_job

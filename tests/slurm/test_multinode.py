@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, iter_records
+from curator_slurm.runs.ledger import iter_records
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from helpers import EXAMPLE, clean_env, read_tree, run_example
 from slurmtools import wait_for_job
 

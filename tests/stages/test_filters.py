@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from curator_slurm import DocumentBatch, InputError, LocalExecutor, Pipeline, PipelineFailedError, ShardSpec
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import (
     DocumentFilter,
     JsonlReader,

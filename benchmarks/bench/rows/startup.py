@@ -87,7 +87,8 @@ def bench_manifest_startup(b: Bench) -> list[Row]:
     1,000,000 files (1,000 shards of 1,000; its tasks are recorded done in the ledger, so it reads its
     shard file, checks the run directory and ends), vs row 4's task with no work that lists a 1-file corpus.
     Target: at most 2 s, whatever the size of the manifest (the task reads only its shard's file)."""
-    from curator_slurm.runs.ledger import LedgerWriter, RunDir
+    from curator_slurm.runs.ledger import LedgerWriter
+    from curator_slurm.runs.rundir import RunDir
 
     files = 20_000 if b.quick else 1_000_000
     shards = files // 1000

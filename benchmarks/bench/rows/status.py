@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from curator_slurm import LocalExecutor
-from curator_slurm.runs.ledger import DEFAULT_RUN_DIR_NAME, RUN_FILE, SOURCES_FILE, source_record
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RUN_FILE, SOURCES_FILE, source_record
 from curator_slurm.tasks import content_id
 
 from ..context import Bench

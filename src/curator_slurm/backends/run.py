@@ -19,8 +19,8 @@ from curator_slurm.backends.results import PipelineResult, ProgressLog, SourceRe
 from curator_slurm.backends.signals import GraceExpired, StopSignal
 from curator_slurm.errors import Interrupted, PipelineFailedError
 from curator_slurm.logs import bound
-from curator_slurm.runs.ledger import RunDir
 from curator_slurm.runs.options import RunOptions
+from curator_slurm.runs.rundir import RunDir
 from curator_slurm.slurm.control import requeue
 from curator_slurm.slurm.env import ShardSpec
 from curator_slurm.stages.base import ProcessingStage

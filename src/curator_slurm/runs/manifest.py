@@ -69,7 +69,7 @@ class ManifestInfo:
     shards: int
     strategy: str
     count: int
-    #: As ``ledger.source_record`` makes it (count, digest, and weights_digest when balanced): what a task
+    #: As ``rundir.source_record`` makes it (count, digest, and weights_digest when balanced): what a task
     #: compares with the run directory's sources.json instead of listing every id.
     sources: dict[str, Any]
     #: Per shard: [task count, bytes (weight)].
@@ -149,9 +149,9 @@ def write_manifest(
     """Write the manifest of ``table`` (rows of :data:`SCHEMA`) for ``shards`` shards into ``directory``
     (which must not exist yet): built in a hidden sibling directory, fsynced, then renamed into place, so a
     task sees a whole manifest or none. ``assignment`` (one shard per row) defaults to ``strategy``'s.
-    ``sources`` (a ``ledger.source_record``) is what tasks check the run directory against; it defaults to
+    ``sources`` (a ``rundir.source_record``) is what tasks check the run directory against; it defaults to
     the record of ``table``'s ids, and a retry passes that of every planned task, not only the remaining ones."""
-    from curator_slurm.runs.ledger import source_record
+    from curator_slurm.runs.rundir import source_record
 
     if shards < 1:
         raise ShardConfigError(f"a manifest needs at least 1 shard, not {shards}")
@@ -339,7 +339,7 @@ def source_adapter(stage: Any, shard: ShardSpec, retry_backoff: float = 1.0) -> 
 def check_sources(run_dir_path: str, info: ManifestInfo, accept_new_inputs: bool) -> None:
     """The run directory's input check with a manifest: its recorded sources (count and digest of every
     id) against the run's sources.json, without reading every id."""
-    from curator_slurm.runs.ledger import SOURCES_FILE, _compare_sources, _write_once
+    from curator_slurm.runs.rundir import SOURCES_FILE, _compare_sources, _write_once
 
     have = _write_once(os.path.join(run_dir_path, SOURCES_FILE), info.sources)
     _compare_sources(run_dir_path, have, info.sources, "weights_digest" in info.sources, accept_new_inputs)

@@ -162,7 +162,7 @@ def manifest_note(info: Any, strategy: str | None) -> str:
 
 def planned_task_ids(run_dir: str) -> list[str]:
     """The source task ids of the plan `submit` wrote into ``run_dir``."""
-    from curator_slurm.runs.ledger import read_json
+    from curator_slurm.runs.rundir import read_json
 
     return [t[0] for t in read_json(os.path.join(run_dir, PLAN_FILE), PLAN_REMEDY)["tasks"]]
 
@@ -171,7 +171,7 @@ def check_before_submit(opts: Any, plan: dict[str, Any], manifest: bool = False)
     """What every array task would check as it starts, checked before sbatch (see ``check_submission``).
     With a ``manifest`` the sizes do not matter (the plan fixes who does what): only the ids are compared.
     ``opts`` is a :class:`~curator_slurm.slurm.submit.SubmitOptions`."""
-    from curator_slurm.runs.ledger import check_submission
+    from curator_slurm.runs.rundir import check_submission
 
     ids = [t[0] for t in plan["tasks"]]
     weights = [int(t[1]) for t in plan["tasks"]] if opts.strategy == "balanced" and not manifest else None

@@ -15,9 +15,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from curator_slurm.errors import OptionError
-from curator_slurm.runs.ledger import load_status, source_record
+from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.manifest import ManifestInfo, attach_manifest
 from curator_slurm.runs.plan import PLAN_FILE, check_before_submit, planned_task_ids, run_plan
+from curator_slurm.runs.rundir import source_record
 from curator_slurm.runs.sharding import write_source_list
 from curator_slurm.slurm.control import active_jobs
 from curator_slurm.slurm.phases import first_incomplete_phase, load_submission

@@ -1,0 +1,293 @@
+"""The run directory: which pipeline and inputs it belongs to, who works in it, and its ledger.
+
+Layout::
+
+    run.json              pipeline fingerprint (stage names and parameters), written once, atomically
+    sources.json          count and digest of the source task ids the first process saw
+    claims/               one file per shard being worked on (a second process of the same shard stops)
+    ledger/*.jsonl        the ledger (:mod:`curator_slurm.runs.ledger`)
+
+A process claims the directory with its pipeline's fingerprint (a different pipeline is refused, naming
+what differs), checks its source tasks against ``sources.json`` (inputs that changed are refused unless
+accepted), claims its shard, then reads the ledger for what is done and appends its own records.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import xxhash
+
+from curator_slurm.errors import RunDirError, ShardConfigError, is_out_of_space, out_of_space
+from curator_slurm.runs.ledger import LedgerState, LedgerWriter, load_status
+from curator_slurm.runs.options import RunOptions
+from curator_slurm.slurm.env import ShardSpec
+
+logger = logging.getLogger(__name__)
+
+
+RUN_FILE = "run.json"
+SOURCES_FILE = "sources.json"
+#: Claim files: ``claims/<job id>/step<step>-r<restart>-shard<i>of<n>``, one per shard done in a Slurm job step.
+CLAIMS_DIR = "claims"
+#: Where a run directory goes when none is given and the sink writes files: inside its output directory.
+DEFAULT_RUN_DIR_NAME = ".curator-run"
+
+
+def source_digest(task_ids: Sequence[str]) -> str:
+    """Order-independent digest of a set of source task ids."""
+    h = xxhash.xxh64(seed=0)
+    for t in sorted(task_ids):
+        h.update(t.encode("utf-8") + b"\n")
+    return h.hexdigest()
+
+
+#: What to do about a damaged file that runs write (run.json, sources.json).
+RERUN_REMEDY = "restore it, or delete it and run the pipeline again to write it afresh"
+
+
+def read_json(path: str, remedy: str) -> dict[str, Any]:
+    """A JSON file of the run directory. A damaged one (a full disk, an interrupted copy) is a
+    RunDirError that names the file and the place, and says what to do (``remedy``)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise RunDirError(f"{path}: not UTF-8 text (byte {e.start}); {remedy}") from e
+    except json.JSONDecodeError as e:
+        raise RunDirError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg}); {remedy}") from e
+    if not isinstance(value, dict):
+        raise RunDirError(f"{path}: holds a JSON {type(value).__name__}, not an object; {remedy}")
+    return value
+
+
+def _write_once(path: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Create ``path`` with ``payload`` unless it exists; return what the file holds.
+
+    The content goes to a hidden temporary file that is hard-linked into place, so a reader never sees
+    a half-written file and exactly one of many concurrent creators wins. When the file exists (every
+    process but the first), nothing is written at all; the temporary file never outlives the call.
+    """
+    if os.path.exists(path):
+        return read_json(path, RERUN_REMEDY)
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, f".{name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(payload, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(tmp, path)
+        return payload
+    except FileExistsError:
+        return read_json(path, RERUN_REMEDY)
+    except OSError as e:
+        if is_out_of_space(e):
+            raise out_of_space(e, directory) from e
+        raise
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+@dataclass
+class RunDir:
+    """A run directory: checks that it belongs to this pipeline and input set, and hands out the ledger."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+
+    def __repr__(self) -> str:
+        return f"RunDir({self.path!r})"
+
+    def claim(self, fingerprint: dict[str, Any]) -> None:
+        """Record the pipeline fingerprint, or check it matches the one recorded by the first process."""
+        os.makedirs(self.path, exist_ok=True)
+        want = {"fingerprint": fingerprint_digest(fingerprint), "pipeline": fingerprint}
+        have = _write_once(os.path.join(self.path, RUN_FILE), want)
+        if have.get("fingerprint") != want["fingerprint"]:
+            raise RunDirError(
+                f"{self.path} belongs to another pipeline: it was created by fingerprint {have.get('fingerprint')}, "
+                f"this pipeline is {want['fingerprint']}; {_difference(have.get('pipeline'), fingerprint)}. Use "
+                "another run directory (run_dir= or CURATOR_RUN_DIR) or delete it to start over."
+            )
+
+    def check_sources(
+        self, task_ids: Sequence[str], accept_new_inputs: bool = False, weights: Sequence[int] | None = None
+    ) -> None:
+        """Make sure this process sees the same source tasks as the first one did, and, when ``weights``
+        are given (the balanced strategy assigns by them), the same sizes."""
+        want = source_record(task_ids, weights)
+        have = _write_once(os.path.join(self.path, SOURCES_FILE), want)
+        _compare_sources(self.path, have, want, weights is not None, accept_new_inputs)
+
+    def claim_shard(self, shard: ShardSpec) -> None:
+        """Inside a Slurm job, record that this process does ``shard`` in this job step (a claim file
+        per shard and step under ``claims/<job id>/``); a second process of the same step that claims it
+        (two srun ranks given the same ``SLURM_PROCID``, or the script started twice in one batch step)
+        is refused, so the work is not done twice while another shard's is never done."""
+        job = shard.job
+        if not job.job_id:
+            return
+        step = job.step_id or "batch"
+        directory = os.path.join(self.path, CLAIMS_DIR, job.job_id)
+        os.makedirs(directory, exist_ok=True)
+        name = f"step{step}-r{job.restart_count}-shard{shard.index}of{shard.count}"
+        me = f"{job.host} {os.getpid()} procid={job.procid}"
+        path = os.path.join(directory, name)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            with open(path, encoding="utf-8") as f:
+                holder = f.read().strip()
+            if holder.split(" procid=")[0] == me.split(" procid=")[0]:
+                return  # this very process (a second pipeline of the same script)
+            if _ended_here(holder, job.host):  # an earlier run of the script in this step, since ended
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(me + "\n")
+                return
+            raise ShardConfigError(
+                f"{shard.label} is already being done by another process of job {job.job_id} step {step} ({holder}; "
+                f"this one: {me}); two processes of one step computed the same shard ({shard.origin}). Every task of "
+                "an srun step needs its own SLURM_PROCID (srun sets it: do not override it), and every array task "
+                "its own SLURM_ARRAY_TASK_ID / CURATOR_SHARD_INDEX; or start the script once per step"
+            ) from None
+        except OSError as e:
+            if is_out_of_space(e):
+                raise out_of_space(e, directory) from e
+            raise
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(me + "\n")
+
+    def state(self, shard: ShardSpec | None = None, task_ids: Iterable[str] | None = None) -> LedgerState:
+        """What the ledger says; with ``shard`` (and its source tasks ``task_ids``), what it says about that
+        shard's source tasks (and possibly more): only the files that can hold their records are read (see
+        :func:`load_status`)."""
+        return load_status(self.path, shard, task_ids)
+
+    def writer(self, shard: ShardSpec, options: RunOptions | None = None) -> LedgerWriter:
+        """This process's ledger writer, with the group-commit window of ``options``."""
+        options = options or RunOptions()
+        return LedgerWriter(self.path, shard, options.ledger_window, options.ledger_window_seconds)
+
+
+def _ended_here(holder: str, host: str) -> bool:
+    """Whether the claim ``holder`` (``host pid ...``) is a process of this host that no longer runs."""
+    parts = holder.split()
+    if len(parts) < 2 or parts[0] != host or not parts[1].isdigit():
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
+def source_record(task_ids: Sequence[str], weights: Sequence[int] | None = None) -> dict[str, Any]:
+    """What ``sources.json`` holds for these source task ids (and weights, under the balanced strategy)."""
+    want: dict[str, Any] = {"count": len(task_ids), "digest": source_digest(task_ids)}
+    if weights is not None:
+        want["weights_digest"] = source_digest([f"{t}\t{w}" for t, w in zip(task_ids, weights, strict=False)])
+    return want
+
+
+def check_submission(
+    run_dir: str,
+    fingerprint: dict[str, Any] | None,
+    task_ids: Sequence[str],
+    weights: Sequence[int] | None = None,
+    accept_new_inputs: bool = False,
+) -> None:
+    """Before any array is submitted into ``run_dir``: what every task would check as it starts (the
+    pipeline's fingerprint against ``run.json``, the listed source tasks against ``sources.json``), so a
+    submission that could only fail in every task is refused with the reason, not queued. Writes nothing."""
+    run_file = os.path.join(run_dir, RUN_FILE)
+    if fingerprint is not None and os.path.exists(run_file):
+        have = read_json(run_file, RERUN_REMEDY)
+        digest = fingerprint_digest(fingerprint)
+        if have.get("fingerprint") != digest:
+            raise RunDirError(
+                f"{run_dir} belongs to another pipeline: it was created by fingerprint {have.get('fingerprint')}, "
+                f"this pipeline is {digest}; {_difference(have.get('pipeline'), fingerprint)}. Every array task "
+                "would stop at once. Submit with another --run-dir (or output directory), or delete the run "
+                "directory to start over."
+            )
+    sources_file = os.path.join(run_dir, SOURCES_FILE)
+    if os.path.exists(sources_file):
+        have = read_json(sources_file, RERUN_REMEDY)
+        _compare_sources(run_dir, have, source_record(task_ids, weights), weights is not None, accept_new_inputs)
+
+
+def _compare_sources(
+    path: str, have: dict[str, Any], want: dict[str, Any], weighted: bool, accept_new_inputs: bool
+) -> None:
+    """Raise (or warn, when new inputs are accepted) if ``want`` lists other source tasks than ``have``."""
+    want = dict(want)
+    same_ids = have.get("digest") == want["digest"]
+    if same_ids:
+        if not weighted or have.get("weights_digest", want["weights_digest"]) == want["weights_digest"]:
+            return
+        want["digest"] = f"{want['digest']}, with other file sizes"
+    if not same_ids and have.get("count") == want["count"]:
+        message = (
+            f"{path}: this process lists the same number of source tasks as the first one "
+            f"({want['count']}) but with other ids (digest {have.get('digest')}, now {want['digest']}): the "
+            "source stage probably does not give deterministic ids (uuid4(), hash() of a string, a counter "
+            "over an unordered listing, a time stamp), so shards cannot agree on who does what"
+        )
+        if not accept_new_inputs:
+            raise RunDirError(
+                message + ". Derive each source task id from the work itself, e.g. "
+                "curator_slurm.tasks.content_id(*sorted_paths) or FileGroupTask.from_paths, then start over "
+                "with a new run directory. If the inputs were really renamed or replaced, use a new run "
+                "directory too."
+            )
+        logger.warning(message + "; going on because new inputs are accepted (outputs may be duplicated)")
+        return
+    message = (
+        f"{path}: the inputs changed since this run started: the first process saw {have.get('count')} "
+        f"source tasks (digest {have.get('digest')}), this one sees {want['count']} (digest {want['digest']})"
+    )
+    if not accept_new_inputs:
+        raise RunDirError(
+            message + ". Shards that list different inputs cannot split them exactly once. Restore the "
+            "inputs, use a new run directory, or set CURATOR_ACCEPT_NEW_INPUTS=1 to go on anyway."
+        )
+    logger.warning(message + "; going on because new inputs are accepted")
+
+
+def fingerprint_digest(fingerprint: dict[str, Any]) -> str:
+    return xxhash.xxh64_hexdigest(json.dumps(fingerprint, sort_keys=True, default=str).encode("utf-8"))
+
+
+def _difference(old: Any, new: dict[str, Any]) -> str:
+    """The first difference between two fingerprints, in words."""
+    if not isinstance(old, dict):
+        return "the recorded fingerprint is unreadable"
+    if old.get("id_scheme", 1) != new.get("id_scheme", 1):
+        return (
+            f"it was written with source-task id scheme {old.get('id_scheme', 1)} (1: absolute paths), this "
+            f"version uses scheme {new.get('id_scheme', 1)} (2: paths relative to the reader's root), so none of "
+            "its records can match"
+        )
+    if old.get("name") != new.get("name"):
+        return f"pipeline name was {old.get('name')!r}, now {new.get('name')!r}"
+    before, after = old.get("stages", []), new.get("stages", [])
+    if [s.get("name") for s in before] != [s.get("name") for s in after]:
+        return f"stages were {[s.get('name') for s in before]}, now {[s.get('name') for s in after]}"
+    for i, (b, a) in enumerate(zip(before, after, strict=True)):
+        for key in sorted(set(b.get("params", {})) | set(a.get("params", {}))):
+            was, now = b.get("params", {}).get(key), a.get("params", {}).get(key)
+            if was != now:
+                return f"stage {i} {a.get('name')!r}: {key} was {was!r}, now {now!r}"
+        if b.get("type") != a.get("type"):
+            return f"stage {i} {a.get('name')!r}: type was {b.get('type')}, now {a.get('type')}"
+    return "the fingerprints differ"

@@ -1,0 +1,155 @@
+"""What the done records of a run add up to, read file by file: the part of `status` that grows with
+the ledger (10 million records and more).
+
+Only the columns summed here are parsed, by pyarrow's JSON reader; a record's ``stages`` (for the funnel)
+only when the record counts. A ledger file is one writer's, so its records share one shard and one array
+task: each file adds to one shard's row. Each done source task counts once, with its last done record.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from curator_slurm.backends.results import FunnelRow, FunnelSum
+from curator_slurm.runs.ledger import complete_lines, ledger_files
+
+
+def shard_row(label: str, job: str | None) -> dict[str, Any]:
+    """A row of the status table for a shard that has recorded nothing yet."""
+    return {"shard": label, "done": 0, "failed": 0, "seconds": 0.0, "rows_in": 0, "job": job}
+
+
+#: The columns of a ledger record that `status` sums; the rest of a record is not parsed.
+_SUMMARY_SCHEMA = pa.schema(
+    [
+        ("source", pa.string()),
+        ("status", pa.string()),
+        ("shard", pa.string()),
+        ("seconds", pa.float64()),
+        ("rows_in", pa.int64()),
+        ("rows_out", pa.int64()),
+        ("time", pa.float64()),
+        ("array_job_id", pa.string()),
+        ("array_task_id", pa.string()),
+    ]
+)
+
+
+@dataclass
+class DoneSummary:
+    """What `status` shows of the done source tasks, summed while the ledger is read."""
+
+    done: int = 0
+    records: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    first_time: float = float("inf")
+    last_time: float = float("-inf")
+    shards: dict[str, dict[str, Any]] = field(default_factory=dict)
+    funnel: list[FunnelRow] = field(default_factory=list)
+
+
+def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
+    """Sum the done source tasks' records, shard by shard, in memory bounded by one ledger file.
+
+    Each done source task counts once, with its last done record (files in name order, lines in file
+    order, as ``load_status`` reads them). ``done`` is consumed: a source id leaves it when its record is
+    counted, so a 10-million-record ledger needs no second set. A ledger file is one writer's, so its
+    records share one shard and one array task; only the columns summed here are parsed (pyarrow's JSON
+    reader), and a record's ``stages`` only when the record counts."""
+    summary = DoneSummary()
+    funnel = FunnelSum()
+    for name in reversed(ledger_files(run_dir)):
+        table, lines = _summary_table(name)
+        if table is None or table.num_rows == 0:
+            continue
+        summary.records += table.num_rows
+        times = table.column("time").to_pylist()
+        known = [t for t in times if t is not None]
+        if known:
+            summary.first_time = min(summary.first_time, min(known))
+            summary.last_time = max(summary.last_time, max(known))
+        kept = []
+        statuses = table.column("status").to_pylist()
+        sources = table.column("source").to_pylist()
+        for i in range(table.num_rows - 1, -1, -1):  # the last done record of a source is the one counted
+            if statuses[i] == "done" and sources[i] in done:
+                done.discard(sources[i])
+                kept.append(i)
+        if not kept:
+            continue
+        picked = table.take(pa.array(kept, pa.int64()))
+        label = picked.column("shard")[0].as_py() or "?"
+        row = summary.shards.setdefault(label, shard_row(label, None))
+        row["done"] += len(kept)
+        row["seconds"] += float(pc.sum(picked.column("seconds")).as_py() or 0.0)
+        rows_in = int(pc.sum(picked.column("rows_in")).as_py() or 0)
+        row["rows_in"] += rows_in
+        summary.rows_in += rows_in
+        summary.rows_out += int(pc.sum(picked.column("rows_out")).as_py() or 0)
+        summary.done += len(kept)
+        job, task = picked.column("array_job_id")[0].as_py(), picked.column("array_task_id")[0].as_py()
+        if job:
+            row["job"] = f"{job}_{task}"
+        for i in kept:
+            funnel.add(_stages_of(lines[i]))
+    summary.funnel = funnel.rows()
+    if not summary.records:
+        summary.first_time = summary.last_time = 0.0
+    return summary
+
+
+def _summary_table(path: str) -> tuple[pa.Table | None, list[bytes]]:
+    """The summed columns of one ledger file and its record lines (row i of the table is line i)."""
+    data = complete_lines(path)
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    if not lines:
+        return None, []
+    try:
+        table = pj.read_json(
+            pa.BufferReader(data),
+            read_options=pj.ReadOptions(use_threads=False),
+            parse_options=pj.ParseOptions(explicit_schema=_SUMMARY_SCHEMA, unexpected_field_behavior="ignore"),
+        )
+    except pa.ArrowInvalid:  # a damaged line in the middle (or an odd value): record by record
+        table = None
+    if table is None or table.num_rows != len(lines):
+        records = []
+        for line in lines:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        lines = [json.dumps(r).encode() for r in records]
+        columns = {f.name: pa.array([_as(r.get(f.name), f.type) for r in records], f.type) for f in _SUMMARY_SCHEMA}
+        table = pa.table(columns, schema=_SUMMARY_SCHEMA)
+    return table, lines
+
+
+def _as(value: Any, kind: pa.DataType) -> Any:
+    if value is None:
+        return None
+    if kind == pa.string():
+        return str(value)
+    try:
+        return float(value) if kind == pa.float64() else int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _stages_of(line: bytes) -> Any:
+    """A done record's ``stages``, parsed from its slice of the line (the whole line if that fails)."""
+    at = line.find(b'"stages":')
+    if at < 0:  # a record written before records carried stages
+        return None
+    end = line.find(b"]]", at)
+    try:
+        return json.loads(line[at + 9 : end + 2]) if end > 0 else json.loads(line)["stages"]
+    except (json.JSONDecodeError, KeyError):
+        return json.loads(line).get("stages")
