@@ -28,8 +28,9 @@ from .backends.results import PipelineResult
 from .backends.run import BaseExecutor
 from .errors import CuratorError, PipelineBuildError
 from .pipeline import Pipeline, append_plan
-from .runs.ledger import DEFAULT_RUN_DIR_NAME, load_status
+from .runs.ledger import load_status
 from .runs.options import RunOptions
+from .runs.rundir import DEFAULT_RUN_DIR_NAME
 from .slurm.env import ShardSpec
 
 logger = logging.getLogger(__name__)
