@@ -35,7 +35,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -56,6 +56,7 @@ LEDGER_DIR = "ledger"
 _STATUS_SCHEMA = pa.schema([("source", pa.string()), ("status", pa.string())])
 
 
+@dataclass
 class LedgerState:
     """What the ledger says: done source ids, and the latest failure record of each failed one."""
 

@@ -18,7 +18,6 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import xxhash
@@ -96,7 +95,6 @@ def _write_once(path: str, payload: dict[str, Any]) -> dict[str, Any]:
             os.unlink(tmp)
 
 
-@dataclass
 class RunDir:
     """A run directory: checks that it belongs to this pipeline and input set, and hands out the ledger."""
 
