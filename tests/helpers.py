@@ -135,3 +135,18 @@ def arrays_match_local(
     for name in phases:
         assert set(wait_for_job(jobs[name], timeout=300).values()) == {"COMPLETED"}, name
     assert_same_parquet(out, ref)
+
+
+def kill_mid_phase_then_rerun(base: list[str], out: Path, ref: Path, phase: str, earlier: str, tasks: int) -> None:
+    """Run the workflow command ``base`` (without ``--output``) into ``ref``; run it into ``out`` and kill -9
+    it once phase ``phase`` (of ``tasks`` source tasks) has recorded some but not all of them; run it again:
+    the phase ``earlier`` records nothing more (its work is not redone) and ``out`` equals ``ref``."""
+    runs = out / ".curator-work" / ".curator-run"
+    subprocess.run([*base, "--output", str(ref)], env=clean_env(), check=True, capture_output=True)
+    kill_when_recorded([*base, "--output", str(out)], runs / phase / "ledger", timeout=180)
+    before = len(list(iter_records(str(runs / earlier))))
+    done = sum(r["status"] == "done" for r in iter_records(str(runs / phase)))
+    assert 0 < done < tasks, f"killed in the middle of the {phase} phase"
+    subprocess.run([*base, "--output", str(out)], env=clean_env(), check=True, capture_output=True)
+    assert len(list(iter_records(str(runs / earlier)))) == before, f"no {earlier} work redone"
+    assert_same_parquet(out, ref)

@@ -5,7 +5,6 @@ kill -9, and as real Slurm arrays."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,10 +16,14 @@ import pytest
 from curator_slurm import LocalExecutor, ShardSpec
 from curator_slurm.dedup.fuzzy import FuzzyDuplicates
 from curator_slurm.dedup.synthetic import near_duplicate_corpus, score_groups
-from curator_slurm.runs.ledger import iter_records
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter
-from helpers import REPO, arrays_match_local, assert_same_parquet, clean_env, kill_when_recorded, parquet_tables
+from helpers import (
+    REPO,
+    arrays_match_local,
+    kill_mid_phase_then_rerun,
+    parquet_tables,
+)
 
 DEDUP = REPO / "examples" / "dedup.py"
 PER_FILE = 250
@@ -85,16 +88,7 @@ def test_kill_9_in_the_candidates_phase_then_rerun(planted, tmp_path: Path) -> N
     _, root = planted
     out, ref = tmp_path / "out", tmp_path / "ref"
     base = [sys.executable, str(DEDUP), "--fuzzy", "--input", str(root), "--buckets", "200", "--workers", "1"]
-    subprocess.run([*base, "--output", str(ref)], env=clean_env(), check=True, capture_output=True)
-    ledger = out / ".curator-work" / ".curator-run" / "candidates" / "ledger"
-    kill_when_recorded([*base, "--output", str(out)], ledger, timeout=120)
-    first = out / ".curator-work" / ".curator-run" / "signatures"
-    before = len(list(iter_records(str(first))))
-    done = sum(r["status"] == "done" for r in iter_records(str(ledger.parent)))
-    assert 0 < done < 200
-    subprocess.run([*base, "--output", str(out)], env=clean_env(), check=True, capture_output=True)
-    assert len(list(iter_records(str(first)))) == before, "no signature work redone"
-    assert_same_parquet(out, ref)
+    kill_mid_phase_then_rerun(base, out, ref, "candidates", "signatures", tasks=200)
 
 
 @pytest.mark.slurm

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,10 +18,14 @@ from curator_slurm import LocalExecutor, ShardSpec
 from curator_slurm.dedup import minhash as mh
 from curator_slurm.dedup.fuzzy import FuzzyDuplicates
 from curator_slurm.dedup.synthetic import near_duplicate_corpus, score_groups
-from curator_slurm.runs.ledger import iter_records
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter
-from helpers import REPO, arrays_match_local, assert_same_parquet, clean_env, kill_when_recorded, parquet_tables
+from helpers import (
+    REPO,
+    arrays_match_local,
+    kill_mid_phase_then_rerun,
+    parquet_tables,
+)
 
 DEDUP = REPO / "examples" / "dedup.py"
 PER_FILE = 250
@@ -131,19 +134,9 @@ def test_exact_check_output_is_the_same_for_any_shards_per_phase(planted, tmp_pa
 def test_kill_9_in_the_verify_phase_then_rerun(planted, tmp_path: Path) -> None:
     _, root, _ = planted
     out, ref = tmp_path / "out", tmp_path / "ref"
-    # 400 buckets: the verify phase (about 10 ms a bucket) outlasts the ledger's first group commit (0.5 s)
     base = [sys.executable, str(DEDUP), "--fuzzy", "--input", str(root), "--buckets", "400", "--workers", "1",
             "--jaccard-threshold", str(THRESHOLD), "--jaccard-check", "exact"]  # fmt: skip
-    subprocess.run([*base, "--output", str(ref)], env=clean_env(), check=True, capture_output=True)
-    ledger = out / ".curator-work" / ".curator-run" / "verify" / "ledger"
-    kill_when_recorded([*base, "--output", str(out)], ledger, timeout=180)
-    earlier = out / ".curator-work" / ".curator-run" / "edge-shingles"
-    before = len(list(iter_records(str(earlier))))
-    done = sum(r["status"] == "done" for r in iter_records(str(ledger.parent)))
-    assert 0 < done < 400
-    subprocess.run([*base, "--output", str(out)], env=clean_env(), check=True, capture_output=True)
-    assert len(list(iter_records(str(earlier)))) == before, "no edge-shingles work redone"
-    assert_same_parquet(out, ref)
+    kill_mid_phase_then_rerun(base, out, ref, "verify", "edge-shingles", tasks=400)
 
 
 def test_exact_check_needs_a_threshold_and_a_known_name(tmp_path: Path) -> None:
