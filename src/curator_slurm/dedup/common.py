@@ -42,6 +42,24 @@ class SortedKeyWriter(SortedFileWriter):
         super().__init__(path, KEY, ROW_GROUP)
 
 
+def bucket_phase(
+    phase: str, workflow: str, bucket_dir: str, buckets: int, source: str, stage: ProcessingStage, out_dir: str
+) -> Phase:
+    """A phase with one source task per shuffle bucket: the bucket's rows (written by the phase ``source``
+    into ``bucket_dir``) through ``stage``, its result sorted by key into ``out_dir``."""
+    from ..pipeline import Pipeline
+    from ..shuffle import BucketReader, BucketSource
+
+    pipeline = (
+        Pipeline(f"{workflow}-{phase}")
+        .add_stage(BucketSource(bucket_dir, buckets, f"{workflow}/{source}"))
+        .add_stage(BucketReader())
+        .add_stage(stage)
+        .add_stage(SortedKeyWriter(out_dir))
+    )
+    return Phase(phase, pipeline, max_shards=buckets)
+
+
 def write_phase(name: str, reader: ProcessingStage, duplicates_dir: str, writer: BaseWriter) -> Phase:
     """The last phase of a dedup workflow: the input read again, without the listed documents, written."""
     from ..pipeline import Pipeline

@@ -28,13 +28,13 @@ import pyarrow as pa
 
 from ..errors import InputError
 from ..positions import document_positions
-from ..shuffle import BUCKET, BucketReader, BucketSource, BucketWriter, bucket_of
+from ..shuffle import BUCKET, BucketWriter, bucket_of
 from ..stages._kernels import _compute, call, cast, replace_regex
 from ..stages.base import ProcessingStage
 from ..stages.writers import BaseWriter
 from ..tasks import DocumentBatch
 from ..workflow import Phase, Workflow
-from .common import KEY, SortedKeyWriter, write_phase
+from .common import KEY, bucket_phase, write_phase
 
 DEFAULT_BUCKETS = 64
 
@@ -193,15 +193,7 @@ class ExactDuplicates(Workflow):
                 .add_stage(ExactHash(text_field, buckets, id_field, normalize))
                 .add_stage(BucketWriter(shuffle_dir)),
             ),
-            Phase(
-                "find",
-                Pipeline(f"{name}-find")
-                .add_stage(BucketSource(shuffle_dir, buckets, f"{name}/hash"))
-                .add_stage(BucketReader())
-                .add_stage(FindExactDuplicates(id_field))
-                .add_stage(SortedKeyWriter(duplicates_dir)),
-                max_shards=buckets,
-            ),
+            bucket_phase("find", name, shuffle_dir, buckets, "hash", FindExactDuplicates(id_field), duplicates_dir),
         ]
         if not identify_only:
             phases.append(write_phase(name, reader, duplicates_dir, writer))

@@ -38,14 +38,14 @@ import pyarrow as pa
 from .._lazy import LazyModule
 from ..errors import InputError
 from ..positions import ROW_BITS, document_positions
-from ..shuffle import BUCKET, BucketReader, BucketSource, BucketWriter, bucket_of
+from ..shuffle import BUCKET, BucketSource, BucketWriter, bucket_of
 from ..stages.base import ProcessingStage
 from ..stages.partitioning import input_root, list_files
 from ..stages.writers import BaseWriter
 from ..tasks import DocumentBatch, FileGroupTask
 from ..workflow import Phase, Workflow
 from . import minhash
-from .common import KEY, SortedKeyWriter, write_phase
+from .common import KEY, SortedKeyWriter, bucket_phase, write_phase
 from .exact import _reader_with_fields
 from .verify import EdgeShingles, VerifyEdges
 
@@ -260,14 +260,14 @@ class FuzzyDuplicates(Workflow):
                 .add_stage(MinHashBands(text_field, ngram, bands, rows, seed, buckets, verify))
                 .add_stage(BucketWriter(bands_dir, compression=SHUFFLE_COMPRESSION)),
             ),
-            Phase(
+            bucket_phase(
                 "candidates",
-                Pipeline(f"{name}-candidates")
-                .add_stage(BucketSource(bands_dir, buckets, f"{name}/bands"))
-                .add_stage(BucketReader())
-                .add_stage(CandidateEdges(jaccard_threshold if verify else None, endpoints=exact))
-                .add_stage(SortedKeyWriter(endpoints_dir if exact else edges_dir)),
-                max_shards=buckets,
+                name,
+                bands_dir,
+                buckets,
+                "bands",
+                CandidateEdges(jaccard_threshold if verify else None, endpoints=exact),
+                endpoints_dir if exact else edges_dir,
             ),
         ]
         if exact:
@@ -280,14 +280,8 @@ class FuzzyDuplicates(Workflow):
                     .add_stage(EdgeShingles(text_field, ngram, seed, endpoints_dir, buckets))
                     .add_stage(BucketWriter(shingles_dir, compression=SHUFFLE_COMPRESSION)),
                 ),
-                Phase(
-                    "verify",
-                    Pipeline(f"{name}-verify")
-                    .add_stage(BucketSource(shingles_dir, buckets, f"{name}/edge-shingles"))
-                    .add_stage(BucketReader())
-                    .add_stage(VerifyEdges(jaccard_threshold))
-                    .add_stage(SortedKeyWriter(edges_dir)),
-                    max_shards=buckets,
+                bucket_phase(
+                    "verify", name, shingles_dir, buckets, "edge-shingles", VerifyEdges(jaccard_threshold), edges_dir
                 ),
             ]
         phases.append(
