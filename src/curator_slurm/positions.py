@@ -14,18 +14,14 @@ are known only for batches whose rows are still those the reader read: ask befor
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from ._lazy import LazyModule
 from .errors import InputError
 from .stages._kernels import cast
 from .tasks import DocumentBatch, id_paths
-
-pq = LazyModule("pyarrow.parquet")
 
 #: Rows per file that a document key can tell apart: keys are ``file_index << ROW_BITS | row``.
 ROW_BITS = 32
@@ -67,7 +63,7 @@ def document_positions(batch: DocumentBatch) -> Positions:
     first = [0] * len(files)
     byte_range = meta.get("byte_range")
     if byte_range is not None:
-        first[0] = rows_before(files[0], int(byte_range[0]))
+        first[0] = rows_before(files[0], int(byte_range[0]), meta.get("row_counter"))
     indices = meta.get("file_indices") or list(range(len(files)))
     counts = np.asarray(file_rows, dtype=np.int64)
     starts = np.repeat(np.cumsum(counts) - counts, counts)
@@ -81,42 +77,17 @@ def document_positions(batch: DocumentBatch) -> Positions:
     )
 
 
-_BLANK_LINE = re.compile(rb"(?m)^[ \t\r\f\v]*\n")
-
-
-def rows_before(path: str, offset: int) -> int:
-    """How many documents of ``path`` come before byte ``offset`` (the start of a piece of a split file):
-    row groups wholly before it for Parquet, non-blank lines starting before it for JSONL (a piece reads
-    the lines and row groups that start inside it, so this is the row of its first document)."""
+def rows_before(path: str, offset: int, counter: type | None = None) -> int:
+    """How many documents of ``path`` come before byte ``offset`` (the start of a piece of a split file), as
+    the reader class ``counter`` numbers its records (its ``rows_before``); without one, by the file's
+    ending: row groups wholly before it for Parquet, non-blank lines starting before it for JSONL."""
     if offset <= 0:
         return 0
-    if path.endswith(".parquet"):
-        from .stages.readers import row_group_start
+    if counter is not None:
+        return int(counter.rows_before(path, offset))
+    from .stages.readers import jsonl_rows_before, parquet_rows_before
 
-        with pq.ParquetFile(path) as f:
-            meta = f.metadata
-            groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
-            return sum(g.num_rows for g in groups if row_group_start(g) < offset)
-    rows = 0
-    with open(path, "rb") as f:
-        left, carry = offset, b""
-        while left > 0:
-            chunk = f.read(min(left, 16 << 20))
-            if not chunk:
-                break
-            left -= len(chunk)
-            data = carry + chunk
-            cut = data.rfind(b"\n") + 1  # count whole lines only; the rest joins the next chunk
-            whole, carry = data[:cut], data[cut:]
-            rows += whole.count(b"\n") - len(_BLANK_LINE.findall(whole))
-        if carry:  # a line that starts before offset and runs past it belongs to the piece before
-            while not carry.strip() and not carry.endswith(b"\n"):
-                more = f.read(4096)
-                if not more:
-                    break
-                carry += more.split(b"\n", 1)[0] + (b"\n" if b"\n" in more else b"")
-            rows += bool(carry.strip())
-    return rows
+    return parquet_rows_before(path, offset) if path.endswith(".parquet") else jsonl_rows_before(path, offset)
 
 
 def relative_path(path: str, root: str | None) -> str:

@@ -19,7 +19,6 @@ hash would give about 2.7 collisions at that size).
 
 from __future__ import annotations
 
-import copy
 import os
 from typing import Any
 
@@ -31,6 +30,7 @@ from ..positions import document_positions
 from ..shuffle import BUCKET, BucketWriter, bucket_of
 from ..stages._kernels import _compute, call, cast, replace_regex
 from ..stages.base import ProcessingStage
+from ..stages.readers import FileReader
 from ..stages.writers import BaseWriter
 from ..tasks import DocumentBatch
 from ..workflow import Phase, Workflow
@@ -201,11 +201,10 @@ class ExactDuplicates(Workflow):
 
 
 def _reader_with_fields(reader: ProcessingStage, fields: list[str]) -> ProcessingStage:
-    """A copy of a JsonlReader/ParquetReader that reads only ``fields`` (the hash phase needs no more)."""
-    inner = getattr(reader, "reader", None)
-    if inner is None or not hasattr(inner, "fields"):
-        raise TypeError(f"the reader must be a JsonlReader or ParquetReader, got {type(reader).__name__}")
-    copied = copy.copy(reader)
-    copied.reader = copy.copy(inner)
-    copied.reader.fields = list(fields)
-    return copied
+    """A copy of a file reader (any :class:`FileReader`) that reads only ``fields`` (the hash phase needs no more)."""
+    if not isinstance(reader, FileReader):
+        raise TypeError(
+            f"the reader must be a FileReader (JsonlReader, ParquetReader or a subclass of "
+            f"curator_slurm.stages.FileReader), got {type(reader).__name__}"
+        )
+    return reader.with_fields(fields)

@@ -248,7 +248,8 @@ class FuzzyDuplicates(Workflow):
         endpoints_dir = os.path.join(work, "candidates")
         shingles_dir = os.path.join(work, "shuffle", "edge-shingles")
         duplicates_dir = writer.path if identify_only else os.path.join(work, "duplicates")
-        partitioner = reader.partitioner  # type: ignore[attr-defined]
+        signature_reader = _reader_with_fields(reader, [text_field])  # refuses a reader that is not a FileReader
+        partitioner = signature_reader.partitioner
         from ..pipeline import Pipeline
 
         verify = jaccard_threshold is not None and not exact
@@ -256,7 +257,7 @@ class FuzzyDuplicates(Workflow):
             Phase(
                 "signatures",
                 Pipeline(f"{name}-signatures")
-                .add_stage(_reader_with_fields(reader, [text_field]))
+                .add_stage(signature_reader)
                 .add_stage(MinHashBands(text_field, ngram, bands, rows, seed, buckets, verify))
                 .add_stage(BucketWriter(bands_dir, compression=SHUFFLE_COMPRESSION)),
             ),
@@ -276,7 +277,7 @@ class FuzzyDuplicates(Workflow):
                 Phase(
                     "edge-shingles",
                     Pipeline(f"{name}-edge-shingles")
-                    .add_stage(_reader_with_fields(reader, [text_field]))
+                    .add_stage(signature_reader)
                     .add_stage(EdgeShingles(text_field, ngram, seed, endpoints_dir, buckets))
                     .add_stage(BucketWriter(shingles_dir, compression=SHUFFLE_COMPRESSION)),
                 ),

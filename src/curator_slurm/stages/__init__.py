@@ -12,7 +12,7 @@ from .ids import AddId
 from .language import LanguageFilter
 from .modifiers import *  # noqa: F403
 from .partitioning import FilePartitioningStage
-from .readers import JsonlReader, JsonlReaderStage, ParquetReader, ParquetReaderStage
+from .readers import FileReader, FileReaderStage, JsonlReader, JsonlReaderStage, ParquetReader, ParquetReaderStage
 from .writers import JsonlWriter, ParquetWriter
 
 __all__ = [
@@ -20,6 +20,8 @@ __all__ = [
     "AddId",
     "CompositeStage",
     "FilePartitioningStage",
+    "FileReader",
+    "FileReaderStage",
     "JsonlReader",
     "JsonlReaderStage",
     "JsonlWriter",

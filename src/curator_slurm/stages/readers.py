@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -149,6 +151,46 @@ def read_parquet(path: str, fields: list[str] | None = None) -> pa.Table:
         return pq.read_table(path, columns=fields)
 
 
+_BLANK_LINE = re.compile(rb"(?m)^[ \t\r\f\v]*\n")
+
+
+def jsonl_rows_before(path: str, offset: int) -> int:
+    """How many records of a JSONL file start before byte ``offset``: non-blank lines that start before it
+    (a piece reads the lines that start inside it, so this is the row of its first document)."""
+    if offset <= 0:
+        return 0
+    rows = 0
+    with open(path, "rb") as f:
+        left, carry = offset, b""
+        while left > 0:
+            chunk = f.read(min(left, 16 << 20))
+            if not chunk:
+                break
+            left -= len(chunk)
+            data = carry + chunk
+            cut = data.rfind(b"\n") + 1  # count whole lines only; the rest joins the next chunk
+            whole, carry = data[:cut], data[cut:]
+            rows += whole.count(b"\n") - len(_BLANK_LINE.findall(whole))
+        if carry:  # a line that starts before offset and runs past it belongs to the piece before
+            while not carry.strip() and not carry.endswith(b"\n"):
+                more = f.read(4096)
+                if not more:
+                    break
+                carry += more.split(b"\n", 1)[0] + (b"\n" if b"\n" in more else b"")
+            rows += bool(carry.strip())
+    return rows
+
+
+def parquet_rows_before(path: str, offset: int) -> int:
+    """How many rows of a Parquet file lie in the row groups that start before byte ``offset``."""
+    if offset <= 0:
+        return 0
+    with pq.ParquetFile(path) as f:
+        meta = f.metadata
+        groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+        return sum(g.num_rows for g in groups if row_group_start(g) < offset)
+
+
 def row_group_start(group: Any) -> int:
     """The offset of a row group's first byte: its earliest column chunk page (a dictionary page comes
     before the data pages)."""
@@ -219,8 +261,15 @@ def _check_planned_sizes(task: FileGroupTask) -> None:
             )
 
 
-class _FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
-    """Reads every file of a group into one batch whose id is the group's id."""
+class FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
+    """The public base of file readers: reads every file of a group into one batch whose id is the group's id.
+
+    A subclass implements :meth:`read_file` (a whole file into a table, one row per document, in the file's
+    order) and, if its files can be cut into record-aligned byte ranges (``split_files``), :meth:`read_range`
+    (the records that *start* in ``[start, end)``) and :meth:`rows_before` (how many records start before an
+    offset). The base records which files each batch came from, so positions (relative path, record number),
+    ids and deduplication work for every reader without knowing its format.
+    """
 
     def __init__(self, fields: list[str] | None = None, schema: SchemaLike | None = None) -> None:
         self.fields = list(fields) if fields else None
@@ -232,10 +281,17 @@ class _FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
         raise NotImplementedError
 
     def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
+        """The records of ``path`` that start in ``[start, end)``; None when none does."""
         raise InputError(
             f"{path} (bytes {start}-{end}): {type(self).__name__} cannot read part of a file; "
             "partition these files without split_files"
         )
+
+    @classmethod
+    def rows_before(cls, path: str, offset: int) -> int:
+        """How many records of ``path`` start before byte ``offset``: the record number of the first record of
+        a piece that starts there. Only readers that read byte ranges need it."""
+        raise InputError(f"{path}: {cls.__name__} cannot count the records before byte {offset}")
 
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], []
@@ -257,10 +313,11 @@ class _FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
             table = _concat(tables, list(task.data))
         # files and file_rows (with root, file_indices and byte_range from the source task) are what
         # the positions module turns into each document's position, when a stage asks for it.
-        return task.derive(table, cls=DocumentBatch, files=list(task.data), file_rows=file_rows)
+        # row_counter: the class whose rows_before() numbers the records of a piece of a split file.
+        return task.derive(table, cls=DocumentBatch, files=list(task.data), file_rows=file_rows, row_counter=type(self))
 
 
-class JsonlReaderStage(_FileReaderStage):
+class JsonlReaderStage(FileReaderStage):
     name = "jsonl_reader"
 
     def read_file(self, path: str) -> pa.Table:
@@ -271,8 +328,12 @@ class JsonlReaderStage(_FileReaderStage):
     def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
         return read_jsonl(path, self.fields, (start, end), self._schema)
 
+    @classmethod
+    def rows_before(cls, path: str, offset: int) -> int:
+        return jsonl_rows_before(path, offset)
 
-class ParquetReaderStage(_FileReaderStage):
+
+class ParquetReaderStage(FileReaderStage):
     name = "parquet_reader"
 
     def read_file(self, path: str) -> pa.Table:
@@ -281,10 +342,20 @@ class ParquetReaderStage(_FileReaderStage):
     def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
         return read_parquet_range(path, start, end, self.fields)
 
+    @classmethod
+    def rows_before(cls, path: str, offset: int) -> int:
+        return parquet_rows_before(path, offset)
 
-class _Reader(CompositeStage[FileGroupTask, DocumentBatch]):
+
+class FileReader(CompositeStage[FileGroupTask, DocumentBatch]):
+    """The public base of reader composites: a :class:`FilePartitioningStage` (the source stage: lists the
+    files under ``file_paths`` and groups them into source tasks with deterministic ids) and a
+    :class:`FileReaderStage` (``reader_class``) that reads each group. A subclass sets ``reader_class``,
+    ``default_extensions`` and whether it ``can_split`` files into byte ranges; deduplication workflows take
+    any such reader (they call :meth:`with_fields` and use ``partitioner``)."""
+
     default_extensions: tuple[str, ...] = ()
-    reader_class: type[_FileReaderStage] = _FileReaderStage
+    reader_class: type[FileReaderStage] = FileReaderStage
     can_split = False  # whether the reader reads byte ranges (split_files)
     infers_types = False  # whether column types come from the data (so a schema can fix them)
 
@@ -322,8 +393,15 @@ class _Reader(CompositeStage[FileGroupTask, DocumentBatch]):
     def decompose(self) -> list[ProcessingStage]:
         return [self.partitioner, self.reader]
 
+    def with_fields(self, fields: list[str]) -> FileReader:
+        """A copy of this reader that reads only ``fields`` (e.g. a dedup hash phase needs only the text)."""
+        copied = copy.copy(self)
+        copied.reader = copy.copy(self.reader)
+        copied.reader.fields = list(fields)
+        return copied
 
-class JsonlReader(_Reader):
+
+class JsonlReader(FileReader):
     """Read JSONL files (plain or compressed) into document batches, one batch per file group, or
     per piece of a file with ``split_files=True`` and ``blocksize``."""
 
@@ -334,7 +412,7 @@ class JsonlReader(_Reader):
     infers_types = True
 
 
-class ParquetReader(_Reader):
+class ParquetReader(FileReader):
     """Read Parquet files into document batches, one batch per file group, or per piece of a file with
     ``split_files=True`` and ``blocksize``: a piece reads the row groups that start in it."""
 
