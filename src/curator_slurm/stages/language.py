@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from .._lazy import LazyModule
 from ..errors import InputError
+from ..extras import require
 from ..tasks import DocumentBatch
 from ._kernels import call, cast, filter_table, replace_regex
 from .base import PASSTHROUGH, ProcessingStage
@@ -88,6 +89,7 @@ class LanguageFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         invert: bool = False,
         best_effort: bool = False,
     ) -> None:
+        require("pycld2", "LanguageFilter")
         if isinstance(languages, str):
             languages = [languages]
         self.languages = sorted({code.lower() for code in languages}) if languages is not None else None

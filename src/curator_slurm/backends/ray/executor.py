@@ -15,6 +15,7 @@ from curator_slurm.backends.ray.session import SessionOptions, connect, disconne
 from curator_slurm.backends.ray.worker import kill, setup_result, start_actor, teardown
 from curator_slurm.backends.results import SourceResult
 from curator_slurm.backends.run import BaseExecutor, StopCheck
+from curator_slurm.extras import require
 from curator_slurm.logs import bound
 from curator_slurm.slurm.env import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
@@ -49,6 +50,7 @@ class RayExecutor(BaseExecutor):
         fuse: bool = True,
         node_wait_seconds: float = 300.0,
     ) -> None:
+        require("ray", "RayExecutor")
         for name, value in (
             ("num_cpus", num_cpus),
             ("max_in_flight", max_in_flight),

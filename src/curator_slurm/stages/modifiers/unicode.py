@@ -11,6 +11,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from ..._lazy import LazyModule
+from ...extras import load, require
 from .._kernels import call
 from .base import DocumentModifier
 
@@ -77,14 +78,12 @@ class UnicodeReformatter(DocumentModifier):
                 f"UnicodeReformatter(normalization={self.options.get('normalization')!r}): use 'NFC', 'NFD', "
                 "'NFKC', 'NFKD' or None"
             )
+        require("ftfy", "UnicodeReformatter")
         self._fix: Callable[[str], str] | None = None
 
     def _fixer(self) -> Callable[[str], str]:
         if self._fix is None:
-            try:
-                import ftfy
-            except ImportError as e:  # pragma: no cover - ftfy is a dependency
-                raise ImportError("UnicodeReformatter needs ftfy: pip install ftfy") from e
+            ftfy = load("ftfy", "UnicodeReformatter")
             config = ftfy.TextFixerConfig(**self.options)
             fix_text = ftfy.fix_text
             self._fix = lambda text: fix_text(text, config=config)
