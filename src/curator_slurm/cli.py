@@ -29,7 +29,14 @@ from curator_slurm.runs.plan import (
     save_plan,
     shard_loads,  # noqa: F401 - the benchmarks import it from here
 )
-from curator_slurm.runs.status import failure_rows, format_failures, status_report, workflow_phase_dirs
+from curator_slurm.runs.status import (
+    damaged_inputs,
+    failure_rows,
+    format_damaged,
+    format_failures,
+    status_report,
+    workflow_phase_dirs,
+)
 from curator_slurm.slurm.options import SubmitOptions, add_option_arguments, option_values
 from curator_slurm.slurm.phases import (
     parse_phase_shards,
@@ -241,10 +248,12 @@ def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
                 code = max(code, cmd_failures(argparse.Namespace(**{**vars(args), "run_dir": directory}), []))
         return code
     rows, tasks = failure_rows(args.run_dir)
+    damaged = damaged_inputs(args.run_dir)  # done tasks whose input was damaged (stages.notes)
     if args.json:
-        _print_json([r if args.traceback else {k: v for k, v in r.items() if k != "traceback"} for r in rows + tasks])
+        listed = [r if args.traceback else {k: v for k, v in r.items() if k != "traceback"} for r in rows + tasks]
+        _print_json(listed + [{"damaged": d} for d in damaged])
     else:
-        print(format_failures(rows, tasks, args.traceback))
+        print("\n".join([format_failures(rows, tasks, args.traceback), *format_damaged(damaged)]))
     return 0
 
 

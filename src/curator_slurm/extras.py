@@ -24,6 +24,7 @@ EXTRA_OF: dict[str, str] = {
     "trafilatura": "web",
     "resiliparse": "web",
     "justext": "web",
+    "lxml_html_clean": "web",
     "tokenizers": "tokenize",
     "spacy": "fineweb",
     "fsspec": "fsspec",

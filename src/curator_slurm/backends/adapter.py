@@ -19,6 +19,7 @@ from curator_slurm.backends.retry import NOT_RETRIED, failed_task, retry_delay, 
 from curator_slurm.runs.sharding import Selection, check_source_ids, read_source_list, select
 from curator_slurm.slurm.env import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.stages.notes import NOTES_KEY, merge_notes
 from curator_slurm.stages.writers import LINEAGE_KEY
 from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, NoneTask, Task
 
@@ -83,6 +84,9 @@ class BaseStageAdapter:
                 outputs.append(self._wrong_type(source, wrong))
                 continue
             outputs.extend(self._with_lineage(source, items))
+            for item in items:
+                if isinstance(item, Task) and NOTES_KEY in item.metadata:  # this stage's notes, counted once
+                    merge_notes(self.stats.notes, item.metadata.pop(NOTES_KEY))
         if self.stage.is_source_stage:
             outputs = self._shard_filter(outputs)
         elapsed = time.perf_counter() - start

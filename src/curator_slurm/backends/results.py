@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.stages.notes import merge_notes
 from curator_slurm.tasks import FailedTask, FileGroupTask, Task
 
 
@@ -23,6 +24,8 @@ class StageStats:
     rows_out: int = 0
     seconds: float = 0.0
     failures: int = 0
+    #: What the stage noted on its outputs (``stages.notes``): counts by cause, damaged inputs.
+    notes: dict[str, Any] = field(default_factory=dict)
 
     def add(self, other: StageStats) -> None:
         self.tasks_in += other.tasks_in
@@ -31,6 +34,7 @@ class StageStats:
         self.rows_out += other.rows_out
         self.seconds += other.seconds
         self.failures += other.failures
+        merge_notes(self.notes, other.notes)
 
 
 @dataclass

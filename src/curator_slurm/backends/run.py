@@ -24,6 +24,7 @@ from curator_slurm.runs.rundir import RunDir
 from curator_slurm.slurm.control import requeue
 from curator_slurm.slurm.env import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.stages.notes import merge_notes
 from curator_slurm.tasks import FailedTask, Task
 
 #: ``should_stop()``: whether to start no new source task (a :class:`StopSignal` in a run).
@@ -218,7 +219,7 @@ def _ledger(run_dir: RunDir | None, shard: ShardSpec, options: RunOptions) -> It
 def ledger_record(result: SourceResult) -> dict[str, Any]:
     """The ledger record of one finished source task."""
     if result.failure is None:
-        return {
+        record = {
             "source": result.source_id,
             "status": "done",
             "outputs": result.outputs,
@@ -229,6 +230,12 @@ def ledger_record(result: SourceResult) -> dict[str, Any]:
             # Rows in and out of every stage after the source, for the run's funnel (`status`).
             "stages": [[s.name, s.rows_in, s.rows_out] for s in result.stats],
         }
+        notes: dict[str, Any] = {}
+        for s in result.stats:  # why stages dropped documents, and damaged inputs (stages.notes)
+            merge_notes(notes, s.notes, prefix=f"{s.name}: ")
+        if notes:
+            record["notes"] = notes
+        return record
     f = result.failure
     return {
         "source": result.source_id,

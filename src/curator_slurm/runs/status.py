@@ -123,6 +123,7 @@ def collect_status(run_dir: str) -> dict[str, Any]:
         "ended_tasks": ended,
         "last_submission_failed": sum(1 for t in ended if t["submission"] == last),
         "funnel": [row.as_dict() for row in summary.funnel],
+        "notes": summary.notes,
     }
 
 
@@ -237,6 +238,7 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
         for row in status["funnel"]:
             dropped = row["dropped"] if row["rows_in"] else "-"
             lines.append(f"  {row['stage']:<45} {row['rows_in']:>10} {row['rows_out']:>10} {dropped:>10}")
+    lines.extend(format_notes(status.get("notes") or {}))
     if status["job_states"] is not None:
         states = ", ".join(f"{n} {s}" for s, n in sorted(status["job_states"].items())) or "none known to Slurm"
         lines.append(f"array tasks of jobs {', '.join(status['jobs']) or '-'}: {states}")
@@ -273,6 +275,30 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
                 f"{s['job'] or '-'}{state}"
             )
     return "\n".join(lines)
+
+
+def format_notes(notes: dict[str, Any]) -> list[str]:
+    """The lines of `status` that say why stages dropped documents and which inputs were damaged."""
+    lines = []
+    if notes.get("counts"):
+        lines.append("noted by stages (documents skipped or dropped, by cause):")
+        lines.extend(f"  {cause:<60} {n:>10}" for cause, n in sorted(notes["counts"].items()))
+    lines.extend(format_damaged(notes.get("damaged") or []))
+    return lines
+
+
+def format_damaged(damaged: list[dict[str, Any]]) -> list[str]:
+    """One line per damaged input: the file, the byte offset of the damage and the error."""
+    if not damaged:
+        return []
+    lines = [f"{len(damaged)} damaged input(s); the records before the damage were kept, the rest not read:"]
+    lines.extend(f"- {d.get('file')} at byte {d.get('offset')}: {d.get('error')}" for d in damaged)
+    return lines
+
+
+def damaged_inputs(run_dir: str) -> list[dict[str, Any]]:
+    """The damaged inputs the done source tasks of ``run_dir`` noted (file, offset, error, source)."""
+    return list(collect_status(run_dir)["notes"].get("damaged") or [])
 
 
 def failure_rows(run_dir: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

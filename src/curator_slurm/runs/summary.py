@@ -18,6 +18,7 @@ import pyarrow.json as pj
 
 from curator_slurm.backends.results import FunnelRow, FunnelSum
 from curator_slurm.runs.ledger import complete_lines, ledger_files
+from curator_slurm.stages.notes import merge_notes
 
 
 def shard_row(label: str, job: str | None) -> dict[str, Any]:
@@ -53,6 +54,8 @@ class DoneSummary:
     last_time: float = float("-inf")
     shards: dict[str, dict[str, Any]] = field(default_factory=dict)
     funnel: list[FunnelRow] = field(default_factory=list)
+    #: The done records' notes summed (``stages.notes``): why stages dropped documents, damaged inputs.
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
@@ -99,6 +102,8 @@ def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
             row["job"] = f"{job}_{task}"
         for i in kept:
             funnel.add(_stages_of(lines[i]))
+            if b'"notes":' in lines[i]:  # rare: only records of stages that noted something
+                _add_notes(summary.notes, lines[i])
     summary.funnel = funnel.rows()
     if not summary.records:
         summary.first_time = summary.last_time = 0.0
@@ -141,6 +146,17 @@ def _as(value: Any, kind: pa.DataType) -> Any:
         return float(value) if kind == pa.float64() else int(value)
     except (TypeError, ValueError):
         return None
+
+
+def _add_notes(into: dict[str, Any], line: bytes) -> None:
+    """Add a done record's notes to ``into``; each damaged input names the source task that read it."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return
+    notes = record.get("notes") or {}
+    damaged = [{**d, "source": record.get("source")} for d in notes.get("damaged") or []]
+    merge_notes(into, {"counts": notes.get("counts"), "damaged": damaged})
 
 
 def _stages_of(line: bytes) -> Any:

@@ -7,12 +7,15 @@ there is exported here too.
 
 from . import filters, modifiers
 from .base import PASSTHROUGH, CompositeStage, ProcessingStage, Resources
+from .extract_justext import JusTextExtractor
+from .extractors import HtmlExtractor, ResiliparseExtractor, TrafilaturaExtractor
 from .filters import *  # noqa: F403
 from .ids import AddId
 from .language import LanguageFilter
 from .modifiers import *  # noqa: F403
 from .partitioning import FilePartitioningStage
 from .readers import FileReader, FileReaderStage, JsonlReader, JsonlReaderStage, ParquetReader, ParquetReaderStage
+from .warc import WarcReader, WarcReaderStage, WetReader, WetReaderStage
 from .writers import JsonlWriter, ParquetWriter
 
 __all__ = [
@@ -22,15 +25,23 @@ __all__ = [
     "FilePartitioningStage",
     "FileReader",
     "FileReaderStage",
+    "HtmlExtractor",
     "JsonlReader",
     "JsonlReaderStage",
     "JsonlWriter",
+    "JusTextExtractor",
     "LanguageFilter",
     "ParquetReader",
     "ParquetReaderStage",
     "ParquetWriter",
     "ProcessingStage",
+    "ResiliparseExtractor",
     "Resources",
+    "TrafilaturaExtractor",
+    "WarcReader",
+    "WarcReaderStage",
+    "WetReader",
+    "WetReaderStage",
     *filters.__all__,
     *modifiers.__all__,
 ]

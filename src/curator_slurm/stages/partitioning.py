@@ -90,10 +90,13 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
     into byte ranges of at most ``blocksize``, each its own source task: one huge file then no longer
     makes one shard (or one worker) the last to finish. The JSONL reader reads the lines that start
     in its range, the Parquet reader the row groups that start in it. Compressed files cannot be
-    split and stay whole.
+    split and stay whole, except those whose endings the reader names in ``splittable_endings``.
     """
 
     name = "file_partitioning"
+    #: Compressed endings whose files can still be cut at record boundaries (a reader sets it: the WARC
+    #: reader's multi-member ``.warc.gz``); other compressed files stay whole.
+    splittable_endings: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -142,7 +145,7 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
             whole_but_large = 0
             for f in files:
                 if sizes[f] > self.blocksize and self.split_files:
-                    if f.endswith(COMPRESSED_ENDINGS):
+                    if f.endswith(COMPRESSED_ENDINGS) and not f.endswith(self.splittable_endings):
                         whole_but_large += 1
                     else:
                         if current:
