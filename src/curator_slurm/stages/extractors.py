@@ -157,12 +157,12 @@ class HtmlExtractor(ProcessingStage[DocumentBatch, DocumentBatch]):
         except TimeLimitExpired:
             return None, {}, self._cause(f"time limit ({self.time_limit} s) expired", url, None)
         except Exception as e:  # counted with its real cause; one sample logged
-            return None, {}, self._cause(f"{type(e).__name__} in {self.library}", url, e)
+            return None, {}, self._cause(f"{type(e).__name__} in {self.library.split('.')[0]}", url, e)
         if isinstance(result, Rejected):
             return None, {}, result.cause
         text, values = result if isinstance(result, tuple) else (result, {})
         if not text:
-            return None, {}, f"no text found by {self.library}"
+            return None, {}, f"no text found by {self.library.split('.')[0]}"
         return text, values, None
 
     def _cause(self, cause: str, url: str | None, error: BaseException | None) -> str:
