@@ -17,6 +17,7 @@ from .sharded import bench_sharded_cpu
 from .sharding import bench_balance, bench_select
 from .startup import bench_empty_shard, bench_manifest_startup
 from .status import bench_status
+from .web import bench_web_datatrove, bench_web_loop, bench_web_workers, datatrove_python
 
 
 @dataclass(frozen=True)
@@ -42,5 +43,9 @@ GROUPS: list[Group] = [
     Group(("10a", "10b", "10c", "10d"), bench_exact_dedup),
     Group(("13a", "13b", "13c", "13d", "13e"), bench_fuzzy_workflow),
     Group(tuple(f"h{i}" for i in range(1, 25)), bench_filters),
+    Group(("w1a", "w1b", "w1c", "w3"), bench_web_loop),
+    Group(("w2",), bench_web_workers),
 ]
+if datatrove_python() is not None:  # w4 needs a venv with datatrove (CURATOR_BENCH_DATATROVE); none in CI
+    GROUPS.append(Group(("w4",), bench_web_datatrove))
 ROW_KEYS: tuple[str, ...] = tuple(k for g in GROUPS for k in g.keys)
