@@ -21,6 +21,9 @@ Rows:
 14. An array task with nothing left to do whose shard comes from a 1,000,000-file manifest (1,000
     shards) vs row 4's task listing a 1-file corpus: wall seconds, target <= 2 s (the value is A).
 7.  Peak RSS of the demo job on a 10x larger corpus (same file size, more files) vs the base corpus.
+w1a-w1c. WARC -> text (Trafilatura, Resiliparse, jusText) on LocalExecutor(workers=1) vs a bare loop (FastWARC,
+    the same library call, JSONL writes), docs/s; w2: examples/extract.py --workers 2 vs 1; w3: Resiliparse vs
+    Trafilatura docs/s; w4 (with CURATOR_BENCH_DATATROVE): datatrove's WarcReader + Trafilatura beside ours.
 h1-h24. Each heuristic filter (NeMo Curator's 23 and SymbolRatioFilter): MB/s of its column API vs the
     same filter as a plain Python function per document, on web-like English text, one core.
 
