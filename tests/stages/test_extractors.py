@@ -97,15 +97,31 @@ def test_resiliparse_gives_resiliparses_own_output(python_warc: Path, python_pag
     check_against(python_warc, python_pages, ResiliparseExtractor(), tmp_path, one)
 
 
+def nemo_paragraphs(html: str, stop_list: frozenset[str]) -> list:  # type: ignore[type-arg]
+    """jusText's paragraphs as NeMo Curator's JusTextExtractor classifies them (its defaults): jusText's steps,
+    the context-free classes copied before the context-sensitive revision."""
+    import justext
+    import lxml.sax
+
+    handler = justext.core.ParagraphMaker()
+    lxml.sax.saxify(justext.core.preprocessor(justext.core.html_to_dom(html)), handler)
+    paragraphs = handler.paragraphs
+    justext.core.classify_paragraphs(paragraphs, stop_list, 70, 200, 0.3, 0.32, 0.2, False)
+    for p in paragraphs:
+        p.class_type = p.cf_class
+    justext.core.revise_paragraph_classification(paragraphs, 200)
+    return paragraphs
+
+
 def test_justext_gives_justexts_own_output_for_english(
     python_warc: Path, python_pages: list[Path], tmp_path: Path
 ) -> None:
-    """Each English page's text is jusText's non-boilerplate paragraphs (English stop list, NeMo's parameters)
-    joined by blank lines; a page with none is dropped and counted."""
+    """Each English page's text is jusText's non-boilerplate paragraphs (English stop list, NeMo's parameters
+    and order of steps) joined by blank lines; a page with none is dropped and counted."""
     import justext
 
     def one(html: str) -> str:
-        paragraphs = justext.justext(html, justext.get_stoplist("English"), 70, 200, 0.3, 0.32, 0.2, 200, False)
+        paragraphs = nemo_paragraphs(html, justext.get_stoplist("English"))
         return "\n\n".join(p.text for p in paragraphs if not p.is_boilerplate)
 
     check_against(python_warc, python_pages, JusTextExtractor(), tmp_path, one)
@@ -147,7 +163,7 @@ def test_justext_keeps_non_english_pages_with_their_stop_lists(tmp_path: Path) -
         row = by_url[f"https://{package}/{page}"]
         assert row["language"] == language
         html = (html_root(package) / page).read_bytes().decode()
-        paragraphs = justext.justext(html, justext.get_stoplist(stoplist) if stoplist else frozenset())
+        paragraphs = nemo_paragraphs(html, justext.get_stoplist(stoplist) if stoplist else frozenset())
         expected = [p.text for p in paragraphs if stoplist is None or not p.is_boilerplate]
         assert row["text"] == "\n\n".join(expected)
 

@@ -66,16 +66,17 @@ def _one_page(name: str) -> Callable[[], Callable[[str], str | None]]:
     def justext() -> Callable[[str], str | None]:
         import justext as j
 
-        from curator_slurm.stages.extract_justext import detect_language, stop_lists
+        from curator_slurm.stages.extract_justext import classify, detect_language, stop_lists
 
         lists = stop_lists()
+        options = JusTextExtractor()  # NeMo's parameters, read by classify()
 
         def one(html: str) -> str | None:
             language = detect_language(html)
             if language not in lists:
                 return None
             keep_all = language in ("THAI", "CHINESE", "JAPANESE", "KOREAN")
-            paragraphs = j.justext(html, lists[language])
+            paragraphs = classify(j, html, lists[language], options)
             return "\n\n".join(p.text for p in paragraphs if keep_all or not p.is_boilerplate) or None
 
         return one

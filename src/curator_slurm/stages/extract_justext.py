@@ -4,6 +4,8 @@ that language's stop list, and the paragraphs it does not call boilerplate are t
 NeMo Curator's decisions, kept (``nemo_curator/download/commoncrawl.py``: ``JusTextExtractor``,
 ``get_stop_list_dict``, ``CommonCrawlWARCExtractor.extract``):
 
+- the paragraphs are classified with jusText's own steps in NeMo's order (see :func:`classify`), which keeps a
+  few headings and short paragraphs that ``justext.justext`` drops;
 - the language is CLD2's first guess on the whole decoded page (markup included), upper-cased, with control
   characters removed and CLD2 asked again if it refuses the text;
 - the stop lists are jusText's own for every language it has but Latin ("yields a lot of low quality
@@ -49,6 +51,35 @@ def stop_lists() -> dict[str, frozenset[str]]:
     lists.pop("LATIN", None)
     lists.update({name: frozenset() for name in ADDED_LANGUAGES})
     return lists
+
+
+def classify(justext: Any, html: str, stop_list: frozenset[str], options: Any) -> list[Any]:
+    """jusText's paragraphs of ``html``, classified as NeMo Curator does it: jusText's own steps (DOM,
+    preprocessor, paragraphs, context-free classes, context-sensitive revision), with the context-free classes
+    copied to the final ones *before* the revision. ``justext.justext`` copies them inside the revision's first
+    loop, so a heading looks ahead at paragraphs not yet copied and never becomes near-good there: NeMo's
+    order keeps such headings and the short paragraphs next to them."""
+    import lxml.sax
+
+    core = justext.core
+    dom = core.preprocessor(core.html_to_dom(html))
+    handler = core.ParagraphMaker()
+    lxml.sax.saxify(dom, handler)
+    paragraphs = handler.paragraphs
+    core.classify_paragraphs(
+        paragraphs,
+        stop_list,
+        options.length_low,
+        options.length_high,
+        options.stopwords_low,
+        options.stopwords_high,
+        options.max_link_density,
+        options.no_headings,
+    )
+    for paragraph in paragraphs:
+        paragraph.class_type = paragraph.cf_class
+    core.revise_paragraph_classification(paragraphs, options.max_heading_distance)
+    return paragraphs
 
 
 def detect_language(html: str) -> str:
@@ -102,17 +133,7 @@ class JusTextExtractor(HtmlExtractor):
         language = detect_language(html)
         if language not in self._lists:
             return Rejected(f"no stop list for language {language}")
-        paragraphs = self._module.justext(
-            html,
-            self._lists[language],
-            length_low=self.length_low,
-            length_high=self.length_high,
-            stopwords_low=self.stopwords_low,
-            stopwords_high=self.stopwords_high,
-            max_link_density=self.max_link_density,
-            max_heading_distance=self.max_heading_distance,
-            no_headings=self.no_headings,
-        )
+        paragraphs = classify(self._module, html, self._lists[language], self)
         drop = self.is_boilerplate if self.is_boilerplate is not None else language not in NON_SPACED_LANGUAGES
         text = "\n\n".join(p.text for p in paragraphs if not (drop and p.is_boilerplate))
         return (text, {"language": language}) if text else None
