@@ -212,3 +212,29 @@ def test_wet_reader_reads_conversion_records(tmp_path: Path) -> None:
     rows = sorted(output_rows(out), key=lambda r: r["warc_offset"])
     assert [r["text"] for r in rows] == texts
     assert [r["content_type"] for r in rows] == ["text/plain"] * 3
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_exact_dedup_over_warc_files_keeps_the_first_copy_of_each_page(tmp_path: Path, split: bool) -> None:
+    """ExactDuplicates takes a WarcReader unchanged: two crawls that share 6 pages, deduplicated on ``html``
+    (whole files, or record-aligned pieces of them), keep each page once, its first copy (file order)."""
+    from curator_slurm import LocalExecutor, ShardSpec
+    from curator_slurm.dedup.exact import ExactDuplicates
+    from curator_slurm.runs.options import RunOptions
+
+    html = pages(PYTHON_DOCS, "tutorial/*.html", 14)
+    root = html[0].parents[1]
+    build_warc(tmp_path / "in" / "a.warc.gz", html[:10], root)
+    build_warc(tmp_path / "in" / "b.warc.gz", html[4:], root, first_number=100)
+    reader = WarcReader(tmp_path / "in", blocksize=60_000 if split else None, split_files=split)
+    from curator_slurm import EmptyTask
+
+    assert len(reader.partitioner.process(EmptyTask())) == (4 if split else 2)  # pieces of 60 kB, or whole files
+    out = tmp_path / "out"
+    workflow = ExactDuplicates(reader, JsonlWriter(out), text_field="html", buckets=3)
+    workflow.run(LocalExecutor(workers=1), shard=ShardSpec.single(), options=RunOptions())
+    rows = output_rows(out)
+    assert sorted(r["url"] for r in rows) == sorted("https://docs.example/" + str(p.relative_to(root)) for p in html)
+    copies_in_b = {r["warc_offset"] for r in rows if r["url"].endswith(tuple(p.name for p in html[4:10]))}
+    first = {o for o, u, _ in response_urls(tmp_path / "in" / "a.warc.gz")}
+    assert copies_in_b <= first, "the survivor of each duplicated page is its copy in a.warc.gz"
