@@ -37,6 +37,7 @@ LAYERS: dict[str, int] = {
     "workflow": 4,
     "shuffle": 4,
     "sample": 4,
+    "web_sample": 4,
     "dedup": 5,
     "slurm": 6,
     "cli": 7,

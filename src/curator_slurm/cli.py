@@ -38,14 +38,7 @@ from curator_slurm.slurm.phases import (
     submit_phases,
 )
 from curator_slurm.slurm.retry import plan_retry, plan_workflow_retry
-from curator_slurm.slurm.status import (
-    damaged_inputs,
-    failure_rows,
-    format_damaged,
-    format_failures,
-    status_report,
-    workflow_phase_dirs,
-)
+from curator_slurm.slurm.status import damaged_inputs, failure_rows, format_failures, status_report, workflow_phase_dirs
 from curator_slurm.slurm.submit import (
     Submission,
     array_limits,
@@ -253,7 +246,7 @@ def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
         listed = [r if args.traceback else {k: v for k, v in r.items() if k != "traceback"} for r in rows + tasks]
         _print_json(listed + [{"damaged": d} for d in damaged])
     else:
-        print("\n".join([format_failures(rows, tasks, args.traceback), *format_damaged(damaged)]))
+        print(format_failures(rows, tasks, args.traceback, damaged))
     return 0
 
 

@@ -351,8 +351,19 @@ def _failure_row(**values: Any) -> dict[str, Any]:
     return {k: values.get(k) for k in keys}
 
 
-def format_failures(rows: list[dict[str, Any]], tasks: list[dict[str, Any]], traceback: bool) -> str:
-    """The text of `curator-slurm failures` for :func:`failure_rows`' ``rows`` and ended array ``tasks``."""
+def format_failures(
+    rows: list[dict[str, Any]],
+    tasks: list[dict[str, Any]],
+    traceback: bool,
+    damaged: list[dict[str, Any]] | None = None,
+) -> str:
+    """The text of `curator-slurm failures` for :func:`failure_rows`' ``rows`` and ended array ``tasks``, and the
+    ``damaged`` inputs of done tasks (:func:`damaged_inputs`) after them."""
+    listing = _format_failures(rows, tasks, traceback)
+    return "\n".join([listing, *format_damaged(damaged or [])])
+
+
+def _format_failures(rows: list[dict[str, Any]], tasks: list[dict[str, Any]], traceback: bool) -> str:
     if not rows and not tasks:
         return "no failed source tasks"
     lines = [f"- {r['error']} (shard {r['shard']}); log: {r['log']}" for r in tasks]
