@@ -7,7 +7,6 @@ under CURATOR_REQUIRE_SLURM=1, where the fixtures must be there."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -95,9 +94,4 @@ def corrupted_copy(src: Path, dst: Path, at: int, length: int = 64) -> Path:
     for i in range(at, min(at + length, len(data))):
         data[i] ^= 0xFF
     dst.write_bytes(bytes(data))
-    return dst
-
-
-def copy_tree(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
     return dst

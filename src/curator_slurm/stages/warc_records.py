@@ -11,10 +11,11 @@ File access goes through :func:`open_input` and :func:`input_size` only (a files
 from __future__ import annotations
 
 import codecs
+import os
 import re
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, Any
 
 from .._lazy import LazyModule
@@ -33,8 +34,7 @@ def open_input(path: str) -> IO[bytes]:
 
 
 def input_size(path: str) -> int:
-    import os
-
+    """The size of ``path`` in bytes."""
     return os.path.getsize(path)
 
 
@@ -73,7 +73,6 @@ class Scan:
 
     damage: Damage | None = None
     records: int = 0
-    counts: dict[str, int] = field(default_factory=dict)
 
 
 def _is_gzip(path: str) -> bool:
