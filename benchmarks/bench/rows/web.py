@@ -48,6 +48,9 @@ def web_corpus(b: Bench, pages: int, files: int, root: str = HANDBOOK) -> Path:
     return path
 
 
+_LISTS: dict[str, frozenset[str]] = {}
+
+
 def _one_page(name: str) -> Callable[[], Callable[[str], str | None]]:
     """A factory (called per file, as a source task starts) of the library call each extractor makes."""
 
@@ -68,7 +71,9 @@ def _one_page(name: str) -> Callable[[], Callable[[str], str | None]]:
 
         from curator_slurm.stages.extract_justext import classify, detect_language, stop_lists
 
-        lists = stop_lists()
+        if not _LISTS:  # loaded once, as the stage loads them once per worker
+            _LISTS.update(stop_lists())
+        lists = _LISTS
         options = JusTextExtractor()  # NeMo's parameters, read by classify()
 
         def one(html: str) -> str | None:
