@@ -278,10 +278,13 @@ def choose_start_method() -> tuple[str, str]:
     queue, a client library's event loop, a thread pool at work) stays locked in the child forever.
     So fork only on Linux (macOS forbids it for system frameworks) and only while this process has no
     thread but the calling one, counted by the kernel (``/proc/self/task``) so that native threads
-    count too, apart from :data:`FORK_SAFE_THREADS`.
+    count too, apart from :data:`FORK_SAFE_THREADS`. OpenBLAS's idle pool (numpy's, started when pyarrow
+    imports numpy before this package could ask for one BLAS thread) is stopped first, as OpenBLAS's own
+    fork handler would stop it: the next BLAS call starts it again.
     """
     if not sys.platform.startswith("linux"):
         return "spawn", f"fork is not safe on {sys.platform}"
+    stop_openblas_threads()
     try:
         names = []
         for tid in os.listdir("/proc/self/task"):
@@ -293,13 +296,37 @@ def choose_start_method() -> tuple[str, str]:
     if len(others) > 1:
         why = f"this process runs {len(others)} threads; forking it could copy a lock one of them holds"
         if "numpy" in sys.modules:  # pyarrow imports numpy when it is installed
-            why += (
-                ". numpy is loaded: if the other threads are its BLAS pool (OpenBLAS starts one when imported), "
-                "OPENBLAS_NUM_THREADS=1 (OMP_NUM_THREADS=1 for MKL) set before the script starts keeps workers "
-                "forking, as does start_method='fork' where every other thread is known to be fork-safe"
-            )
+            why += " (numpy is loaded: for an MKL or second BLAS, set OMP_NUM_THREADS=1 or OPENBLAS_NUM_THREADS=1)"
         return "spawn", why
     return "fork", "this process runs no other thread"
+
+
+def stop_openblas_threads() -> int:
+    """Stop the worker threads of every OpenBLAS loaded in this process (numpy's wheels bundle one), as the
+    ``pthread_atfork`` handler OpenBLAS registers does before any fork; returns how many libraries were told.
+
+    Only while no other Python thread runs (one could be inside a BLAS call). The pool is idle then, since
+    only this thread could have used it, and OpenBLAS starts it again on its next parallel call."""
+    import threading
+
+    if threading.active_count() > 1 or "numpy" not in sys.modules:
+        return 0
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
+    except OSError:
+        return 0
+    import ctypes
+
+    stopped = 0
+    for path in sorted(paths):
+        try:
+            shutdown = ctypes.CDLL(path).blas_thread_shutdown_  # already loaded: dlopen only finds it
+        except (OSError, AttributeError):  # not a shared library after all, or an OpenBLAS without the symbol
+            continue
+        shutdown()
+        stopped += 1
+    return stopped
 
 
 def _settled_start_method(timeout: float = 2.0) -> tuple[str, str]:
