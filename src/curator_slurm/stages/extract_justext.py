@@ -41,16 +41,24 @@ NON_SPACED_LANGUAGES = frozenset({"THAI", "CHINESE", "JAPANESE", "KOREAN"})
 ADDED_LANGUAGES = ("THAI", "CHINESE", "JAPANESE")
 
 
-def stop_lists() -> dict[str, frozenset[str]]:
-    """NeMo Curator's default stop lists keyed by CLD2 language name: jusText's (without Latin), and empty
-    lists for the non-spaced languages jusText lacks (their stop words never change the output)."""
+def stop_list_names() -> dict[str, str | None]:
+    """CLD2 language name -> jusText's stop-list name (None: an empty list), for NeMo Curator's default lists:
+    jusText's without Latin, and the non-spaced languages jusText lacks (their stop words never change the
+    output)."""
     import justext
 
     back = {v: k for k, v in CLD2_TO_JUSTEXT.items()}
-    lists = {back.get(name, name.upper()): justext.get_stoplist(name) for name in justext.get_stoplists()}
-    lists.pop("LATIN", None)
-    lists.update({name: frozenset() for name in ADDED_LANGUAGES})
-    return lists
+    names: dict[str, str | None] = {back.get(name, name.upper()): name for name in justext.get_stoplists()}
+    names.pop("LATIN", None)
+    names.update({name: None for name in ADDED_LANGUAGES})
+    return names
+
+
+def stop_lists() -> dict[str, frozenset[str]]:
+    """NeMo Curator's default stop lists keyed by CLD2 language name (:func:`stop_list_names`), all loaded."""
+    import justext
+
+    return {k: justext.get_stoplist(v) if v else frozenset() for k, v in stop_list_names().items()}
 
 
 def classify(justext: Any, html: str, stop_list: frozenset[str], options: Any) -> list[Any]:
@@ -125,15 +133,29 @@ class JusTextExtractor(HtmlExtractor):
         self.no_headings = no_headings
         self.is_boilerplate = is_boilerplate
         self.stop_lists = {k: frozenset(v) for k, v in stop_lists.items()} if stop_lists is not None else None
-        self._lists: dict[str, frozenset[str]] | None = None
+        self._lists: dict[str, frozenset[str]] = {}  # the default lists, each loaded when first needed
+        self._names: dict[str, str | None] | None = None
 
     def extract(self, html: str) -> tuple[str, dict[str, Any]] | Rejected | None:
-        if self._lists is None:
-            self._lists = self.stop_lists if self.stop_lists is not None else stop_lists()
         language = detect_language(html)
-        if language not in self._lists:
+        words = self._stop_list(language)
+        if words is None:
             return Rejected(f"no stop list for language {language}")
-        paragraphs = classify(self._module, html, self._lists[language], self)
+        paragraphs = classify(self._module, html, words, self)
         drop = self.is_boilerplate if self.is_boilerplate is not None else language not in NON_SPACED_LANGUAGES
         text = "\n\n".join(p.text for p in paragraphs if not (drop and p.is_boilerplate))
         return (text, {"language": language}) if text else None
+
+    def _stop_list(self, language: str) -> frozenset[str] | None:
+        """The stop list for ``language`` (CLD2's name), None when there is none. The defaults are read when
+        a page first needs them: loading jusText's 100 lists at once costs a worker about half a second."""
+        if self.stop_lists is not None:
+            return self.stop_lists.get(language)
+        if language not in self._lists:
+            if self._names is None:
+                self._names = stop_list_names()
+            if language not in self._names:
+                return None
+            name = self._names[language]
+            self._lists[language] = self._module.get_stoplist(name) if name else frozenset()
+        return self._lists[language]
