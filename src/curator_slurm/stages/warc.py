@@ -125,7 +125,8 @@ class WarcReaderStage(FileReaderStage):
         schema = self.schema_of
         if self.keep_non_html:
             schema = schema.append(pa.field("content", pa.binary()))
-        table = pa.Table.from_pylist(rows, schema=schema)
+        # Column by column: a page's HTML is copied into Arrow once, without a row dict lookup per field.
+        table = pa.table({f.name: pa.array([r.get(f.name) for r in rows], f.type) for f in schema}, schema=schema)
         if self.fields is not None:
             missing = [f for f in self.fields if f not in table.column_names]
             if missing:
