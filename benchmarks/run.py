@@ -23,6 +23,8 @@ Rows:
 7.  Peak RSS of the demo job on a 10x larger corpus (same file size, more files) vs the base corpus.
 h1-h24. Each heuristic filter (NeMo Curator's 23 and SymbolRatioFilter): MB/s of its column API vs the
     same filter as a plain Python function per document, on web-like English text, one core.
+d1-d7. Each datatrove-named filter (stages.datatrove) vs datatrove's own filter on the same real texts, CPU
+    seconds (datatrove in its own venv, a subprocess; "not measured" without it); its decisions must agree.
 
 The code lives in the package ``benchmarks/bench``: ``harness`` (results, the table, child processes and
 their rusage, interleaving), ``corpora``, ``demo`` (the demo job and its plain-pyarrow twin), ``context``

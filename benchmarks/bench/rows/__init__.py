@@ -10,6 +10,8 @@ from ..harness import Row
 from .dedup import bench_exact_dedup, bench_fuzzy_signatures, bench_fuzzy_workflow
 from .executor import bench_executor, bench_small_files
 from .filters import bench_filters
+from .fineweb_filters import ROWS as DATATROVE_ROWS
+from .fineweb_filters import bench_datatrove_filters
 from .ledger import bench_ledger
 from .memory import bench_rss
 from .ray_executor import bench_ray
@@ -42,5 +44,6 @@ GROUPS: list[Group] = [
     Group(("10a", "10b", "10c", "10d"), bench_exact_dedup),
     Group(("13a", "13b", "13c", "13d", "13e"), bench_fuzzy_workflow),
     Group(tuple(f"h{i}" for i in range(1, 25)), bench_filters),
+    Group(tuple(DATATROVE_ROWS), bench_datatrove_filters),
 ]
 ROW_KEYS: tuple[str, ...] = tuple(k for g in GROUPS for k in g.keys)

@@ -79,6 +79,7 @@ def run_ours(name: str, docs: list[dict[str, str]], lists: str | None) -> tuple[
     import pyarrow as pa
 
     from curator_slurm.stages.datatrove import PIIFormatter
+    from curator_slurm.stages.datatrove._text import strings
     from curator_slurm.tasks import DocumentBatch
 
     stage = ours(name, lists)
@@ -89,11 +90,7 @@ def run_ours(name: str, docs: list[dict[str, str]], lists: str | None) -> tuple[
     if isinstance(stage, PIIFormatter):
         texts = stage.process(task).data.column("text").to_pylist()
         return time.process_time() - started, texts
-    decision = stage.decide(pa.array(table.column("text").combine_chunks()), task) if name != "URLFilter" else None
-    if decision is None:
-        from curator_slurm.stages.datatrove._text import strings
-
-        decision = stage.decide(strings(table.column("url")), task)
+    decision = stage.decide(strings(table.column(stage.text_field)), task)
     seconds = time.process_time() - started
     results: list[Any] = []
     for i, keep in enumerate(decision.keep.tolist()):

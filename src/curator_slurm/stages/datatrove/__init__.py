@@ -1,12 +1,12 @@
 """datatrove's quality filters, URL filter, PII formatter and sampler, under datatrove's names, with its
 parameters (names, defaults, meaning) and its decisions, as pipeline stages.
 
-``from curator_slurm.stages.datatrove import GopherQualityFilter, C4QualityFilter, ...``: each class mirrors
+``from <package>.stages.datatrove import GopherQualityFilter, C4QualityFilter, ...``: each class mirrors
 the class of the same name in datatrove 0.10 (``datatrove.pipeline.filters``, ``.formatters.pii``) and is a
 stage of its own (``pipeline.add_stage(GopherQualityFilter())``), as in datatrove, rather than a score for
-:class:`~curator_slurm.stages.ScoreFilter`: datatrove's filters decide by several rules at once and say
+:class:`..ScoreFilter`: datatrove's filters decide by several rules at once and say
 which one removed a document. They are exported from this package only, not from
-:mod:`curator_slurm.stages`, next to NeMo Curator's filters of similar intent and other rules (NeMo's
+:mod:`..stages` (the package above), next to NeMo Curator's filters of similar intent and other rules (NeMo's
 ``WordCountFilter`` is not Gopher's word count; our ``LanguageFilter`` is CLD2's, not datatrove's).
 
 Words and sentences are spaCy's blank English tokenizer's and sentencizer's, as datatrove counts them

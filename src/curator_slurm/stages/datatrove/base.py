@@ -7,7 +7,7 @@ hands the others, with their reason in the column ``filter_reason`` (datatrove's
 ``exclusion_writer`` when one is given (datatrove's parameter of the same name).
 
 The excluded documents of a batch become one file of the exclusion writer named as the batch's own output
-would be (source task id plus lineage, :func:`~curator_slurm.stages.writers.output_stem`), written
+would be (source task id plus lineage, :func:`..writers.output_stem`), written
 atomically: a retried or re-run source task rewrites the same file with the same documents, so each excluded
 document is in exactly one file however often its task ran. Give each filter its own directory.
 """

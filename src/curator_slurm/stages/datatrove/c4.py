@@ -117,7 +117,7 @@ class C4QualityFilter(DatatroveFilter):
         decision = first_reason([*reasons, ("too_few_sentences", sentences < self.min_num_sentences)], rows)
         offsets = np.concatenate([[0], np.cumsum(np.bincount(kept_rows, minlength=rows))]).astype(np.int32)
         grouped = pa.ListArray.from_arrays(pa.array(offsets), kept)
-        joined = call("binary_join", grouped, pa.scalar("\n" if self.split_paragraph else " ", pa.large_string()))
+        joined = call("binary_join", grouped, pa.scalar("\n" if self.split_paragraph else " ", kept.type))
         return Decision(decision.keep, decision.reasons, strip(joined))
 
 
