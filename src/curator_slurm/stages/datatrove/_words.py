@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ...extras import load
+from ...extras import load, require
 from .._kernels import RE2_SPACE, _compute, call, replace_regex, to_numpy
 from ._text import SPACE_RUN, explode
 
@@ -114,6 +114,7 @@ def _special_patterns() -> frozenset[tuple[str, ...]]:
 def check_language(language: str, owner: str) -> str:
     """datatrove's English names (``"eng"``, its default, or ``"en"``); other languages use other tokenizers
     in datatrove, which these filters do not copy."""
+    require("spacy", owner, "fineweb")
     if language not in ("eng", "en"):
         raise ValueError(
             f"{owner}(language={language!r}): only English ('eng', datatrove's default, or 'en') is supported; "
