@@ -135,8 +135,8 @@ def bench_datatrove_filters(b: Bench) -> list[Row]:
         same, differ = agreement(mine, report[name]["results"])
         note = f"{same}/{len(docs)} documents decided as datatrove decides"
         note += f"; differ: {differ[:5]}" if differ else ""
-        a = Measure(f"datatrove {name}, CPU s", [report[name]["seconds"]])
-        bm = Measure("ours, CPU s", [seconds])
+        a = Measure(f"datatrove {name}", "CPU s", [report[name]["seconds"]])
+        bm = Measure("ours", "CPU s", [seconds])
         title = f"{name}: datatrove's CPU s / ours, {len(docs)} real documents"
         rows.append(Row(key, title, a, bm, ">=", 3.0, note=note))
         if differ:

@@ -72,15 +72,19 @@ def _tokens_of_strings(texts: list[str]) -> list[list[str]]:
     newlines, which spaCy makes tokens of their own, so that no special case spans two strings. Inside a
     memory zone, so that spaCy forgets the words afterwards (its vocabulary would grow without bound)."""
     nlp = english()
-    found: list[list[str]] = [[] for _ in texts]
+    from spacy.attrs import IDX, LENGTH
+
+    joined = "\n".join(texts)
     with nlp.memory_zone():
-        doc = nlp.tokenizer("\n".join(texts))
-        starts = np.cumsum([0] + [len(c) + 1 for c in texts[:-1]])
-        where = np.searchsorted(starts, [t.idx for t in doc], side="right") - 1
-        for token, at in zip(doc, where.tolist(), strict=True):
-            text = token.text
-            if text != "\n":
-                found[at].append(text)
+        table = nlp.tokenizer(joined).to_array([IDX, LENGTH]).astype(np.int64)
+    starts = np.cumsum([0] + [len(c) + 1 for c in texts[:-1]])
+    idx, length = table[:, 0], table[:, 1]
+    where = (np.searchsorted(starts, idx, side="right") - 1).tolist()
+    found: list[list[str]] = [[] for _ in texts]
+    for at, i, n in zip(where, idx.tolist(), length.tolist(), strict=True):
+        text = joined[i : i + n]
+        if text != "\n":
+            found[at].append(text)
     return found
 
 

@@ -259,15 +259,18 @@ def _dup_ngram_chars(w: Words, n: int) -> np.ndarray:
     _, first = np.unique(row * (gram.max() + 1) + gram, return_index=True)
     seen_before = np.ones(len(starts), dtype=bool)
     seen_before[first] = False
-    for r in np.unique(row[seen_before]).tolist():
+    # Up to a text's first repeat every n-gram is new: the scan starts there, with those in its set.
+    repeats = np.flatnonzero(seen_before)
+    texts_with_repeats, first_repeat = np.unique(row[repeats], return_index=True)
+    for r, at in zip(texts_with_repeats.tolist(), repeats[first_repeat].tolist(), strict=True):
         lo, hi = np.searchsorted(row, [r, r + 1])
-        out[r] = _greedy_repeats(gram[lo:hi].tolist(), gram_chars, n)
+        out[r] = _greedy_repeats(gram[lo:hi].tolist(), gram_chars, n, at - lo)
     return out
 
 
-def _greedy_repeats(grams: list[int], chars: np.ndarray, n: int) -> int:
-    seen: set[int] = set()
-    repeated, i = 0, 0
+def _greedy_repeats(grams: list[int], chars: np.ndarray, n: int, start: int) -> int:
+    seen: set[int] = set(grams[:start])
+    repeated, i = 0, start
     while i < len(grams):
         g = grams[i]
         if g in seen:
