@@ -158,6 +158,13 @@ class Words:
         """``len(word)`` for every vocabulary entry."""
         return self.of_vocab(len, np.int64)
 
+    def subset(self, rows: np.ndarray) -> Words:
+        """The words of the texts ``rows`` (ascending), in that order, with the same vocabulary."""
+        counts = self.counts[rows]
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        begin = np.repeat(self.offsets[rows] - offsets[:-1], counts)
+        return Words(offsets, self.ids[begin + np.arange(int(offsets[-1]))], self.vocab)
+
     def texts(self, row: int) -> list[str]:
         return [self.vocab[i] for i in self.ids[self.offsets[row] : self.offsets[row + 1]]]
 

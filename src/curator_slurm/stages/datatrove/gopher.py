@@ -190,12 +190,18 @@ class GopherRepetitionFilter(DatatroveFilter):
             return decision
         # The n-gram rules only for the documents still kept (datatrove stops at the first failing rule).
         w = words(texts.take(pa.array(alive)))
-        alive_size = size[alive]
-        for n, frac in self.top_n_grams:
-            rules.append((f"top_{n}_gram", _scatter(ratio(_top_ngram_chars(w, n), alive_size) > frac, alive, rows)))
-        for n, frac in self.dup_n_grams:
-            over = ratio(_dup_ngram_chars(w, n), alive_size) > frac
-            rules.append((f"duplicated_{n}_n_grams", _scatter(over, alive, rows)))
+        checks = [(f"top_{n}_gram", n, frac, False) for n, frac in self.top_n_grams]
+        checks += [(f"duplicated_{n}_n_grams", n, frac, True) for n, frac in self.dup_n_grams]
+        left = np.arange(len(alive))  # positions in ``alive`` of the documents no check has dropped yet
+        for reason, n, frac, duplicated in checks:
+            if not len(left):
+                break
+            sub = w.subset(left)
+            limit = size[alive[left]]
+            chars = _dup_ngram_chars(sub, n, frac, limit) if duplicated else _top_ngram_chars(sub, n)
+            over = ratio(chars, limit) > frac
+            rules.append((reason, _scatter(over, alive[left], rows)))
+            left = left[~over]
         return first_reason(rules, rows)
 
 
@@ -236,9 +242,11 @@ def _top_ngram_chars(w: Words, n: int) -> np.ndarray:
     return out
 
 
-def _dup_ngram_chars(w: Words, n: int) -> np.ndarray:
+def _dup_ngram_chars(w: Words, n: int, frac: float, size: np.ndarray) -> np.ndarray:
     """datatrove's ``find_all_duplicate`` of every text: characters of the n-grams (words joined without
-    spaces) seen before in the text, the scan jumping ``n`` words past each repeat."""
+    spaces) seen before in the text, the scan jumping ``n`` words past each repeat. Where even every
+    n-gram seen before cannot make more than ``frac`` of ``size`` characters, that bound stands in for
+    the scan (the decision is the same)."""
     rows = len(w.offsets) - 1
     out = np.zeros(rows)
     starts = np.arange(len(w.ids))
@@ -261,8 +269,12 @@ def _dup_ngram_chars(w: Words, n: int) -> np.ndarray:
     seen_before[first] = False
     # Up to a text's first repeat every n-gram is new: the scan starts there, with those in its set.
     repeats = np.flatnonzero(seen_before)
+    bound = per_row(gram_chars[gram[repeats]].astype(np.float64), row[repeats], rows)
+    out[:] = bound
     texts_with_repeats, first_repeat = np.unique(row[repeats], return_index=True)
     for r, at in zip(texts_with_repeats.tolist(), repeats[first_repeat].tolist(), strict=True):
+        if not ratio(bound[r], size[r]) > frac:
+            continue
         lo, hi = np.searchsorted(row, [r, r + 1])
         out[r] = _greedy_repeats(gram[lo:hi].tolist(), gram_chars, n, at - lo)
     return out
