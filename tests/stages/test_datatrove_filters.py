@@ -246,6 +246,7 @@ def test_c4_badwords_whole_words_from_local_files(tmp_path: Path) -> None:
 
 
 def test_url_filter_rules(tmp_path: Path) -> None:
+    pytest.importorskip("tldextract")
     (tmp_path / "domains").write_text("blocked.com\nsub.other.org\n# comment.com\n", encoding="utf-8")
     (tmp_path / "urls").write_text("http://fine.com/exact/page\n", encoding="utf-8")
     (tmp_path / "banned_words.txt").write_text("casino\n", encoding="utf-8")
