@@ -6,6 +6,7 @@ and FineWeb papers' thresholds), counted over spaCy's blank English words as dat
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 pytest.importorskip("spacy")
 
 from curator_slurm import DocumentBatch, LocalExecutor, Pipeline, ShardSpec
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import JsonlReader, JsonlWriter
 from curator_slurm.stages.datatrove import (
     REASON_FIELD,
@@ -312,7 +314,8 @@ def _rows(directory: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for p in sorted(directory.glob("*.jsonl")) for line in p.read_text().splitlines()]
 
 
-def test_pipeline_writes_each_filters_exclusions_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_pipeline_writes_each_filters_exclusions_once(tmp_path: Path, workers: int) -> None:
     src = tmp_path / "in"
     src.mkdir()
     good = "\n".join(prose(20) for _ in range(3)).replace("word", "words") + "\nA different final line is here."
@@ -334,8 +337,8 @@ def test_pipeline_writes_each_filters_exclusions_once(tmp_path: Path) -> None:
             .add_stage(JsonlWriter(tmp_path / "out"))
         )
 
-    result = pipeline().run(LocalExecutor(workers=1, retry_backoff=0), shard=ShardSpec.single())
-    again = pipeline().run(LocalExecutor(workers=1, retry_backoff=0), shard=ShardSpec.single())
+    result = pipeline().run(LocalExecutor(workers=workers, retry_backoff=0), shard=ShardSpec.single())
+    again = pipeline().run(LocalExecutor(workers=workers, retry_backoff=0), shard=ShardSpec.single())
     assert again.source_tasks_skipped == 2  # the ledger says both are done: nothing is written twice
     assert [r["id"] for r in _rows(tmp_path / "out")] == [0]
     gopher = _rows(tmp_path / "x-gopher")
@@ -352,6 +355,11 @@ def test_pipeline_writes_each_filters_exclusions_once(tmp_path: Path) -> None:
         p.name for p in (tmp_path / "x-gopher").glob("*.jsonl")
     }
     assert len(list((tmp_path / "x-gopher").glob("*.jsonl"))) == 2
+    # Without the ledger (its run directory gone) every source task runs again: the same files, same bytes.
+    written = {p: p.read_bytes() for d in ("x-gopher", "x-c4") for p in (tmp_path / d).glob("*.jsonl")}
+    shutil.rmtree(tmp_path / "out" / DEFAULT_RUN_DIR_NAME)
+    pipeline().run(LocalExecutor(workers=workers, retry_backoff=0), shard=ShardSpec.single())
+    assert {p: p.read_bytes() for d in ("x-gopher", "x-c4") for p in (tmp_path / d).glob("*.jsonl")} == written
     funnel = {row.stage: row.dropped for row in result.funnel()}
     assert funnel["gopher_quality_filter"] == 2
     assert funnel["c4_quality_filter"] == 1
