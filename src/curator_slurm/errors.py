@@ -18,6 +18,11 @@ class PipelineBuildError(CuratorError, ValueError):
     """The pipeline's stages do not fit together."""
 
 
+class FilterError(CuratorError, TypeError):
+    """A document filter returned something a filter cannot use (a keep decision that is not a bool, scores
+    that do not fit one column); the message names the filter class and what it returned. Not retried."""
+
+
 class SettingError(CuratorError, ValueError):
     """A ``CURATOR_*`` or ``SLURM_*`` variable has a value that cannot be used; the message names it."""
 

@@ -276,6 +276,15 @@ def _difference(old: Any, new: dict[str, Any]) -> str:
             f"version uses scheme {new.get('id_scheme', 1)} (2: paths relative to the reader's root), so none of "
             "its records can match"
         )
+    if old.get("fingerprint_scheme", 1) != new.get("fingerprint_scheme", 1):
+        return (
+            f"it was written with fingerprint scheme {old.get('fingerprint_scheme', 1)} (1: each stage named by its "
+            "class's module path, other values by their repr, which can differ from process to process), this "
+            f"version uses scheme {new.get('fingerprint_scheme', 1)} (2: each stage's declared name and its "
+            "parameters with sets and dicts sorted), so the two cannot be compared even for the same pipeline. "
+            "To finish that run, use the curator-slurm version that started it; to go on with this one, start "
+            "afresh (the outputs are written again under the same names)"
+        )
     if old.get("name") != new.get("name"):
         return f"pipeline name was {old.get('name')!r}, now {new.get('name')!r}"
     before, after = old.get("stages", []), new.get("stages", [])
@@ -286,6 +295,4 @@ def _difference(old: Any, new: dict[str, Any]) -> str:
             was, now = b.get("params", {}).get(key), a.get("params", {}).get(key)
             if was != now:
                 return f"stage {i} {a.get('name')!r}: {key} was {was!r}, now {now!r}"
-        if b.get("type") != a.get("type"):
-            return f"stage {i} {a.get('name')!r}: type was {b.get('type')}, now {a.get('type')}"
     return "the fingerprints differ"
