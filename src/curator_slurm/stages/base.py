@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from ..tasks import Task
-from .params import stage_params
+from .params import STAGE_CLASSES, stage_params
 
 In = TypeVar("In", bound=Task)
 Out = TypeVar("Out", bound=Task)
@@ -121,6 +121,9 @@ class ProcessingStage(Generic[In, Out]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+STAGE_CLASSES.append(ProcessingStage)
 
 
 class CompositeStage(ProcessingStage[In, Out]):

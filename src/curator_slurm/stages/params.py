@@ -255,10 +255,13 @@ def _short_repr(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _is_stage(value: Any) -> bool:
-    from .base import ProcessingStage  # base imports this module
+#: The classes whose instances are described by their name and ``params()`` when another stage holds one:
+#: ``ProcessingStage`` adds itself (base imports this module, so this module cannot import base).
+STAGE_CLASSES: list[type] = []
 
-    return isinstance(value, ProcessingStage)
+
+def _is_stage(value: Any) -> bool:
+    return isinstance(value, tuple(STAGE_CLASSES))
 
 
 def _text(value: Any, label: str, path: str, seen: frozenset[int]) -> Any:
