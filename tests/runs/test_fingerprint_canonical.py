@@ -19,7 +19,14 @@ from curator_slurm.errors import RunDirError
 from curator_slurm.pipeline import fingerprint_params
 from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, fingerprint_digest, load_refusals
-from curator_slurm.stages import DocumentFilter, JsonlReader, ParquetWriter, ProcessingStage, ScoreFilter
+from curator_slurm.stages import (
+    DocumentFilter,
+    FilePartitioningStage,
+    JsonlReader,
+    ParquetWriter,
+    ProcessingStage,
+    ScoreFilter,
+)
 from curator_slurm.stages.params import FingerprintError
 from curator_slurm.tasks import DocumentBatch
 from helpers import REPO, clean_env, read_tree
@@ -81,6 +88,25 @@ def test_sets_dicts_and_nested_filters_are_canonical() -> None:
     json.dumps(described)  # plain JSON
 
 
+class Holds(ProcessingStage[DocumentBatch, DocumentBatch]):
+    """A stage holding another stage: described by that stage's name and its own params()."""
+
+    def __init__(self, inner: ProcessingStage) -> None:
+        self._inner = inner
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        return task
+
+
+def test_a_nested_stage_is_described_by_its_name_and_its_own_params() -> None:
+    here = Holds(FilePartitioningStage("/data/here", files_per_partition=2))
+    moved = Holds(FilePartitioningStage("/mnt/elsewhere", files_per_partition=2))  # params() leaves the path out
+    other = Holds(FilePartitioningStage("/data/here", files_per_partition=3))
+    assert fingerprint_params(here) == fingerprint_params(moved)
+    assert fingerprint_params(here) != fingerprint_params(other)
+    assert fingerprint_params(here)["_inner"]["stage"] == "file_partitioning"
+
+
 def test_a_large_set_is_recorded_by_digest_and_a_change_in_it_is_refused(corpus: Path, tmp_path: Path) -> None:
     words = [f"w{i}" for i in range(50_000)]
     out = tmp_path / "out"
@@ -98,7 +124,8 @@ def test_a_large_set_is_recorded_by_digest_and_a_change_in_it_is_refused(corpus:
     assert run_json.stat().st_size < 10_000, "a 50,000-word set is not written out word by word"
     with pytest.raises(
         RunDirError,
-        match=r"stage 2 'score_filter\[blocked\]': filter_obj._blocked was '<set of 50000 items, xxh64 \w+>', now",
+        match=r"stage 2 'score_filter\[blocked\]': filter_obj was Blocked\(_blocked='<set of 50000 items, xxh64 \w+>', "
+        r"_weights=\{\}\), now .* \(they differ at filter_obj._blocked: '<set of 50000 items",
     ):
         pipeline([*words[:-1], "changed"]).run(LocalExecutor(workers=1), ShardSpec.explicit(1, 2))
     pipeline(list(reversed(words))).run(LocalExecutor(workers=1), ShardSpec.explicit(1, 2))  # same set: resumes

@@ -315,6 +315,20 @@ def _first_difference(was: Any, now: Any, path: str) -> tuple[str, Any, Any] | N
     return path, was, now
 
 
+def _render(value: Any, limit: int = 300) -> str:
+    """A canonical parameter value as a user wrote it: an object as ``Class(attr=value, ...)``."""
+    if isinstance(value, dict) and set(value) == {"type", "attributes"} and isinstance(value["attributes"], dict):
+        inner = ", ".join(f"{k}={_render(v, limit)}" for k, v in value["attributes"].items())
+        text = f"{value['type']}({inner})"
+    elif isinstance(value, dict):
+        text = "{" + ", ".join(f"{k!r}: {_render(v, limit)}" for k, v in value.items()) + "}"
+    elif isinstance(value, list):
+        text = "[" + ", ".join(_render(v, limit) for v in value) + "]"
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _difference(old: Any, new: dict[str, Any]) -> str:
     """The first difference between two fingerprints, in words."""
     if not isinstance(old, dict):
@@ -340,8 +354,17 @@ def _difference(old: Any, new: dict[str, Any]) -> str:
     if [s.get("name") for s in before] != [s.get("name") for s in after]:
         return f"stages were {[s.get('name') for s in before]}, now {[s.get('name') for s in after]}"
     for i, (b, a) in enumerate(zip(before, after, strict=True)):
-        found = _first_difference(b.get("params", {}), a.get("params", {}), "")
+        before_params, after_params = b.get("params", {}), a.get("params", {})
+        found = _first_difference(before_params, after_params, "")
         if found is not None:
-            key, was, now = found
-            return f"stage {i} {a.get('name')!r}: {key} was {was!r}, now {now!r}"
+            key = found[0].split(".")[0]
+            where = (
+                f" (they differ at {found[0]}: {_render(found[1])} then, {_render(found[2])} now)"
+                if "." in found[0]
+                else ""
+            )
+            return (
+                f"stage {i} {a.get('name')!r}: {key} was {_render(before_params.get(key))}, "
+                f"now {_render(after_params.get(key))}{where}"
+            )
     return "the fingerprints differ"
