@@ -24,6 +24,7 @@ import functools
 import json
 import os
 import re
+import sys
 import types
 import uuid
 from collections.abc import Mapping
@@ -31,7 +32,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.fs as pafs
 import xxhash
 
 from ..errors import PipelineBuildError
@@ -113,6 +113,9 @@ def canonical(value: Any, label: str = "a value", path: str = "", _seen: frozens
         return f"{value.__module__}.{value.__qualname__}"
     if _is_stage(value):
         return _stage(value, label, path, seen)
+    filesystems = sys.modules.get("pyarrow.fs")  # not imported for this: most runs never import it
+    if filesystems is not None and isinstance(value, filesystems.FileSystem):
+        return {"filesystem": value.type_name}  # where data lives, not what a stage does
     if callable(value) and isinstance(getattr(value, "__qualname__", None), str) and not hasattr(value, "__dict__"):
         return _builtin(value, label, path, seen)  # builtins and method descriptors: str.lower, len, ...
     return _object(value, label, path, seen)
@@ -282,7 +285,6 @@ _CONVERTERS: list[tuple[Any, Any]] = [
     (pa.DataType, _text),
     (pa.Field, lambda v, *_: [v.name, str(v.type), v.nullable]),
     (pa.Schema, lambda v, *_: [[f.name, str(f.type), f.nullable] for f in v]),
-    (pafs.FileSystem, lambda v, *_: {"filesystem": v.type_name}),  # where data lives, not what a stage does
     ((datetime.date, datetime.time, datetime.timedelta, decimal.Decimal, fractions.Fraction, uuid.UUID), _text),
     (complex, lambda v, *_: [v.real, v.imag]),
     (range, lambda v, *_: {"range": [v.start, v.stop, v.step]}),
