@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from curator_slurm import LocalExecutor, Pipeline, ShardSpec
+from curator_slurm import FingerprintError, LocalExecutor, Pipeline, ShardSpec
 from curator_slurm.errors import RunDirError
 from curator_slurm.pipeline import fingerprint_params
 from curator_slurm.runs.ledger import load_status
@@ -27,7 +27,6 @@ from curator_slurm.stages import (
     ProcessingStage,
     ScoreFilter,
 )
-from curator_slurm.stages.params import FingerprintError
 from curator_slurm.tasks import DocumentBatch
 from helpers import REPO, clean_env, read_tree
 

@@ -115,7 +115,7 @@ class ProcessingStage(Generic[In, Out]):
         """The settings that define what this stage produces, for the run fingerprint: every instance
         attribute, private ones too, but not ``resources``, ``batch_size``, ``max_retries``, the flags
         ``Pipeline.build`` sets, nor what :attr:`fingerprint_exclude` lists; each value canonicalised (sets
-        sorted, objects by class name and attributes; see :mod:`curator_slurm.stages.params`). Override it
+        sorted, objects by class name and attributes; see :mod:`.params`). Override it
         to say exactly what defines the output (e.g. leave out where the input is mounted)."""
         return stage_params(self)
 

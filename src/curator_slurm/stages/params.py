@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
-from ..errors import PipelineBuildError
+from ..errors import FingerprintError
 
 #: How run fingerprints are computed; recorded in each one, so a run directory written by a version that
 #: computed them otherwise is refused with a message naming the change, not a list of differences.
@@ -53,10 +53,6 @@ _FIX = (
     "load models and other resources in setup(), or list the attribute in the class's fingerprint_exclude if "
     "it does not change the output (a cache); or override params() to return what defines the output"
 )
-
-
-class FingerprintError(PipelineBuildError):
-    """A stage holds a value that cannot be put into the run fingerprint in a stable form."""
 
 
 def excluded_attributes(cls: type) -> frozenset[str]:
