@@ -68,12 +68,24 @@ def stage_label(stage: Any) -> str:
 
 
 def stage_params(stage: Any) -> dict[str, Any]:
-    """The parameters of ``stage``: every instance attribute, private ones too (NeMo Curator's stages keep
-    theirs as ``self._max_chars``), except the settings that cannot change results (:data:`RUN_SETTINGS`)
-    and those its class lists in ``fingerprint_exclude``; each value canonicalised."""
+    """The parameters of ``stage``: every instance attribute (or what its ``__getstate__`` returns), private
+    ones too (NeMo Curator's stages keep theirs as ``self._max_chars``), except the settings that cannot
+    change results (:data:`RUN_SETTINGS`) and those its class lists in ``fingerprint_exclude``; each value
+    canonicalised."""
     excluded = RUN_SETTINGS | excluded_attributes(type(stage))
     label = stage_label(stage)
-    return {key: canonical(value, label, key) for key, value in sorted(vars(stage).items()) if key not in excluded}
+    return {key: canonical(value, label, key) for key, value in sorted(_state(stage).items()) if key not in excluded}
+
+
+def _state(value: Any) -> dict[str, Any]:
+    """The attributes of ``value``; a class that defines ``__getstate__`` returning a dict (to leave a loaded
+    model out of what workers receive, say) is taken at its word: that is what the object is made of."""
+    getstate = getattr(type(value), "__getstate__", None)
+    if getstate is not None and getstate is not object.__getstate__:
+        state = value.__getstate__()
+        if isinstance(state, dict):
+            return state
+    return dict(getattr(value, "__dict__", None) or {})
 
 
 def fingerprint_params(stage: Any) -> dict[str, Any]:
@@ -225,7 +237,7 @@ def _object(value: Any, label: str, path: str, seen: frozenset[int]) -> Any:
     if dataclasses.is_dataclass(value):
         attributes = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     else:
-        attributes = dict(getattr(value, "__dict__", None) or {})
+        attributes = _state(value)
         for klass in cls.__mro__:
             for slot in klass.__dict__.get("__slots__", ()):
                 if slot not in ("__dict__", "__weakref__") and hasattr(value, slot):
