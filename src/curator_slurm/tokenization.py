@@ -124,7 +124,7 @@ class MegatronMerge(BaseWriter):
         sync = not (self.is_sink_stage and output_sync_deferred())
 
         def write(path: str, fill: Any) -> None:
-            atomic_write(path, lambda f: fill(f), sync=sync)
+            atomic_write(path, fill, sync=sync)
 
         written: list[str] = []
         documents = tokens = 0

@@ -117,7 +117,7 @@ def test_clear_errors_before_any_work(small_tokenizer: tuple, tmp_path: Path) ->
         MegatronTokenizerWriter(tmp_path / "o", model_identifier="gpt2")
     with pytest.raises(InputError, match=r"declares no eos_token.*eod_token="):
         MegatronTokenizerWriter(tmp_path / "o", model_identifier=path)
-    with pytest.raises(InputError, match=r"'<nope>' is not a token of"):
+    with pytest.raises(InputError, match=r"eod_token '<nope>' is not a token of"):
         MegatronTokenizerWriter(tmp_path / "o", model_identifier=path, eod_token="<nope>")
     with pytest.raises(InputError, match=r"needs a tokenizer\.json"):
         MegatronTokenizerWriter(tmp_path / "o", model_identifier=tmp_path)

@@ -112,7 +112,7 @@ def resolve_tokenizer(
     def token_id(token: str, what: str) -> int:
         found = tokenizer.token_to_id(token)
         if found is None:
-            raise InputError(f"{what}={token!r} is not a token of {file}; give one of its special tokens")
+            raise InputError(f"{what} {token!r} is not a token of {file}; give one of its special tokens")
         return int(found)
 
     eod_id = None
@@ -123,7 +123,7 @@ def resolve_tokenizer(
                 f"{file} declares no eos_token (a bare tokenizer.json has none): give eod_token='...' (e.g. "
                 "'<|endoftext|>' or '</s>', whichever the tokenizer has), or append_eod=False"
             )
-        eod_id = token_id(name, "eod_token")
+        eod_id = token_id(name, "eod_token" if eod_token else f"eos_token (declared in {os.path.dirname(file)})")
     bos_id = token_id(bos_token, "bos_token") if bos_token else None
     with open(file, "rb") as f:
         digest = xxhash.xxh3_64_hexdigest(f.read())
