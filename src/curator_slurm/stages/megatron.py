@@ -23,8 +23,8 @@ in every process. With one worker per core that is cores x cores threads fightin
 writer sets the pool of its own process in :meth:`setup`, before the first encode: ``tokenizer_threads=1``
 (the default) sets ``TOKENIZERS_PARALLELISM=false`` (the batch is encoded on the calling thread; the speed
 comes from one worker per core), ``tokenizer_threads=k>1`` sets ``RAYON_NUM_THREADS=k`` (for few workers
-per node, e.g. one worker per node of ``k`` cores). These two are set, never read, by this module, and only
-in the process that runs the stage. ``tokenization_batch_size`` (1000, NeMo's) bounds memory: an encoding
+per node, e.g. one worker per node of ``k`` cores), through ``settings.limit_tokenizer_threads``, only in the
+process that runs the stage. ``tokenization_batch_size`` (1000, NeMo's) bounds memory: an encoding
 holds its tokens' strings and offsets, a few hundred bytes per token, for one batch at a time.
 """
 
@@ -40,6 +40,7 @@ import pyarrow as pa
 
 from .. import extras
 from ..errors import InputError
+from ..settings import limit_tokenizer_threads
 from ..tasks import DocumentBatch, FileGroupTask
 from ._kernels import call
 from .megatron_format import token_dtype, write_index
@@ -130,15 +131,6 @@ def resolve_tokenizer(
     return TokenizerSpec(file, digest, int(tokenizer.get_vocab_size(with_added_tokens=True)), eod_id, bos_id)
 
 
-def limit_threads(threads: int) -> None:
-    """Size the ``tokenizers`` thread pool of this process (see the module docstring); before the first encode."""
-    if threads <= 1:
-        os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    else:
-        os.environ["TOKENIZERS_PARALLELISM"] = "true"
-        os.environ["RAYON_NUM_THREADS"] = str(threads)
-
-
 class MegatronTokenizerWriter(BaseWriter):
     """Tokenize ``text_field`` of each batch and write ``<source id>.bin``/``.idx`` (Megatron's indexed dataset,
     one sequence per document) into ``path``; ``model_identifier`` is a local ``tokenizer.json`` or tokenizer
@@ -190,7 +182,7 @@ class MegatronTokenizerWriter(BaseWriter):
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         super().setup(worker_metadata)
-        limit_threads(self.tokenizer_threads)
+        limit_tokenizer_threads(self.tokenizer_threads)
         self._tokenizer = extras.load("tokenizers", FEATURE).Tokenizer.from_file(self._spec.file)
 
     def __getstate__(self) -> dict[str, Any]:
