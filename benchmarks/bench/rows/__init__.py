@@ -17,6 +17,7 @@ from .sharded import bench_sharded_cpu
 from .sharding import bench_balance, bench_select
 from .startup import bench_empty_shard, bench_manifest_startup
 from .status import bench_status
+from .tokens import bench_merge_rss, bench_tokens
 
 
 @dataclass(frozen=True)
@@ -42,5 +43,7 @@ GROUPS: list[Group] = [
     Group(("10a", "10b", "10c", "10d"), bench_exact_dedup),
     Group(("13a", "13b", "13c", "13d", "13e"), bench_fuzzy_workflow),
     Group(tuple(f"h{i}" for i in range(1, 25)), bench_filters),
+    Group(("t1", "t1c", "t2", "t2c"), bench_tokens),
+    Group(("t3",), bench_merge_rss),
 ]
 ROW_KEYS: tuple[str, ...] = tuple(k for g in GROUPS for k in g.keys)
