@@ -138,6 +138,9 @@ class MegatronTokenizerWriter(BaseWriter):
 
     name = "megatron_tokenizer_writer"
     extension = ".bin"
+    #: params() records the tokenizer by its bytes (digest, eod and bos ids), not by the resolved path in
+    #: _spec; _tokenizer is what setup() loads.
+    fingerprint_exclude = frozenset({"_spec", "_tokenizer"})
 
     def __init__(
         self,
