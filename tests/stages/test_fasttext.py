@@ -42,9 +42,18 @@ LQ = _words("buy cheap click free now win casino deal offer discount sale hot")
 def _train(path: Path, lines: list[str]) -> str:
     data = path.with_suffix(".txt")
     data.write_text("\n".join(lines) + "\n")
-    model = fasttext.train_supervised(
-        str(data), epoch=10, lr=0.5, dim=16, minn=2, maxn=4, bucket=10_000, thread=1, seed=1, verbose=0
-    )
+    # fastText 0.9.2's progress check divides the loss by the examples seen so far, and on a tiny file a busy
+    # machine can run it before the training thread has seen one: "Encountered NaN" (0/0), a race, not the
+    # model. A successful run gives the same model every time (one thread, fixed seed), so it is retried.
+    for attempt in range(20):
+        try:
+            model = fasttext.train_supervised(
+                str(data), epoch=20, lr=0.2, dim=16, minn=2, maxn=4, bucket=10_000, thread=1, seed=1, verbose=0
+            )
+            break
+        except RuntimeError as e:
+            if "NaN" not in str(e) or attempt == 19:
+                raise
     model.save_model(str(path))
     return str(path)
 
