@@ -45,8 +45,9 @@ from ..stages.writers import BaseWriter
 from ..tasks import DocumentBatch, FileGroupTask
 from ..workflow import Phase, Workflow
 from . import minhash
-from .common import KEY, SortedKeyWriter, bucket_phase, write_phase
+from .common import KEY, SortedKeyWriter, bucket_phase, without_none, write_phase
 from .exact import _reader_with_fields
+from .fuzzy_ids import id_phases
 from .verify import EdgeShingles, VerifyEdges
 
 pq = LazyModule("pyarrow.parquet")
@@ -65,7 +66,15 @@ class MinHashBands(ProcessingStage[DocumentBatch, DocumentBatch]):
     name = "minhash_bands"
 
     def __init__(
-        self, text_field: str, ngram: int, bands: int, rows: int, seed: int, buckets: int, verify: bool
+        self,
+        text_field: str,
+        ngram: int,
+        bands: int,
+        rows: int,
+        seed: int,
+        buckets: int,
+        verify: bool,
+        char_ngrams: int | None = None,
     ) -> None:
         self.text_field = text_field
         self.ngram = ngram
@@ -74,6 +83,10 @@ class MinHashBands(ProcessingStage[DocumentBatch, DocumentBatch]):
         self.seed = seed
         self.buckets = buckets
         self.verify = verify
+        self.char_ngrams = char_ngrams
+
+    def params(self) -> dict[str, Any]:
+        return without_none(super().params(), "char_ngrams")
 
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], [self.text_field]
@@ -89,7 +102,9 @@ class MinHashBands(ProcessingStage[DocumentBatch, DocumentBatch]):
                 f"{where}: no field {self.text_field!r} to deduplicate on; the data has {table.column_names}"
             )
         keys = document_positions(task).keys
-        offsets, hashes = minhash.shingle_hashes(table.column(self.text_field), self.ngram, self.seed)
+        offsets, hashes = minhash.document_shingles(
+            table.column(self.text_field), self.ngram, self.seed, self.char_ngrams
+        )
         signatures = minhash.minhash_signatures(offsets, hashes, self.bands * self.rows, self.seed)
         band_ids, values, row_keys = minhash.flatten_bands(
             minhash.band_hashes(signatures, self.bands, self.rows, self.seed), keys
@@ -153,13 +168,21 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
 
     name = "connected_components"
 
-    def __init__(self, edges_dir: str | os.PathLike, input_paths: Any = None, extensions: list[str] | None = None):
+    def __init__(
+        self,
+        edges_dir: str | os.PathLike,
+        input_paths: Any = None,
+        extensions: list[str] | None = None,
+        survivors: bool = False,
+    ):
         self.edges_dir = os.fspath(edges_dir)
         self.input_paths = input_paths
         self.extensions = extensions
+        self.survivors = survivors
 
     def params(self) -> dict[str, Any]:
-        return {"names_paths": self.input_paths is not None}  # where data lives is not what the stage does
+        out: dict[str, Any] = {"names_paths": self.input_paths is not None}  # where data lives is not what it does
+        return {**out, "survivors": True} if self.survivors else out
 
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], None
@@ -175,6 +198,9 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
         from .components import duplicate_members
 
         keys, groups = duplicate_members(self._edges) if os.path.isdir(self.edges_dir) else (np.empty(0, np.int64),) * 2
+        if self.survivors:  # each group's first document too, as key == group_key (fuzzy_ids finds its id)
+            first = np.unique(groups)
+            keys, groups = np.concatenate([keys, first]), np.concatenate([groups, first])
         columns: dict[str, Any] = {KEY: keys, "group_key": groups}
         if self.input_paths is not None:
             files = list_files(self.input_paths, self.extensions)
@@ -231,10 +257,19 @@ class FuzzyDuplicates(Workflow):
         work_dir: str | os.PathLike | None = None,
         name: str = "fuzzy-dedup",
         jaccard_check: str = "estimate",
+        char_ngrams: int | None = None,
+        id_field: str | None = None,
     ) -> None:
         for label, value in (("ngram", ngram), ("bands", bands), ("rows", rows), ("buckets", buckets)):
             if value < 1:
                 raise ValueError(f"{label}={value} must be >= 1")
+        if char_ngrams is not None and char_ngrams < 2:
+            raise ValueError(f"char_ngrams={char_ngrams} must be >= 2 characters (NeMo Curator's tutorial: 24)")
+        if id_field is not None and not identify_only:
+            raise ValueError(
+                f"id_field={id_field!r} names the ids in the list of duplicates, which only identify_only=True "
+                "writes; removing duplicates needs no ids (drop id_field, or set identify_only=True)"
+            )
         if jaccard_threshold is not None and not 0.0 < jaccard_threshold <= 1.0:
             raise ValueError(f"jaccard_threshold={jaccard_threshold} must be in (0, 1], or None for no check")
         if jaccard_check not in JACCARD_CHECKS:
@@ -248,6 +283,7 @@ class FuzzyDuplicates(Workflow):
         endpoints_dir = os.path.join(work, "candidates")
         shingles_dir = os.path.join(work, "shuffle", "edge-shingles")
         duplicates_dir = writer.path if identify_only else os.path.join(work, "duplicates")
+        members_dir = os.path.join(work, "members") if id_field else duplicates_dir
         signature_reader = _reader_with_fields(reader, [text_field])  # refuses a reader that is not a FileReader
         partitioner = signature_reader.partitioner
         from ..pipeline import Pipeline
@@ -258,7 +294,7 @@ class FuzzyDuplicates(Workflow):
                 "signatures",
                 Pipeline(f"{name}-signatures")
                 .add_stage(signature_reader)
-                .add_stage(MinHashBands(text_field, ngram, bands, rows, seed, buckets, verify))
+                .add_stage(MinHashBands(text_field, ngram, bands, rows, seed, buckets, verify, char_ngrams))
                 .add_stage(BucketWriter(bands_dir, compression=SHUFFLE_COMPRESSION)),
             ),
             bucket_phase(
@@ -278,7 +314,7 @@ class FuzzyDuplicates(Workflow):
                     "edge-shingles",
                     Pipeline(f"{name}-edge-shingles")
                     .add_stage(signature_reader)
-                    .add_stage(EdgeShingles(text_field, ngram, seed, endpoints_dir, buckets))
+                    .add_stage(EdgeShingles(text_field, ngram, seed, endpoints_dir, buckets, char_ngrams))
                     .add_stage(BucketWriter(shingles_dir, compression=SHUFFLE_COMPRESSION)),
                 ),
                 bucket_phase(
@@ -295,12 +331,15 @@ class FuzzyDuplicates(Workflow):
                         edges_dir,
                         partitioner.file_paths if identify_only else None,
                         partitioner.file_extensions,
+                        survivors=id_field is not None,
                     )
                 )
-                .add_stage(SortedKeyWriter(duplicates_dir)),
+                .add_stage(SortedKeyWriter(members_dir)),
                 max_shards=1,
             )
         )
+        if id_field:
+            phases += id_phases(name, signature_reader, id_field, members_dir, work, duplicates_dir)
         if not identify_only:
             phases.append(write_phase(name, reader, duplicates_dir, writer))
         super().__init__(name, work, phases)
