@@ -197,3 +197,26 @@ def test_fineweb_configuration_through_the_workflow(tmp_path: Path) -> None:
     print(f"\nFineWeb's 14 x 8 through the workflow, pairs at Jaccard >= 0.85: {high}")
     assert high.pairs_at_threshold > 100 and high.recall >= 0.97, str(high)
     assert high.unrelated_removed <= 0.001, str(high)
+
+
+def test_dedup_example_takes_char_ngrams_and_lists_ids(char_corpus, tmp_path: Path) -> None:
+    """``examples/dedup.py --fuzzy --char-ngrams 24 --identify-only --id-field id``: the list the library
+    writes, through the command line."""
+    import subprocess
+    import sys
+
+    from helpers import REPO, clean_env
+
+    *_, root = char_corpus
+    out = tmp_path / "cli"
+    cmd = [sys.executable, str(REPO / "examples" / "dedup.py"), "--fuzzy", "--char-ngrams", "24",
+           "--identify-only", "--id-field", "id", "--buckets", "4", "--workers", "1",
+           "--input", str(root), "--output", str(out)]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True, env=clean_env(), timeout=600)
+    library = tmp_path / "lib"
+    wf = FuzzyDuplicates(
+        JsonlReader(root), ParquetWriter(library), char_ngrams=24, identify_only=True, id_field="id", buckets=4
+    )
+    wf.run(LocalExecutor(workers=1), shard=ShardSpec.single(), options=RunOptions())
+    listed = _listed(out)
+    assert listed.num_rows > 100 and listed.equals(_listed(library))
