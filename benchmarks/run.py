@@ -23,6 +23,8 @@ Rows:
 7.  Peak RSS of the demo job on a 10x larger corpus (same file size, more files) vs the base corpus.
 h1-h24. Each heuristic filter (NeMo Curator's 23 and SymbolRatioFilter): MB/s of its column API vs the
     same filter as a plain Python function per document, on web-like English text, one core.
+ft1-ft2. FastTextClassifierFilter and LanguageFilter(backend="fasttext") vs the model called per document
+    in a plain loop with the peer's preprocessing and rule: docs/s, one core.
 
 The code lives in the package ``benchmarks/bench``: ``harness`` (results, the table, child processes and
 their rusage, interleaving), ``corpora``, ``demo`` (the demo job and its plain-pyarrow twin), ``context``

@@ -76,8 +76,11 @@ def label_matrix(labels: Sequence[str], predicted: list[tuple[str, ...]], probs:
     """An (n, len(labels)) float64 matrix of each line's probability of each label (0 where not returned)."""
     index = {label: i for i, label in enumerate(labels)}
     out = np.zeros((len(predicted), len(labels)), dtype=np.float64)
-    for row, (names, values) in enumerate(zip(predicted, probs, strict=True)):
-        out[row, [index[name] for name in names]] = values
+    if not predicted:
+        return out
+    counts = np.fromiter((len(names) for names in predicted), np.int64, len(predicted))
+    columns = np.fromiter((index[name] for names in predicted for name in names), np.int64, int(counts.sum()))
+    out[np.repeat(np.arange(len(predicted)), counts), columns] = np.concatenate(probs)
     return out
 
 
