@@ -220,3 +220,17 @@ def test_dedup_example_takes_char_ngrams_and_lists_ids(char_corpus, tmp_path: Pa
     wf.run(LocalExecutor(workers=1), shard=ShardSpec.single(), options=RunOptions())
     listed = _listed(out)
     assert listed.num_rows > 100 and listed.equals(_listed(library))
+
+
+@pytest.mark.slurm
+def test_char_ngram_list_with_ids_as_real_arrays(slurm_cluster: str, char_corpus, tmp_path: Path) -> None:
+    """The five phases of char n-grams with ids, each a real array waiting for the one before: the same
+    list as the local run."""
+    from helpers import REPO, arrays_match_local
+
+    *_, root = char_corpus
+    args = ["--fuzzy", "--char-ngrams", "24", "--identify-only", "--id-field", "id", "--input", str(root),
+            "--buckets", "4"]  # fmt: skip
+    dedup = REPO / "examples" / "dedup.py"
+    arrays_match_local(dedup, args, tmp_path / "ref", tmp_path / "out", ["--shards", "3", "--phase-shards",
+                       "candidates=2"], CHAR_PHASES)  # fmt: skip
