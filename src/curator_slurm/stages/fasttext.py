@@ -65,11 +65,21 @@ def load_model(path: str, feature: str) -> Any:
         raise InputError(f"{feature}: {path!r} is not a fastText model the installed fasttext can read ({e})") from e
 
 
-def predict(model: Any, lines: list[str], k: int = -1) -> tuple[list[tuple[str, ...]], list[np.ndarray]]:
+def predict(
+    model: Any, lines: list[str], k: int = -1, model_path: str = "the model"
+) -> tuple[list[tuple[str, ...]], list[np.ndarray]]:
     """fastText's labels and probabilities for each line (no line may hold a newline), best first."""
     if not lines:
         return [], []
-    return model.predict(lines, k=k)
+    try:
+        return model.predict(lines, k=k)
+    except RuntimeError as e:
+        if "NaN" not in str(e):
+            raise
+        raise InputError(
+            f"fastText computed NaN for a document of this batch ({e}): {model_path} holds NaN or infinite weights "
+            "(its training diverged; retrain it, e.g. with a lower lr, and check it predicts on a few texts)"
+        ) from e
 
 
 def label_matrix(labels: Sequence[str], predicted: list[tuple[str, ...]], probs: list[np.ndarray]) -> np.ndarray:
@@ -84,11 +94,13 @@ def label_matrix(labels: Sequence[str], predicted: list[tuple[str, ...]], probs:
     return out
 
 
-def language_scores(model: Any, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+def language_scores(
+    model: Any, texts: list[str], model_path: str = "the model"
+) -> tuple[list[str], np.ndarray, np.ndarray]:
     """What datatrove's ft176 language identifier computes, for a list of texts: newlines become spaces,
     every label is scored (``k=-1``); the best label (without ``__label__``) and its score, and the full
     (n, labels) matrix in ``model.labels`` order."""
-    predicted, probs = predict(model, [t.replace("\n", " ") for t in texts])
+    predicted, probs = predict(model, [t.replace("\n", " ") for t in texts], model_path=model_path)
     best = [names[0].removeprefix(LABEL_PREFIX) if names else "" for names in predicted]
     top = np.array([float(p[0]) if len(p) else 0.0 for p in probs], dtype=np.float64)
     return best, top, label_matrix(model.labels, predicted, probs)
@@ -220,12 +232,12 @@ class FastTextClassifierFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         labels = list(self._model.labels)
         units = [[t] for t in texts] if self.filter_mode == DOCUMENT else [paragraphs(t) for t in texts]
         flat = [u.strip().replace("\n", self.newline_replacement) for doc in units for u in doc]
-        scores = label_matrix(labels, *predict(self._model, flat))
+        scores = label_matrix(labels, *predict(self._model, flat, model_path=self.model_path))
         passes = self._passes(scores, labels)
         counts = np.array([len(doc) for doc in units], dtype=np.int64)
         table = task.data
         if self.filter_mode == PARAGRAPH:
-            starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+            starts = np.cumsum(counts) - counts  # each document's first unit (an empty batch has none)
             kept = [
                 "".join(u for u, ok in zip(doc, passes[s : s + len(doc)], strict=True) if ok)
                 for doc, s in zip(units, starts, strict=True)
@@ -309,7 +321,7 @@ class FastTextQualityFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
     def scores(self, texts: list[str]) -> np.ndarray:
         """NeMo's score of each text (see the class docstring)."""
         lines = [t.replace("\n", " ").replace(LABEL_PREFIX, " ") for t in texts]
-        predicted, probs = predict(self._model, lines, k=1)
+        predicted, probs = predict(self._model, lines, k=1, model_path=self.model_path)
         top = np.array([float(p[0]) for p in probs], dtype=np.float64)
         is_label = np.array([names[0] == self.label for names in predicted], dtype=bool)
         return np.where(is_label, top, 1.0 - top)

@@ -215,7 +215,7 @@ class LanguageFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         from .fasttext import LABEL_PREFIX, language_scores
 
         self.setup()
-        best, top, matrix = language_scores(self._model, [t or "" for t in texts.to_pylist()])
+        best, top, matrix = language_scores(self._model, [t or "" for t in texts.to_pylist()], str(self.model_path))
         if self.label_only:
             keep = np.ones(len(best), dtype=bool)
         elif self.languages is None:

@@ -41,6 +41,14 @@ class DocumentFilter:
         return f"{type(self).__name__}({args})"
 
 
+def _not_a_filter(wrapper: str, given: object) -> str:
+    """The error for a wrapper given something other than a :class:`DocumentFilter`; a stage (such as
+    ``FastTextQualityFilter``, a filter in NeMo Curator but a stage here) goes into the pipeline itself."""
+    if isinstance(given, ProcessingStage):
+        return f"{wrapper} needs a DocumentFilter; {type(given).__name__} is a stage: add it to the pipeline itself"
+    return f"{wrapper} needs a DocumentFilter instance, got {given!r}"
+
+
 def between(scores: pa.Array, low: float | None, high: float | None) -> pa.Array:
     """``low <= score <= high`` for each score (a bound of ``None`` is no bound; a null score is not kept)."""
     mask = call("is_valid", scores)
@@ -65,7 +73,7 @@ class ScoreFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         invert: bool = False,
     ) -> None:
         if not isinstance(filter_obj, DocumentFilter):
-            raise TypeError(f"ScoreFilter needs a DocumentFilter instance, got {filter_obj!r}")
+            raise TypeError(_not_a_filter("ScoreFilter", filter_obj))
         self.filter_obj = filter_obj
         self.text_field = text_field
         self.score_field = score_field
@@ -115,7 +123,7 @@ class Score(ProcessingStage[DocumentBatch, DocumentBatch]):
 
     def __init__(self, score_fn: DocumentFilter, score_field: str, text_field: str = "text") -> None:
         if not isinstance(score_fn, DocumentFilter):
-            raise TypeError(f"Score needs a DocumentFilter instance, got {score_fn!r}")
+            raise TypeError(_not_a_filter("Score", score_fn))
         self.score_fn = score_fn
         self.score_field = score_field
         self.text_field = text_field
@@ -139,7 +147,7 @@ class Filter(ProcessingStage[DocumentBatch, DocumentBatch]):
 
     def __init__(self, filter_fn: DocumentFilter, filter_field: str, invert: bool = False) -> None:
         if not isinstance(filter_fn, DocumentFilter):
-            raise TypeError(f"Filter needs a DocumentFilter instance, got {filter_fn!r}")
+            raise TypeError(_not_a_filter("Filter", filter_fn))
         self.filter_fn = filter_fn
         self.filter_field = filter_field
         self.invert = invert
