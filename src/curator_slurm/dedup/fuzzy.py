@@ -220,6 +220,74 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
 JACCARD_CHECKS = ("estimate", "exact")
 
 
+def _check_options(
+    counts: dict[str, int],
+    jaccard_threshold: float | None,
+    jaccard_check: str,
+    char_ngrams: int | None,
+    id_field: str | None,
+    identify_only: bool,
+) -> None:
+    """FuzzyDuplicates' settings, checked when it is built (before any phase runs), each error naming the
+    setting and the fix."""
+    for label, value in counts.items():
+        if value < 1:
+            raise ValueError(f"{label}={value} must be >= 1")
+    if char_ngrams is not None and char_ngrams < 2:
+        raise ValueError(f"char_ngrams={char_ngrams} must be >= 2 characters (NeMo Curator's tutorial: 24)")
+    if id_field is not None and not identify_only:
+        raise ValueError(
+            f"id_field={id_field!r} names the ids in the list of duplicates, which only identify_only=True "
+            "writes; removing duplicates needs no ids (drop id_field, or set identify_only=True)"
+        )
+    if jaccard_threshold is not None and not 0.0 < jaccard_threshold <= 1.0:
+        raise ValueError(f"jaccard_threshold={jaccard_threshold} must be in (0, 1], or None for no check")
+    if jaccard_check not in JACCARD_CHECKS:
+        raise ValueError(f"jaccard_check={jaccard_check!r} must be one of {JACCARD_CHECKS}")
+    if jaccard_check == "exact" and jaccard_threshold is None:
+        raise ValueError("jaccard_check='exact' needs a jaccard_threshold (e.g. 0.8) to check against")
+
+
+def _exact_check_phases(
+    name: str,
+    reader: ProcessingStage,
+    shingles: EdgeShingles,
+    work: str,
+    buckets: int,
+    threshold: float,
+    edges_dir: str,
+) -> list[Phase]:
+    """``edge-shingles`` and ``verify``: the exact Jaccard check of the candidate edges (:mod:`.verify`)."""
+    from ..pipeline import Pipeline
+
+    shingles_dir = os.path.join(work, "shuffle", "edge-shingles")
+    return [
+        Phase(
+            "edge-shingles",
+            Pipeline(f"{name}-edge-shingles")
+            .add_stage(reader)
+            .add_stage(shingles)
+            .add_stage(BucketWriter(shingles_dir, compression=SHUFFLE_COMPRESSION)),
+        ),
+        bucket_phase("verify", name, shingles_dir, buckets, "edge-shingles", VerifyEdges(threshold), edges_dir),
+    ]
+
+
+def _components_phase(
+    name: str, edges_dir: str, paths: Any, extensions: list[str] | None, survivors: bool, out_dir: str
+) -> Phase:
+    """``components``: one task over every edge file, the list of duplicates sorted by key into ``out_dir``."""
+    from ..pipeline import Pipeline
+
+    pipeline = (
+        Pipeline(f"{name}-components")
+        .add_stage(BucketSource(edges_dir, 1, f"{name}/edges"))
+        .add_stage(ConnectedComponents(edges_dir, paths, extensions, survivors=survivors))
+        .add_stage(SortedKeyWriter(out_dir))
+    )
+    return Phase("components", pipeline, max_shards=1)
+
+
 class FuzzyDuplicates(Workflow):
     """Remove (or, with ``identify_only``, list) near-duplicates of ``text_field`` across the whole input.
 
@@ -240,6 +308,12 @@ class FuzzyDuplicates(Workflow):
     Either check compares each member of a (band, value) group with the group's smallest key only (the
     star), so a member similar to another member but not to the smallest one loses that edge (it may keep
     one through another band). ``work_dir`` defaults to ``<output>/.curator-work``.
+
+    ``char_ngrams`` (e.g. 24, NeMo Curator's): shingles of that many characters of the raw text instead of
+    ``ngram`` words of the normalised text (:mod:`.char_shingles`). ``id_field`` (with ``identify_only``):
+    the list gets the input's ids of each document and of its survivor, ``<id_field>`` and
+    ``group_<id_field>``, through two more phases (:mod:`.fuzzy_ids`). FineWeb's configuration (datatrove's
+    defaults) is ``ngram=minhash.FINEWEB_NGRAM, bands=minhash.FINEWEB_BANDS, rows=minhash.FINEWEB_ROWS``.
     """
 
     def __init__(
@@ -260,28 +334,19 @@ class FuzzyDuplicates(Workflow):
         char_ngrams: int | None = None,
         id_field: str | None = None,
     ) -> None:
-        for label, value in (("ngram", ngram), ("bands", bands), ("rows", rows), ("buckets", buckets)):
-            if value < 1:
-                raise ValueError(f"{label}={value} must be >= 1")
-        if char_ngrams is not None and char_ngrams < 2:
-            raise ValueError(f"char_ngrams={char_ngrams} must be >= 2 characters (NeMo Curator's tutorial: 24)")
-        if id_field is not None and not identify_only:
-            raise ValueError(
-                f"id_field={id_field!r} names the ids in the list of duplicates, which only identify_only=True "
-                "writes; removing duplicates needs no ids (drop id_field, or set identify_only=True)"
-            )
-        if jaccard_threshold is not None and not 0.0 < jaccard_threshold <= 1.0:
-            raise ValueError(f"jaccard_threshold={jaccard_threshold} must be in (0, 1], or None for no check")
-        if jaccard_check not in JACCARD_CHECKS:
-            raise ValueError(f"jaccard_check={jaccard_check!r} must be one of {JACCARD_CHECKS}")
+        _check_options(
+            {"ngram": ngram, "bands": bands, "rows": rows, "buckets": buckets},
+            jaccard_threshold,
+            jaccard_check,
+            char_ngrams,
+            id_field,
+            identify_only,
+        )
         exact = jaccard_check == "exact"
-        if exact and jaccard_threshold is None:
-            raise ValueError("jaccard_check='exact' needs a jaccard_threshold (e.g. 0.8) to check against")
         work = os.fspath(work_dir) if work_dir is not None else os.path.join(writer.path, ".curator-work")
         bands_dir = os.path.join(work, "shuffle", "bands")
         edges_dir = os.path.join(work, "edges")
         endpoints_dir = os.path.join(work, "candidates")
-        shingles_dir = os.path.join(work, "shuffle", "edge-shingles")
         duplicates_dir = writer.path if identify_only else os.path.join(work, "duplicates")
         members_dir = os.path.join(work, "members") if id_field else duplicates_dir
         signature_reader = _reader_with_fields(reader, [text_field])  # refuses a reader that is not a FileReader
@@ -309,35 +374,11 @@ class FuzzyDuplicates(Workflow):
         ]
         if exact:
             assert jaccard_threshold is not None
-            phases += [
-                Phase(
-                    "edge-shingles",
-                    Pipeline(f"{name}-edge-shingles")
-                    .add_stage(signature_reader)
-                    .add_stage(EdgeShingles(text_field, ngram, seed, endpoints_dir, buckets, char_ngrams))
-                    .add_stage(BucketWriter(shingles_dir, compression=SHUFFLE_COMPRESSION)),
-                ),
-                bucket_phase(
-                    "verify", name, shingles_dir, buckets, "edge-shingles", VerifyEdges(jaccard_threshold), edges_dir
-                ),
-            ]
-        phases.append(
-            Phase(
-                "components",
-                Pipeline(f"{name}-components")
-                .add_stage(BucketSource(edges_dir, 1, f"{name}/edges"))
-                .add_stage(
-                    ConnectedComponents(
-                        edges_dir,
-                        partitioner.file_paths if identify_only else None,
-                        partitioner.file_extensions,
-                        survivors=id_field is not None,
-                    )
-                )
-                .add_stage(SortedKeyWriter(members_dir)),
-                max_shards=1,
-            )
-        )
+            shingles = EdgeShingles(text_field, ngram, seed, endpoints_dir, buckets, char_ngrams)
+            phases += _exact_check_phases(name, signature_reader, shingles, work, buckets, jaccard_threshold, edges_dir)
+        survivors = id_field is not None  # the id phases look up the survivors' ids too
+        paths = partitioner.file_paths if identify_only else None
+        phases.append(_components_phase(name, edges_dir, paths, partitioner.file_extensions, survivors, members_dir))
         if id_field:
             phases += id_phases(name, signature_reader, id_field, members_dir, work, duplicates_dir)
         if not identify_only:
