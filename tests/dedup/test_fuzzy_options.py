@@ -149,10 +149,10 @@ def test_options_are_checked_before_any_work(tmp_path: Path) -> None:
         FuzzyDuplicates(reader, writer, char_ngrams=1)
     with pytest.raises(ValueError, match="only identify_only=True writes"):
         FuzzyDuplicates(reader, writer, id_field="id")
-    # a run made before the options existed keeps its fingerprint: the new settings at their defaults are
-    # not part of the stages' parameters
-    bands = FuzzyDuplicates(reader, writer, identify_only=True).phases[0].pipeline.stages[1]
-    assert "char_ngrams" not in bands.params() and bands.params()["ngram"] == 5
+    # the shingling is part of the signatures phase's fingerprint: words and characters never share a run
+    words = FuzzyDuplicates(reader, writer, identify_only=True).phases[0].pipeline.stages[1].params()
+    chars = FuzzyDuplicates(reader, writer, identify_only=True, char_ngrams=24).phases[0].pipeline.stages[1].params()
+    assert (words["char_ngrams"], chars["char_ngrams"]) == (None, 24)
 
 
 def test_fineweb_configuration_14_bands_of_8_rows() -> None:

@@ -177,12 +177,24 @@ def test_a_model_with_nan_weights_fails_naming_the_file(quality_model: str, tmp_
         FastTextClassifierFilter(broken, keep_labels=("hq", 0.5)).process(_batch(["science research results"]))
 
 
-def test_cld2_language_filter_fingerprint_is_unchanged_by_the_new_backend() -> None:
-    # what a CLD2 LanguageFilter's settings were before the backend existed: a run made then stays resumable
-    assert LanguageFilter(languages="en").params() == {
-        "best_effort": False, "invert": False, "language_field": "language", "languages": "['en']",
-        "min_score": 0.3, "score_field": "language_score", "text_field": "text",
-    }  # fmt: skip
+def test_the_fingerprint_names_the_model_file_and_not_the_loaded_model(lid_model: str, quality_model: str) -> None:
+    stages = [
+        LanguageFilter(backend="fasttext", model_path=lid_model, languages="en"),
+        FastTextClassifierFilter(quality_model, keep_labels=("hq", 0.5)),
+        FastTextQualityFilter(quality_model),
+    ]
+    for stage in stages:
+        before = stage.params()
+        stage.setup()  # a loaded model is not a setting: the fingerprint is the same after setup
+        assert stage.params() == before and "_model" not in before
+        assert before["model_path"] in (lid_model, quality_model)
+    cld2, fast = LanguageFilter(languages="en").params(), stages[0].params()
+    assert (cld2["backend"], cld2["min_score"], fast["backend"], fast["language_threshold"]) == (
+        "cld2",
+        0.3,
+        "fasttext",
+        0.65,
+    )
 
 
 def _datatrove_classifier_scores(model, unit: str, replacement: str) -> dict[str, float]:

@@ -42,12 +42,6 @@ class SortedKeyWriter(SortedFileWriter):
         super().__init__(path, KEY, ROW_GROUP)
 
 
-def without_none(params: dict[str, Any], *names: str) -> dict[str, Any]:
-    """``params`` without the settings ``names`` that are None: a setting added later, left at its default,
-    keeps the fingerprint runs had before it existed (so they stay resumable)."""
-    return {k: v for k, v in params.items() if not (k in names and v is None)}
-
-
 def bucket_phase(
     phase: str, workflow: str, bucket_dir: str, buckets: int, source: str, stage: ProcessingStage, out_dir: str
 ) -> Phase:

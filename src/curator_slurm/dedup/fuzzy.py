@@ -45,7 +45,7 @@ from ..stages.writers import BaseWriter
 from ..tasks import DocumentBatch, FileGroupTask
 from ..workflow import Phase, Workflow
 from . import minhash
-from .common import KEY, SortedKeyWriter, bucket_phase, without_none, write_phase
+from .common import KEY, SortedKeyWriter, bucket_phase, write_phase
 from .exact import _reader_with_fields
 from .fuzzy_ids import id_phases
 from .verify import EdgeShingles, VerifyEdges
@@ -84,9 +84,6 @@ class MinHashBands(ProcessingStage[DocumentBatch, DocumentBatch]):
         self.buckets = buckets
         self.verify = verify
         self.char_ngrams = char_ngrams
-
-    def params(self) -> dict[str, Any]:
-        return without_none(super().params(), "char_ngrams")
 
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], [self.text_field]
@@ -181,8 +178,7 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
         self.survivors = survivors
 
     def params(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"names_paths": self.input_paths is not None}  # where data lives is not what it does
-        return {**out, "survivors": True} if self.survivors else out
+        return {"names_paths": self.input_paths is not None, "survivors": self.survivors}  # not where data lives
 
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], None

@@ -25,7 +25,7 @@ from ..shuffle import BUCKET, bucket_of, read_overlapping, shuffle_files
 from ..stages.base import ProcessingStage
 from ..tasks import DocumentBatch
 from . import minhash
-from .common import KEY, without_none
+from .common import KEY
 
 pq = LazyModule("pyarrow.parquet")
 
@@ -82,8 +82,7 @@ class EdgeShingles(ProcessingStage[DocumentBatch, DocumentBatch]):
         self.char_ngrams = char_ngrams
 
     def params(self) -> dict[str, Any]:
-        out = {k: v for k, v in super().params().items() if k != "endpoints_dir"}  # where, not what
-        return without_none(out, "char_ngrams")
+        return {k: v for k, v in super().params().items() if k != "endpoints_dir"}  # where, not what
 
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], [self.text_field]

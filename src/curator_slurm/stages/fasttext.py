@@ -169,6 +169,7 @@ class FastTextClassifierFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
     """
 
     name = "fasttext_classifier_filter"
+    fingerprint_exclude = frozenset({"_model"})  # loaded by setup(); model_path says which
 
     def __init__(
         self,
@@ -278,6 +279,7 @@ class FastTextQualityFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
     """
 
     name = "fasttext_quality_filter"
+    fingerprint_exclude = frozenset({"_model"})  # loaded by setup(); model_path says which
 
     def __init__(
         self,

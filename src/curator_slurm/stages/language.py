@@ -102,6 +102,7 @@ class LanguageFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
     """
 
     name = "language_filter"
+    fingerprint_exclude = frozenset({"_model"})  # the fastText model loaded by setup(); model_path says which
 
     def __init__(
         self,
@@ -165,14 +166,6 @@ class LanguageFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_model": None}  # a loaded fastText model does not pickle
-
-    def params(self) -> dict[str, Any]:
-        out = super().params()
-        if self.backend == "cld2" and not self.label_only:
-            # the settings CLD2 runs had before the fastText backend existed: their fingerprints stay the same
-            for key in ("backend", "model_path", "language_threshold", "label_only"):
-                out.pop(key)
-        return out
 
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], [self.text_field]
