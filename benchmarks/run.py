@@ -28,6 +28,8 @@ t2. The same with workers=2 vs workers=1, tokens/s; t2c: in tokens per CPU secon
 t3. Peak RSS of the merge phase (every pair into one file) on a 4x larger corpus vs the base one.
 h1-h24. Each heuristic filter (NeMo Curator's 23 and SymbolRatioFilter): MB/s of its column API vs the
     same filter as a plain Python function per document, on web-like English text, one core.
+ft1-ft2. FastTextClassifierFilter and LanguageFilter(backend="fasttext") vs the model called per document
+    in a plain loop with the peer's preprocessing and rule: docs/s, one core.
 
 The code lives in the package ``benchmarks/bench``: ``harness`` (results, the table, child processes and
 their rusage, interleaving), ``corpora``, ``demo`` (the demo job and its plain-pyarrow twin), ``context``

@@ -9,6 +9,7 @@ from ..context import Bench
 from ..harness import Row
 from .dedup import bench_exact_dedup, bench_fuzzy_signatures, bench_fuzzy_workflow
 from .executor import bench_executor, bench_small_files
+from .fasttext import bench_fasttext
 from .filters import bench_filters
 from .ledger import bench_ledger
 from .memory import bench_rss
@@ -45,5 +46,6 @@ GROUPS: list[Group] = [
     Group(tuple(f"h{i}" for i in range(1, 25)), bench_filters),
     Group(("t1", "t1c", "t2", "t2c"), bench_tokens),
     Group(("t3",), bench_merge_rss),
+    Group(("ft1", "ft2"), bench_fasttext),
 ]
 ROW_KEYS: tuple[str, ...] = tuple(k for g in GROUPS for k in g.keys)

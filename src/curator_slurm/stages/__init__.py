@@ -7,6 +7,7 @@ there is exported here too.
 
 from . import filters, modifiers
 from .base import PASSTHROUGH, CompositeStage, ProcessingStage, Resources
+from .fasttext import FastTextClassifierFilter, FastTextQualityFilter
 from .filters import *  # noqa: F403
 from .ids import AddId
 from .language import LanguageFilter
@@ -20,6 +21,8 @@ __all__ = [
     "PASSTHROUGH",
     "AddId",
     "CompositeStage",
+    "FastTextClassifierFilter",
+    "FastTextQualityFilter",
     "FilePartitioningStage",
     "FileReader",
     "FileReaderStage",
