@@ -15,7 +15,14 @@ from typing import Any
 from curator_slurm.errors import RunDirError
 from curator_slurm.runs.ledger import LEDGER_DIR, load_status
 from curator_slurm.runs.plan import PLAN_FILE, PLAN_REMEDY
-from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RERUN_REMEDY, RUN_FILE, SOURCES_FILE, read_json
+from curator_slurm.runs.rundir import (
+    DEFAULT_RUN_DIR_NAME,
+    RERUN_REMEDY,
+    RUN_FILE,
+    SOURCES_FILE,
+    load_refusals,
+    read_json,
+)
 from curator_slurm.runs.summary import shard_row, summarise_done
 from curator_slurm.slurm.control import ACTIVE_STATES, ENDED_BADLY_STATES, job_states
 from curator_slurm.slurm.submit import SUBMISSIONS_FILE, load_submissions
@@ -113,6 +120,7 @@ def collect_status(run_dir: str) -> dict[str, Any]:
         "percent": 100.0 * done_count / total if total else 100.0,
         "rows_in": rows_in,
         "rows_out": rows_out,
+        "tokens": summary.tokens,
         "tasks_per_second": rate,
         "docs_per_second": rows_in / elapsed if elapsed > 0 else None,
         "eta_seconds": None if stalled else pending / rate if rate and pending else (0.0 if not pending else None),
@@ -232,6 +240,8 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
         f"documents: {status['rows_in']} in, {status['rows_out']} out; throughput "
         f"{num(status['docs_per_second'], '{:.0f}')} docs/s, {num(status['tasks_per_second'], '{:.2f}')} tasks/s; {eta}"
     )
+    if status.get("tokens") is not None:
+        lines.append(f"tokens: {status['tokens']} in the outputs of the done source tasks")
     if status["funnel"]:
         lines.append(f"funnel of the done source tasks, all shards: {'docs in':>10} {'docs out':>10} {'dropped':>10}")
         for row in status["funnel"]:
@@ -307,10 +317,12 @@ def failure_rows(run_dir: str) -> tuple[list[dict[str, Any]], list[dict[str, Any
         )
     status = collect_status(run_dir)
     ended = status["ended_tasks"] if status["pending"] else []  # else the failed source tasks say it all
+    refused = load_refusals(run_dir)
     tasks = [
         _failure_row(
             error=f"array task {t['job']} ended {t['state']}"
-            + ("" if t["recorded"] else " without recording any work"),
+            + ("" if t["recorded"] else " without recording any work")
+            + (f": the run directory refused it: {refused[t['job']]['error']}" if t["job"] in refused else ""),
             shard=t["shard"],
             job=t["job"],
             log=t["log"],

@@ -209,6 +209,8 @@ class C4BadWordsFilter(DatatroveFilter):
     """
 
     name = "c4_badwords_filter"
+    #: Patterns compiled from the lists on first use (``badwords_dir`` is the parameter).
+    fingerprint_exclude = frozenset({"_patterns"})
 
     def __init__(
         self,

@@ -65,6 +65,8 @@ class URLFilter(DatatroveFilter):
     """
 
     name = "url_filter"
+    #: Lists read and the suffix-list extractor built on first use (their files are parameters).
+    fingerprint_exclude = frozenset({"_lists", "_extract"})
 
     def __init__(
         self,
