@@ -7,7 +7,8 @@ stage of its own (``pipeline.add_stage(GopherQualityFilter())``), as in datatrov
 :class:`..ScoreFilter`: datatrove's filters decide by several rules at once and say
 which one removed a document. They are exported from this package only, not from
 :mod:`..stages` (the package above), next to NeMo Curator's filters of similar intent and other rules (NeMo's
-``WordCountFilter`` is not Gopher's word count; our ``LanguageFilter`` is CLD2's, not datatrove's).
+``WordCountFilter`` is not Gopher's word count; datatrove's language filter is
+``stages.LanguageFilter(backend="fasttext")``).
 
 Words and sentences are spaCy's blank English tokenizer's and sentencizer's, as datatrove counts them
 (the ``fineweb`` extra; no model download); each module's docstring says where the project had to choose
