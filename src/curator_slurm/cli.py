@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from curator_slurm import __version__
 from curator_slurm.errors import CuratorError
-from curator_slurm.runs.local_array import run_local
+from curator_slurm.runs.local_array import LocalStopped, run_local
 from curator_slurm.runs.manifest import attach_manifest
 from curator_slurm.runs.plan import (
     check_before_submit,
@@ -30,7 +30,7 @@ from curator_slurm.runs.plan import (
     shard_loads,  # noqa: F401 - the benchmarks import it from here
 )
 from curator_slurm.runs.status import failure_rows, format_failures, status_report, workflow_phase_dirs
-from curator_slurm.slurm.options import SubmitOptions, add_option_arguments, option_values
+from curator_slurm.slurm.options import SubmitOptions, add_option_arguments, option_values, requeue_signal
 from curator_slurm.slurm.phases import (
     parse_phase_shards,
     phase_shard_counts,
@@ -105,9 +105,17 @@ def cmd_plan(args: argparse.Namespace, script_args: list[str]) -> int:
     return 0
 
 
+def _requeue_note(opts: SubmitOptions) -> None:
+    """Say so when a short --time made --requeue's warning signal come earlier than the usual 120 s."""
+    note = requeue_signal(opts.time)[1] if opts.requeue and opts.signal is None else None
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+
+
 def _submit(
     opts: SubmitOptions, kind: str, dry_run: bool, as_json: bool, source_list: str | None = None, force: bool = False
 ) -> int:
+    _requeue_note(opts)
     max_size, max_tasks, origin = array_limits(dry_run)
     chunks = split_shards(opts.shards, max_size, max_tasks)
     if dry_run:
@@ -159,6 +167,7 @@ def _submit_workflow(args: argparse.Namespace, opts: SubmitOptions, plan: dict[s
     names = [p["phase"] for p in plan["phases"]]
     counts = phase_shard_counts(plan, args.shards, parse_phase_shards(args.phase_shards, names))
     limits = array_limits(args.dry_run)[:2]
+    _requeue_note(opts)
     if args.dry_run:
         for name, phase_opts, chunks in preview_phases(opts, plan, counts, limits):
             print(f"# === phase {name!r}: {phase_opts.shards} shards in {len(chunks)} array(s)")
@@ -252,9 +261,12 @@ def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
 
 
 def cmd_local(args: argparse.Namespace, script_args: list[str]) -> int:
-    failed = run_local(
-        args.script, script_args, args.shards, args.logs, args.parallel, args.strategy, args.phase_shards
-    )
+    try:
+        failed = run_local(
+            args.script, script_args, args.shards, args.logs, args.parallel, args.strategy, args.phase_shards
+        )
+    except LocalStopped as e:  # the shards ended (their summaries are in their logs); so does local
+        return e.exit_code
     return 1 if failed else 0
 
 
@@ -378,6 +390,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of our output (`| head -1`) has all it wanted
         _silence_stdout()
         return 141  # what a shell reports for a process that SIGPIPE ended
+    except KeyboardInterrupt:  # Ctrl-C outside a run (planning, `status --watch`): a line, not a traceback
+        print(f"curator-slurm {args.command}: interrupted", file=sys.stderr)
+        return 130
     except (CuratorError, OSError) as e:  # bad input or a failing command; anything else is a bug: traceback
         print(f"curator-slurm {args.command}: {e}", file=sys.stderr)
         return 2
