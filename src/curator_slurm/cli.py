@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from curator_slurm import __version__
 from curator_slurm.errors import CuratorError
+from curator_slurm.runs.inputs import check_plan_inputs, plan_inputs
 from curator_slurm.runs.local_array import LocalStopped, run_local
 from curator_slurm.runs.manifest import attach_manifest
 from curator_slurm.runs.plan import (
@@ -35,6 +36,7 @@ from curator_slurm.slurm.phases import (
     parse_phase_shards,
     phase_shard_counts,
     preview_phases,
+    refuse_if_workflow_busy,
     save_submission,
     submit_phases,
 )
@@ -151,6 +153,7 @@ def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
               "to do", file=sys.stderr)  # fmt: skip
     if plan.get("kind") == "workflow":
         return _submit_workflow(args, opts, plan)
+    plan_inputs(sources, opts.run_dir)  # first: a file changed under done work is refused, naming it
     check_before_submit(opts, plan, manifest=sources is not None)
     if sources is not None:  # plan once: the tasks load their shard of this listing
         opts, info = attach_manifest(opts, sources, "submit", args.dry_run)
@@ -168,13 +171,16 @@ def _submit_workflow(args: argparse.Namespace, opts: SubmitOptions, plan: dict[s
     counts = phase_shard_counts(plan, args.shards, parse_phase_shards(args.phase_shards, names))
     limits = array_limits(args.dry_run)[:2]
     _requeue_note(opts)
+    check_plan_inputs(plan, phase_sources)
     if args.dry_run:
         for name, phase_opts, chunks in preview_phases(opts, plan, counts, limits):
             print(f"# === phase {name!r}: {phase_opts.shards} shards in {len(chunks)} array(s)")
             print("".join(render_script(phase_opts, chunk) for chunk in chunks), end="")
         return 0
-    save_submission(plan["run_dir"], opts, counts, plan)
-    submitted = submit_phases(opts, plan, counts, limits, sources=phase_sources)
+    with submission_lock(plan["run_dir"]):  # one submission at a time per workflow, as per run
+        refuse_if_workflow_busy(plan)
+        save_submission(plan["run_dir"], opts, counts, plan)
+        submitted = submit_phases(opts, plan, counts, limits, sources=phase_sources)
     if args.json:
         _print_json({name: asdict(record) for name, record in submitted})
         return 0
@@ -192,6 +198,11 @@ def _print_phases(submitted: list[tuple[str, Submission]]) -> None:
 def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
     if workflow_phase_dirs(args.run_dir) is not None:
         return _retry_workflow(args)
+    root = os.path.dirname(os.path.abspath(args.run_dir))
+    if os.path.abspath(args.run_dir) in dict(workflow_phase_dirs(root) or []).values():
+        # A phase is retried with the phases after it, behind none of the old jobs (they have ended).
+        print(f"{args.run_dir} is a phase of the workflow in {root}: retrying the workflow", file=_notes(args.json))
+        return _retry_workflow(argparse.Namespace(**{**vars(args), "run_dir": root}))
     retry = plan_retry(args.run_dir, args.shards, option_values(args), args.dry_run, args.force)
     if retry.opts is None:
         print(f"nothing to retry: all {retry.total} source tasks are done")
@@ -215,7 +226,12 @@ def _retry_workflow(args: argparse.Namespace) -> int:
     later = f" and then {', '.join(retry.later)}" if retry.later else ""
     print(f"retrying phase {retry.phase} ({retry.missing} source task(s) not done){later}")
     if not args.dry_run:
-        _print_phases(submit_phases(retry.opts, retry.plan, retry.counts, array_limits(False)[:2], start=retry.phase))
+        with submission_lock(retry.plan["run_dir"]):
+            refuse_if_workflow_busy(retry.plan, args.force)
+            sent = submit_phases(
+                retry.opts, retry.plan, retry.counts, array_limits(False)[:2], start=retry.phase, sources=retry.sources
+            )
+        _print_phases(sent)
     return 0
 
 

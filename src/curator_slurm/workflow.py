@@ -130,6 +130,8 @@ class Workflow:
             index = self.phases.index(phase)
             if index > 0:
                 self.require_complete(self.phases[index - 1], before=phase)
+                if not spec.manifest:  # from a manifest, submit/retry compared the files, the readers check them
+                    self.require_unchanged(self.phases[:index], before=phase)
             result.phases[phase.name] = phase.pipeline.run(
                 executor, shard=spec, run_dir=self.run_dir(phase), options=phase_options
             )
@@ -165,6 +167,16 @@ class Workflow:
             f"first missing: {', '.join(missing[:3])}). Finish it first: re-run the script (done work is skipped), "
             f"or `curator-slurm retry {self.run_root}`; in an array, each phase must be its own array "
             "(`curator-slurm submit` does that)."
+        )
+
+    def require_unchanged(self, earlier: list[Phase], before: Phase) -> None:
+        """Refuse to start ``before`` when a file that an ``earlier`` phase read changed since (its rows
+        there and here would disagree: a file appended after the hash phase kept its duplicates)."""
+        from curator_slurm.runs.inputs import afresh_hint, check_recorded
+
+        check_recorded(
+            [(f"phase {p.name!r} of workflow {self.name!r}", self.run_dir(p)) for p in earlier],
+            afresh_hint(self.run_dir(before)),
         )
 
     # --- planning -----------------------------------------------------------------------------------

@@ -96,7 +96,7 @@ class BaseExecutor:
         tally = _Tally([StageStats(s.name) for s in stages], ProgressLog(len(todo), log, self.progress_interval))
         stop = StopSignal(options.grace_seconds, log)
         results: Iterable[SourceResult] = ()
-        with _ledger(run_dir, shard, options) as record:
+        with _ledger(run_dir, shard, options, todo) as record:
             try:
                 with stop:
                     results = (
@@ -195,6 +195,10 @@ def _resume_filter(
         weights = [t.weight for t in source.sources] if shard.strategy == "balanced" else None
         run_dir.check_sources([t.task_id for t in source.sources], options.accept_new_inputs, weights)
     state = run_dir.state(shard, [t.task_id for t in mine])  # only the ledger files that can hold their records
+    if source.manifest is None:  # a file that changed under done work is refused (with a manifest: at submit)
+        from curator_slurm.runs.inputs import check_listing
+
+        check_listing(run_dir.path, {t.task_id for t in mine if t.task_id in state.done})
     todo = [t for t in mine if t.task_id not in state.done]
     if len(todo) < len(mine):
         log.info(f"{shard.label}: skipping {len(mine) - len(todo)} source tasks already done in {run_dir.path}")
@@ -202,15 +206,28 @@ def _resume_filter(
 
 
 @contextmanager
-def _ledger(run_dir: RunDir | None, shard: ShardSpec, options: RunOptions) -> Iterator[Callable[[SourceResult], None]]:
+def _ledger(
+    run_dir: RunDir | None, shard: ShardSpec, options: RunOptions, todo: list[Task]
+) -> Iterator[Callable[[SourceResult], None]]:
     """``record(result)`` for each finished source task: the one place where a run writes its ledger
-    (nothing without a run directory); the writer is closed when the run ends, however it ends."""
+    (nothing without a run directory); the writer is closed when the run ends, however it ends. A done
+    record keeps what its task's files were as the run started (``inputs``), for the next start to compare."""
     if run_dir is None:
         yield lambda result: None
         return
+    from curator_slurm.runs.inputs import input_states
+
+    read = input_states(todo)
     writer = run_dir.writer(shard, options)  # commits a window of records at a time
+
+    def record(result: SourceResult) -> None:
+        line = ledger_record(result)
+        if line["status"] == "done" and read.get(result.source_id):
+            line["inputs"] = read[result.source_id]
+        writer.write(line)
+
     try:
-        yield lambda result: writer.write(ledger_record(result))
+        yield record
     finally:
         writer.close()
 

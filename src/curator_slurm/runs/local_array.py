@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 from curator_slurm.errors import OptionError
+from curator_slurm.runs.inputs import check_plan_inputs
 from curator_slurm.runs.manifest import new_manifest_dir, write_manifest
 from curator_slurm.runs.plan import run_plan
 from curator_slurm.slurm.env import job_environment
@@ -43,6 +44,7 @@ def run_local(
     logs = logs or tempfile.mkdtemp(prefix="curator-local-")
     os.makedirs(logs, exist_ok=True)
     plan = run_plan(script, script_args)
+    check_plan_inputs(plan)  # a file changed under done work: refused, as submit refuses it
     out, err = out or sys.stdout, err or sys.stderr
     run = LocalArray(script, script_args, logs, parallel, strategy, out, err)
     if plan.get("kind") != "workflow":
