@@ -241,7 +241,7 @@ def _retry_workflow(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
     """The run's status, again every ``--watch`` seconds until nothing is left to wait for."""
     while True:
-        report = status_report(args.run_dir, args.all)
+        report = status_report(args.run_dir, args.all, args.verify)
         try:
             _print_json(report.data) if args.json else print(report.text)
             sys.stdout.flush()
@@ -277,10 +277,17 @@ def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
 
 
 def cmd_local(args: argparse.Namespace, script_args: list[str]) -> int:
+    def busy(plan: dict[str, Any]) -> None:  # local beside the run's queued or running array tasks: refused
+        if plan.get("kind") == "workflow":
+            refuse_if_workflow_busy(plan)
+        elif plan.get("run_dir"):
+            refuse_if_busy(plan["run_dir"])
+
     try:
         failed = run_local(
-            args.script, script_args, args.shards, args.logs, args.parallel, args.strategy, args.phase_shards
-        )
+            args.script, script_args, args.shards, args.logs, args.parallel, args.strategy, args.phase_shards,
+            busy=busy,
+        )  # fmt: skip
     except LocalStopped as e:  # the shards ended (their summaries are in their logs); so does local
         return e.exit_code
     return 1 if failed else 0
@@ -336,7 +343,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("status", "progress of a run: source tasks done/failed/pending, throughput, ETA, jobs")
     p.add_argument("run_dir")
     p.add_argument("--all", action="store_true", help="show every shard")
-    p.add_argument("--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until nothing is pending")
+    p.add_argument(
+        "--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until nothing pending can change"
+    )
+    p.add_argument(
+        "--verify", action="store_true", help="also check that every done task's outputs exist with their recorded "
+        "sizes and its inputs are unchanged (reads the whole ledger, stats every file)"
+    )  # fmt: skip
     p.add_argument("--json", action="store_true")
 
     p = command("failures", "the failed source tasks of a run, with stage, error, files and log")

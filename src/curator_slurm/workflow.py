@@ -29,6 +29,7 @@ from .backends.run import BaseExecutor
 from .errors import CuratorError, PipelineBuildError
 from .pipeline import Pipeline, append_plan
 from .runs.ledger import load_status
+from .runs.liveness import marked
 from .runs.options import RunOptions
 from .runs.rundir import DEFAULT_RUN_DIR_NAME
 from .slurm.env import ShardSpec
@@ -126,6 +127,19 @@ class Workflow:
         phase_options = dataclasses.replace(options, run_dir=None, phase=None)
         result = WorkflowResult()
         start = time.perf_counter()
+        with marked(self.run_root, f"workflow {self.name}"):  # between phases too, `status` sees it running
+            self._run_phases(todo, executor, spec, phase_options, result)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def _run_phases(
+        self,
+        todo: list[Phase],
+        executor: BaseExecutor | None,
+        spec: ShardSpec,
+        phase_options: RunOptions,
+        result: WorkflowResult,
+    ) -> None:
         for phase in todo:
             index = self.phases.index(phase)
             if index > 0:
@@ -135,8 +149,6 @@ class Workflow:
             result.phases[phase.name] = phase.pipeline.run(
                 executor, shard=spec, run_dir=self.run_dir(phase), options=phase_options
             )
-        result.seconds = time.perf_counter() - start
-        return result
 
     def missing(self, phase: Phase) -> tuple[list[str], dict[str, dict[str, Any]]]:
         """The source tasks of ``phase`` that are not done, and the failure records among them.

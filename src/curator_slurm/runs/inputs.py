@@ -36,19 +36,11 @@ from curator_slurm.runs.ledger import complete_lines, ledger_files
 
 #: (size, mtime_ns) of each file, by absolute path.
 Stats = dict[str, tuple[int, int]]
-#: The columns of a ledger record read here (the rest is not parsed).
-_SCHEMA = pa.schema(
-    [
-        ("source", pa.string()),
-        ("status", pa.string()),
-        (
-            "inputs",
-            pa.struct(
-                [("paths", pa.list_(pa.string())), ("sizes", pa.list_(pa.int64())), ("mtimes", pa.list_(pa.int64()))]
-            ),
-        ),
-    ]
+_FILES = pa.struct(
+    [("paths", pa.list_(pa.string())), ("sizes", pa.list_(pa.int64())), ("mtimes", pa.list_(pa.int64()))]
 )
+#: The columns of a ledger record read here (the rest is not parsed): what a done task read and wrote.
+_SCHEMA = pa.schema([("source", pa.string()), ("status", pa.string()), ("inputs", _FILES), ("written", _FILES)])
 
 
 class InputsChangedError(RunDirError):
@@ -93,26 +85,34 @@ def input_states(tasks: Iterable[Any]) -> dict[str, dict[str, list[Any]]]:
 
 def recorded_inputs(run_dir: str, sources: set[str] | None = None) -> Stats:
     """The files that the done source tasks of ``run_dir`` (those in ``sources``, default all) were
-    computed from, each with the size and time of its last done record that names it."""
+    computed from, each with the size and time of the last done record that names it."""
     out: Stats = {}
-    if not os.path.isdir(run_dir):
-        return out
-    for name in ledger_files(run_dir):
-        for record in _done_inputs(name):
-            if sources is not None and record.get("source") not in sources:
-                continue
-            read = record.get("inputs") or {}
-            for p, size, mtime in zip(
-                read.get("paths") or [], read.get("sizes") or [], read.get("mtimes") or [], strict=False
-            ):
-                out[p] = (int(size), int(mtime))
+    for record in done_records(run_dir, sources).values():
+        read = record.get("inputs") or {}
+        columns = (read.get("paths") or [], read.get("sizes") or [], read.get("mtimes") or [])
+        for p, size, mtime in zip(*columns, strict=False):
+            out[p] = (int(size), int(mtime))
     return out
 
 
-def _done_inputs(path: str) -> list[dict[str, Any]]:
-    """The done records of one ledger file that carry ``inputs`` (only those columns)."""
+def done_records(run_dir: str, sources: set[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The last done record of each done source task of ``run_dir`` (of those in ``sources``, default
+    all), with only ``inputs`` and ``written`` parsed: what it read, and what it wrote (absolute paths and
+    sizes). Records written before these were kept have neither."""
+    out: dict[str, dict[str, Any]] = {}
+    if not os.path.isdir(run_dir):
+        return out
+    for name in ledger_files(run_dir):
+        for record in _done_rows(name):
+            if sources is None or record.get("source") in sources:
+                out[record["source"]] = record
+    return out
+
+
+def _done_rows(path: str) -> list[dict[str, Any]]:
+    """The done records of one ledger file that carry ``inputs`` or ``written`` (only those columns)."""
     data = complete_lines(path)
-    if b'"inputs"' not in data:
+    if b'"inputs"' not in data and b'"written"' not in data:
         return []
     try:
         table = pj.read_json(
@@ -128,7 +128,7 @@ def _done_inputs(path: str) -> list[dict[str, Any]]:
                 rows.append(json.loads(line))
             except json.JSONDecodeError:
                 continue
-    return [r for r in rows if isinstance(r, dict) and r.get("status") == "done" and r.get("inputs")]
+    return [r for r in rows if isinstance(r, dict) and r.get("status") == "done" and r.get("source")]
 
 
 def changes(recorded: Mapping[str, tuple[int, int]], now: Stats, paths: Iterable[str] | None = None) -> list[str]:
@@ -187,15 +187,17 @@ def check_recorded(run_dirs: Sequence[tuple[str, str]], afresh: str) -> None:
         refuse(changes(recorded, stat_files(recorded)), who, afresh)
 
 
-def plan_inputs(table: pa.Table | None, run_dir: str, others: Sequence[tuple[str, str]] = ()) -> None:
+def plan_inputs(
+    table: pa.Table | None, run_dir: str, others: Sequence[tuple[str, str]] = (), who: str | None = None
+) -> None:
     """At `submit`/`retry`: the files of a plan's sources ``table`` against what the done work of
     ``run_dir`` (and of ``others``, e.g. the other phases of a workflow) read, refused when one changed."""
     files = table_files(table)
     if not files:
         return
     now = stat_files(files)
-    for who, directory in [(f"the run in {run_dir}", run_dir), *others]:
-        refuse(changes(recorded_inputs(directory), now, files), who, afresh_hint(run_dir))
+    for label, directory in [(who or f"the run in {run_dir}", run_dir), *others]:
+        refuse(changes(recorded_inputs(directory), now, files), label, afresh_hint(run_dir))
 
 
 def check_plan_inputs(plan: Mapping[str, Any], sources: Mapping[str, Any] | None = None) -> None:
@@ -208,9 +210,10 @@ def check_plan_inputs(plan: Mapping[str, Any], sources: Mapping[str, Any] | None
         return
     tables = sources if sources is not None else plan.get("phase_sources") or {}
     dirs = [(p["phase"], p["run_dir"]) for p in plan["phases"]]
+    label = {n: f"phase {n!r} of workflow {plan['workflow']!r}" for n, _ in dirs}
     for name, directory in dirs:
-        others = [(f"phase {n!r} of workflow {plan['workflow']!r}", d) for n, d in dirs if n != name]
-        plan_inputs(tables.get(name), directory, others)
+        others = [(label[n], d) for n, d in dirs if n != name]
+        plan_inputs(tables.get(name), directory, others, who=label[name])
 
 
 def table_files(table: pa.Table | None) -> list[str]:
@@ -227,6 +230,7 @@ __all__ = [
     "check_listing",
     "check_plan_inputs",
     "check_recorded",
+    "done_records",
     "input_states",
     "plan_inputs",
     "recorded_inputs",

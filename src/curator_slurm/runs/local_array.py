@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from curator_slurm.errors import OptionError
 from curator_slurm.runs.inputs import check_plan_inputs
+from curator_slurm.runs.liveness import marked, refuse_if_live
 from curator_slurm.runs.manifest import new_manifest_dir, write_manifest
 from curator_slurm.runs.plan import run_plan
 from curator_slurm.slurm.env import job_environment
@@ -33,20 +34,37 @@ def run_local(
     phase_shards: str | None = None,
     out: IO[str] | None = None,
     err: IO[str] | None = None,
+    busy: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[int]:
     """Plan ``script`` once and run it as ``shards`` local processes (a workflow: each phase in order with
     its own shard count, ``phase_shards`` as ``--phase-shards`` takes it), logs in ``logs`` (default: a new
     temporary directory). Returns the
     shards that failed, of the last array run (a phase starts only when every shard of the one before
-    ended well). Progress goes to ``out`` (default stdout), the failed shards to ``err`` (default stderr)."""
+    ended well). Progress goes to ``out`` (default stdout), the failed shards to ``err`` (default stderr).
+    Refused while a process works in the run (``runs.liveness``), and when ``busy(plan)`` raises (the CLI
+    passes a check of the run's Slurm array tasks)."""
     if not os.path.isfile(script):
         raise OptionError(f"{script}: no such pipeline script")
     logs = logs or tempfile.mkdtemp(prefix="curator-local-")
     os.makedirs(logs, exist_ok=True)
     plan = run_plan(script, script_args)
     check_plan_inputs(plan)  # a file changed under done work: refused, as submit refuses it
+    dirs = [p["run_dir"] for p in plan.get("phases", [])] + [plan["run_dir"]] if plan.get("run_dir") else []
+    refuse_if_live(dirs, "`curator-slurm local`")
+    if busy is not None:
+        busy(plan)
     out, err = out or sys.stdout, err or sys.stderr
     run = LocalArray(script, script_args, logs, parallel, strategy, out, err)
+    if not plan.get("run_dir"):
+        return _run_plan(plan, run, shards, strategy, phase_shards, out)
+    with marked(plan["run_dir"], f"curator-slurm local {script}"):  # between shards and phases too
+        return _run_plan(plan, run, shards, strategy, phase_shards, out)
+
+
+def _run_plan(
+    plan: dict[str, Any], run: LocalArray, shards: int, strategy: str | None, phase_shards: str | None, out: IO[str]
+) -> list[int]:
+    """The local array(s) of ``plan``: one, or one per phase of a workflow."""
     if plan.get("kind") != "workflow":
         failed = run(shards, _local_manifest(plan["sources_table"], plan.get("run_dir"), shards, strategy), "shard")
         _raise_if_stopped(run)

@@ -21,6 +21,7 @@ from curator_slurm.runs.manifest import ManifestInfo, attach_manifest
 from curator_slurm.runs.plan import PLAN_FILE, check_before_submit, planned_task_ids, run_plan
 from curator_slurm.runs.rundir import source_record
 from curator_slurm.runs.sharding import write_source_list
+from curator_slurm.runs.verify import lost_outputs
 from curator_slurm.slurm.phases import (
     first_incomplete_phase,
     load_submission,
@@ -61,7 +62,8 @@ def plan_retry(
         raise OptionError(f"{run_dir} has no submission to retry; submit it first with curator-slurm submit")
     all_ids = planned_task_ids(run_dir)
     state = load_status(run_dir)
-    remaining = [t for t in all_ids if t not in state.done]
+    lost = lost_outputs(run_dir, {t for t in all_ids if t in state.done})  # done, but the outputs are gone
+    remaining = [t for t in all_ids if t not in state.done or t in lost]
     if not remaining:
         return RetryPlan(None, total=len(all_ids), remaining=0, failed=0)
     refuse_if_busy(run_dir, force)
