@@ -35,6 +35,7 @@ try:
     from curator_slurm.logs import configure_logging
     from curator_slurm.pipeline import Pipeline
     from curator_slurm.slurm.env import ShardSpec
+    from curator_slurm.steps import is_driver
     from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, FileGroupTask, NoneTask, Task
 finally:
     if _collecting:
@@ -61,4 +62,5 @@ __all__ = [
     "Task",
     "__version__",
     "configure_logging",
+    "is_driver",
 ]

@@ -33,6 +33,7 @@ from .runs.liveness import marked
 from .runs.options import RunOptions
 from .runs.rundir import DEFAULT_RUN_DIR_NAME
 from .slurm.env import ShardSpec
+from .steps import inside_step, next_step, not_my_step
 
 logger = logging.getLogger(__name__)
 
@@ -119,15 +120,18 @@ class Workflow:
         phase). A phase whose predecessor is not complete is refused with what is missing."""
         options = options if options is not None else RunOptions.from_env()
         spec = shard if shard is not None else ShardSpec.from_env()
+        step = next_step()  # the script's n-th run call (curator_slurm.steps)
         if options.plan_out:
             append_plan(options.plan_out, self.plan(options.plan_out))
             return WorkflowResult(planned=True)
+        if not_my_step(step, options.pipeline):  # a task of another step of this script: nothing to do here
+            return WorkflowResult()
         self._write_marker()
         todo = self.phases if options.phase is None else [self.phase(options.phase)]
         phase_options = dataclasses.replace(options, run_dir=None, phase=None)
         result = WorkflowResult()
         start = time.perf_counter()
-        with marked(self.run_root, f"workflow {self.name}"):  # between phases too, `status` sees it running
+        with marked(self.run_root, f"workflow {self.name}"), inside_step():  # `status` sees it between phases
             self._run_phases(todo, executor, spec, phase_options, result)
         result.seconds = time.perf_counter() - start
         return result

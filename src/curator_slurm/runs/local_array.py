@@ -48,25 +48,62 @@ def run_local(
     logs = logs or tempfile.mkdtemp(prefix="curator-local-")
     os.makedirs(logs, exist_ok=True)
     plan = run_plan(script, script_args)
-    check_plan_inputs(plan)  # a file changed under done work: refused, as submit refuses it
-    dirs = [p["run_dir"] for p in plan.get("phases", [])] + [plan["run_dir"]] if plan.get("run_dir") else []
-    refuse_if_live(dirs, "`curator-slurm local`")
-    if busy is not None:
-        busy(plan)
+    for step in plan["plans"]:
+        check_plan_inputs(step)  # a file changed under done work: refused, as submit refuses it
+        refuse_if_live(_run_dirs(step), "`curator-slurm local`")
+        if busy is not None:
+            busy(step)
     out, err = out or sys.stdout, err or sys.stderr
     run = LocalArray(script, script_args, logs, parallel, strategy, out, err)
     if not plan.get("run_dir"):
-        return _run_plan(plan, run, shards, strategy, phase_shards, out)
+        return _run_steps(plan, run, shards, strategy, phase_shards, out)
     with marked(plan["run_dir"], f"curator-slurm local {script}"):  # between shards and phases too
-        return _run_plan(plan, run, shards, strategy, phase_shards, out)
+        return _run_steps(plan, run, shards, strategy, phase_shards, out)
+
+
+def _run_dirs(plan: dict[str, Any]) -> list[str]:
+    """The run directories of one step: a pipeline's, or a workflow's and its phases'."""
+    return [d for d in [plan.get("run_dir"), *(p.get("run_dir") for p in plan.get("phases", []))] if d]
+
+
+def _run_steps(
+    plan: dict[str, Any], run: LocalArray, shards: int, strategy: str | None, phase_shards: str | None, out: IO[str]
+) -> list[int]:
+    """Every step of the script (:mod:`curator_slurm.steps`) as its own local array(s), in order, each
+    task with ``CURATOR_PIPELINE`` naming its step; then, when the script has glue, the script once as a
+    plain process (it finds every step done and runs the glue)."""
+    steps = plan["plans"]
+    if len(steps) == 1 and not plan.get("glue"):
+        return _run_plan(steps[0], run, shards, strategy, phase_shards, out)
+    for k, step in enumerate(steps):
+        print(f"step {k} of {len(steps)}: {step.get('kind')} {step.get('pipeline')!r}", file=out)
+        failed = _run_plan(step, run, shards, strategy, phase_shards, out, {"CURATOR_PIPELINE": str(k)}, f"step{k}-")
+        if failed:
+            return failed
+    if plan.get("glue"):
+        print("the script once more, as the driver: its steps are done, its glue (is_driver()) runs", file=out)
+        failed = run(1, {}, "driver", driver=True)
+        _raise_if_stopped(run)
+        return failed
+    return []
 
 
 def _run_plan(
-    plan: dict[str, Any], run: LocalArray, shards: int, strategy: str | None, phase_shards: str | None, out: IO[str]
+    plan: dict[str, Any],
+    run: LocalArray,
+    shards: int,
+    strategy: str | None,
+    phase_shards: str | None,
+    out: IO[str],
+    step: dict[str, str] | None = None,
+    prefix: str = "",
 ) -> list[int]:
-    """The local array(s) of ``plan``: one, or one per phase of a workflow."""
+    """The local array(s) of one step ``plan``: one, or one per phase of a workflow; ``step`` in their
+    environment, ``prefix`` before their logs' names."""
+    step = step or {}
     if plan.get("kind") != "workflow":
-        failed = run(shards, _local_manifest(plan["sources_table"], plan.get("run_dir"), shards, strategy), "shard")
+        extra = _local_manifest(plan["sources_table"], plan.get("run_dir"), shards, strategy)
+        failed = run(shards, {**step, **extra}, f"{prefix}shard")
         _raise_if_stopped(run)
         return failed
     counts = phase_shard_counts(plan, shards, parse_phase_shards(phase_shards, [p["phase"] for p in plan["phases"]]))
@@ -74,7 +111,7 @@ def _run_plan(
     for phase, n in counts.items():
         print(f"phase {phase}:", file=out)
         extra = _local_manifest(plan["phase_sources"].get(phase), run_dirs[phase], n, strategy)
-        failed = run(n, {"CURATOR_PHASE": phase, **extra}, f"{phase}-shard")
+        failed = run(n, {**step, "CURATOR_PHASE": phase, **extra}, f"{prefix}{phase}-shard")
         _raise_if_stopped(run)
         if failed:
             return failed
@@ -126,9 +163,10 @@ class LocalArray:
         #: The name of the signal that stopped the last array (SIGTERM, SIGINT), or None.
         self.stopped_by: str | None = None
 
-    def __call__(self, n: int, extra: dict[str, str], name: str) -> list[int]:
+    def __call__(self, n: int, extra: dict[str, str], name: str, driver: bool = False) -> list[int]:
         """Run ``n`` shard processes with ``extra`` in their environment, logs in ``<logs>/<name>-<i>.log``;
-        the shards that failed (or were stopped, or never started because a stop signal came first).
+        the shards that failed (or were stopped, or never started because a stop signal came first). With
+        ``driver``, one plain process of the script (no shard, no step: it runs the script's glue).
 
         SIGTERM and SIGINT (Ctrl-C) are forwarded to the running shards, which finish their in-flight work
         as an array task would; no new shard starts, and this waits for every one to end, so none outlives
@@ -145,7 +183,7 @@ class LocalArray:
                     log = open(os.path.join(self.logs, f"{name}-{i}.log"), "wb")  # noqa: SIM115 - closed when it ends
                     proc = subprocess.Popen(
                         [sys.executable, self.script, *self.script_args],
-                        env=self.environment(i, n, extra),
+                        env=job_environment() if driver else self.environment(i, n, extra),
                         stdout=log,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,

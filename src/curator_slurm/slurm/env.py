@@ -320,6 +320,13 @@ def run_options(environ: Mapping[str, str] | None = None) -> RunOptions:
         grace_seconds=grace,
         plan_out=env.get("CURATOR_PLAN_OUT") or None,
         phase=(env.get("CURATOR_PHASE") or "").strip() or None,
+        pipeline=_int(
+            env,
+            "CURATOR_PIPELINE",
+            minimum=0,
+            fix="It is set by curator-slurm local/submit; unset it.",
+            error=SettingError,
+        ),
         ledger_window=window if window is not None else RunOptions.ledger_window,
         ledger_window_seconds=window_seconds,
     )

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from curator_slurm.errors import CuratorError, OptionError
+from curator_slurm.runs.plan import plan_record
 from curator_slurm.slurm.control import active_jobs
 from curator_slurm.slurm.submit import ArrayChunk, Submission, SubmitOptions, load_submissions, split_shards, submit
 
@@ -94,7 +95,7 @@ def submit_phases(
 
             opts, _ = attach_manifest(opts, sources[phase["phase"]], "submit", dry_run=False)
         with open(os.path.join(opts.run_dir, "plan.json"), "w", encoding="utf-8") as f:
-            json.dump({**phase, "workflow_plan": plan}, f)
+            json.dump({**phase, "workflow_plan": plan_record(plan)}, f)
         record = send(opts, split_shards(opts.shards, *limits), "submit")
         done.append((phase["phase"], record))
         previous = [str(a["job_id"]) for a in record.arrays]
@@ -144,7 +145,7 @@ def save_submission(run_root: str, base: SubmitOptions, counts: dict[str, int], 
     path = os.path.join(run_root, WORKFLOW_SUBMISSION)
     tmp = os.path.join(run_root, f".{WORKFLOW_SUBMISSION}.tmp-{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"options": dataclasses.asdict(base), "counts": counts, "plan": plan}, f)
+        json.dump({"options": dataclasses.asdict(base), "counts": counts, "plan": plan_record(plan)}, f)
     os.replace(tmp, path)
 
 
