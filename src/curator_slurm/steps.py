@@ -17,6 +17,7 @@ run call is one **step**, numbered in the order the script makes them:
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -65,8 +66,8 @@ def is_driver() -> bool:
         if curator_slurm.is_driver():
             merge(result.output_files)
     """
-    from curator_slurm.runs.options import RunOptions
-    from curator_slurm.slurm.env import ShardSpec
+    from curator_slurm.settings import RunOptions
+    from curator_slurm.shard import ShardSpec
 
     options = RunOptions.from_env()
     if options.plan_out:
@@ -78,13 +79,13 @@ def is_driver() -> bool:
 
 
 def _note_glue(plan_out: str) -> None:
-    from curator_slurm.pipeline import append_plan
-
+    """Add the glue line to the plan file (once), beside the run calls' lines."""
     if os.path.exists(plan_out):
         with open(plan_out, encoding="utf-8") as f:
             if any('"kind": "glue"' in line for line in f):
                 return
-    append_plan(plan_out, dict(GLUE_LINE))
+    with open(plan_out, "a", encoding="utf-8") as f:
+        f.write(json.dumps(GLUE_LINE) + "\n")
 
 
 __all__ = ["GLUE_LINE", "inside_step", "is_driver", "next_step", "not_my_step"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import xxhash
 
 from curator_slurm.errors import PipelineBuildError
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.shard import ShardSpec
 from curator_slurm.tasks import Task
 
 SHARD_HASH_SEED = 0

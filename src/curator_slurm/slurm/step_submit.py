@@ -111,7 +111,7 @@ def render_driver_script(opts: SubmitOptions, after: Sequence[str]) -> str:
 def submit_driver(opts: SubmitOptions, after: Sequence[str]) -> str:
     """sbatch the driver job (see :func:`render_driver_script`); its id, also appended to
     ``<run dir>/driver-jobs.txt``."""
-    from curator_slurm.slurm.env import job_environment
+    from curator_slurm.settings import job_environment
     from curator_slurm.slurm.submit import sbatch_command
 
     os.makedirs(os.path.join(opts.run_dir, "sbatch"), exist_ok=True)

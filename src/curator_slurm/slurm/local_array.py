@@ -20,7 +20,7 @@ from curator_slurm.runs.inputs import check_plan_inputs
 from curator_slurm.runs.liveness import marked, refuse_if_live
 from curator_slurm.runs.manifest import new_manifest_dir, write_manifest
 from curator_slurm.runs.plan import run_plan
-from curator_slurm.slurm.env import job_environment
+from curator_slurm.settings import job_environment
 from curator_slurm.slurm.phases import parse_phase_shards, phase_shard_counts
 
 

@@ -17,10 +17,10 @@ from curator_slurm.runs.ledger import LEDGER_DIR, load_status
 from curator_slurm.runs.liveness import live_processes
 from curator_slurm.runs.plan import PLAN_FILE, PLAN_REMEDY
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RERUN_REMEDY, RUN_FILE, SOURCES_FILE, read_json
-from curator_slurm.runs.status_text import format_failures, format_status, format_workflow_status, shard_order
 from curator_slurm.runs.summary import shard_row, summarise_done
 from curator_slurm.runs.verify import verify_run
 from curator_slurm.slurm.control import ACTIVE_STATES, ENDED_BADLY_STATES, job_states
+from curator_slurm.slurm.status_text import format_failures, format_status, format_workflow_status, shard_order
 from curator_slurm.slurm.submit import SUBMISSIONS_FILE, load_submissions
 
 

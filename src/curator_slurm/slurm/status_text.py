@@ -1,4 +1,4 @@
-"""The text `curator-slurm status` and `failures` print, from the data of :mod:`curator_slurm.runs.status`."""
+"""The text `curator-slurm status` and `failures` print, from the data of :mod:`curator_slurm.slurm.status`."""
 
 from __future__ import annotations
 
@@ -106,10 +106,11 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
 
 def _retry_target(run_dir: str) -> str:
     """What to give `retry` for ``run_dir``: a workflow phase is retried through its workflow."""
-    from curator_slurm.runs.status import workflow_phase_dirs
+    from curator_slurm.workflow import workflow_phases
 
     root = os.path.dirname(os.path.abspath(run_dir))
-    return root if os.path.abspath(run_dir) in dict(workflow_phase_dirs(root) or []).values() else run_dir
+    phases = workflow_phases(root) or []
+    return root if os.path.basename(os.path.abspath(run_dir)) in phases else run_dir
 
 
 def _verify_lines(verified: dict[str, Any] | None) -> list[str]:
