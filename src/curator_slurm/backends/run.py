@@ -197,10 +197,10 @@ def _resume_filter(
     if source.manifest is None:  # a file that changed under done work is refused (with a manifest: at submit)
         from curator_slurm.runs.inputs import check_listing
 
-        check_listing(run_dir.path, done)
+        check_listing(run_dir.path, done, shard)
     from curator_slurm.runs.verify import lost_outputs
 
-    lost = lost_outputs(run_dir.path, done)  # done, but its outputs are gone: done again
+    lost = lost_outputs(run_dir.path, done, shard)  # done, but its outputs are gone: done again
     if lost:
         first = "; ".join(problems[0] for problems in list(lost.values())[:3])
         log.warning(f"{shard.label}: doing {len(lost)} done source task(s) again, their outputs are gone: {first}")

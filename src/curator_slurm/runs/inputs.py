@@ -83,11 +83,12 @@ def input_states(tasks: Iterable[Any]) -> dict[str, dict[str, list[Any]]]:
     return out
 
 
-def recorded_inputs(run_dir: str, sources: set[str] | None = None) -> Stats:
-    """The files that the done source tasks of ``run_dir`` (those in ``sources``, default all) were
-    computed from, each with the size and time of the last done record that names it."""
+def recorded_inputs(run_dir: str, sources: set[str] | None = None, shard: Any = None) -> Stats:
+    """The files that the done source tasks of ``run_dir`` (those in ``sources``, default all; with
+    ``shard``, read from its ledger files only) were computed from, each with the size and time of the
+    last done record that names it."""
     out: Stats = {}
-    for record in done_records(run_dir, sources).values():
+    for record in done_records(run_dir, sources, shard).values():
         read = record.get("inputs") or {}
         columns = (read.get("paths") or [], read.get("sizes") or [], read.get("mtimes") or [])
         for p, size, mtime in zip(*columns, strict=False):
@@ -95,14 +96,15 @@ def recorded_inputs(run_dir: str, sources: set[str] | None = None) -> Stats:
     return out
 
 
-def done_records(run_dir: str, sources: set[str] | None = None) -> dict[str, dict[str, Any]]:
+def done_records(run_dir: str, sources: set[str] | None = None, shard: Any = None) -> dict[str, dict[str, Any]]:
     """The last done record of each done source task of ``run_dir`` (of those in ``sources``, default
     all), with only ``inputs`` and ``written`` parsed: what it read, and what it wrote (absolute paths and
-    sizes). Records written before these were kept have neither."""
+    sizes). Records written before these were kept have neither. With ``shard`` (a ``ShardSpec``) only
+    the ledger files that may hold its tasks' records are read, as ``load_status`` does."""
     out: dict[str, dict[str, Any]] = {}
-    if not os.path.isdir(run_dir):
+    if not os.path.isdir(run_dir) or (sources is not None and not sources):
         return out
-    for name in ledger_files(run_dir):
+    for name in ledger_files(run_dir, shard, sources if shard is not None else None):
         for record in _done_rows(name):
             if sources is None or record.get("source") in sources:
                 out[record["source"]] = record
@@ -170,13 +172,13 @@ def afresh_hint(run_dir: str) -> str:
     return f"delete {run_dir} and the outputs it records, or write to a new output directory"
 
 
-def check_listing(run_dir: str, done: set[str], afresh: str | None = None) -> None:
+def check_listing(run_dir: str, done: set[str], shard: Any = None) -> None:
     """For a process that listed its source tasks: refuse when a file that one of them recorded ``done``
-    (in ``run_dir``) was computed from changed since."""
+    (in ``run_dir``; with ``shard``, its ledger files only) was computed from changed since."""
     if not done:
         return
-    recorded = recorded_inputs(run_dir, done)
-    refuse(changes(recorded, stat_files(recorded)), f"the run in {run_dir}", afresh or afresh_hint(run_dir))
+    recorded = recorded_inputs(run_dir, done, shard)
+    refuse(changes(recorded, stat_files(recorded)), f"the run in {run_dir}", afresh_hint(run_dir))
 
 
 def check_recorded(run_dirs: Sequence[tuple[str, str]], afresh: str) -> None:

@@ -21,11 +21,12 @@ def written_files(outputs: Iterable[str]) -> dict[str, list[Any]]:
     return {"paths": list(stats), "sizes": [s for s, _ in stats.values()], "mtimes": [m for _, m in stats.values()]}
 
 
-def lost_outputs(run_dir: str, sources: set[str] | None = None) -> dict[str, list[str]]:
-    """For each done source task of ``run_dir`` (of ``sources``, default all) whose recorded outputs are
-    gone or have another size now: what is wrong with each, naming the file."""
+def lost_outputs(run_dir: str, sources: set[str] | None = None, shard: Any = None) -> dict[str, list[str]]:
+    """For each done source task of ``run_dir`` (of ``sources``, default all; with ``shard``, read from its
+    ledger files only) whose recorded outputs are gone or have another size now: what is wrong with each,
+    naming the file."""
     problems: dict[str, list[str]] = {}
-    for source, record in done_records(run_dir, sources).items():
+    for source, record in done_records(run_dir, sources, shard).items():
         written = record.get("written") or {}
         for path, size in zip(written.get("paths") or [], written.get("sizes") or [], strict=False):
             try:
