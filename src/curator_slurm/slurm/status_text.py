@@ -74,8 +74,8 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
         )
     if status["stalled"] and status["jobs"]:
         lines.append(
-            f"stopped: {status['pending']} source tasks pending and no job or process of this run is queued or "
-            f"running; see the logs above and `curator-slurm failures {status['run_dir']}`, then "
+            f"stopped: {status['pending']} source tasks pending and no job of this run is queued or running "
+            f"(nor any process of it); see the logs above and `curator-slurm failures {status['run_dir']}`, then "
             f"`curator-slurm retry {_retry_target(status['run_dir'])}`"
         )
     elif status["stalled"]:
