@@ -73,3 +73,24 @@ def test_a_stop_signal_to_local_reaches_its_shards_and_local_waits_for_them(
     assert again.returncode == 0, again.stderr
     ids = lines(tally)
     assert len(set(ids)) == 12 and len(ids) == 12, "every source task done exactly once over both runs"
+
+
+def test_local_refuses_to_run_beside_a_live_process_of_the_same_run(corpus: Path, tmp_path: Path) -> None:
+    """Both would take the same source tasks (issue #24.6: 15 of 40 tasks were done twice)."""
+    out, tally = tmp_path / "out", tmp_path / "tally"
+    script = ["--input", str(corpus), "--output", str(out), "--tally", str(tally), "--sleep", "2"]
+    plain = subprocess.Popen([sys.executable, str(TALLY), *script], env=clean_env(), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not lines(tally) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        local = subprocess.run([*CLI, "local", str(TALLY), "--shards", "2", "--", *script], env=clean_env(),
+                               capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert local.returncode == 2, local.stdout + local.stderr
+        assert "are working in" in local.stderr and f"{out / DEFAULT_RUN_DIR_NAME}" in local.stderr
+        assert f"{plain.pid}" in local.stderr, local.stderr
+    finally:
+        plain.kill()
+        plain.wait()
+    assert len(lines(tally)) == len(set(lines(tally))), "nothing was done twice"
