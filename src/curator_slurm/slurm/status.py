@@ -106,17 +106,7 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
         f"{r['array_job_id']}_{r['array_task_id']}" for r in failed.values() if r.get("array_job_id")
     }
     last = tasks[-1]["submission"] if tasks else None
-    # Array tasks that ended badly: those of any submission while work is left, and always those of the
-    # newest one (its tasks were meant to finish the run; it is not complete while they failed). One that
-    # left no log never started (cancelled while pending): there is no log to point at.
-    ended = [
-        {**t, "recorded": t["job"] in recorded, "started": os.path.exists(t["log"])}
-        for t in tasks
-        if t["state"] in ENDED_BADLY_STATES and (pending or failed or t["submission"] == last)
-    ]
-    for t in ended:
-        if not t["started"]:
-            t["log"] = None
+    ended = ended_tasks(tasks, recorded, bool(pending or failed), last)
     return {
         "run_dir": os.path.abspath(run_dir),
         "total": total,
@@ -141,6 +131,23 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
         "funnel": [row.as_dict() for row in summary.funnel],
         "verified": verify_run(run_dir) if verify else None,
     }
+
+
+def ended_tasks(
+    tasks: list[dict[str, Any]], recorded: set[str], work_left: bool, last: str | None
+) -> list[dict[str, Any]]:
+    """The array tasks that ended badly: those of any submission while work is left, and always those of
+    the newest one (``last``: its tasks were meant to finish the run; it is not complete while they
+    failed), each with whether it ``recorded`` work (its ``<job>_<index>`` wrote a ledger record) and
+    ``started`` (it left a log: one cancelled while it waited never started, and has no log to point at)."""
+    ended = []
+    for t in tasks:
+        if t["state"] in ENDED_BADLY_STATES and (work_left or t["submission"] == last):
+            started = os.path.exists(t["log"])
+            ended.append(
+                {**t, "recorded": t["job"] in recorded, "started": started, "log": t["log"] if started else None}
+            )
+    return ended
 
 
 def array_tasks(run_dir: str, submissions: list[dict[str, Any]], states: dict[str, str] | None) -> list[dict[str, Any]]:
