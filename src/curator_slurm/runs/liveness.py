@@ -22,13 +22,17 @@ LIVE_DIR = "live"
 
 
 def _start_time(pid: int) -> str | None:
-    """The start time of process ``pid`` (clock ticks since boot, from /proc), None where unknown: with the
-    pid it tells a process from a later one that reused its pid."""
+    """The start time of process ``pid`` (clock ticks since boot, from /proc), None where unknown or when
+    the process has ended (a zombie, not reaped yet, does no work): with the pid it tells a process from a
+    later one that reused its pid."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
         return None
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
 
 
 @contextmanager
