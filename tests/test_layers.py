@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "shuffle": 4,
     "sample": 4,
     "dedup": 5,
+    "tokenization": 5,
     "slurm": 6,
     "cli": 7,
     "cli_parser": 7,

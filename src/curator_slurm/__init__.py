@@ -26,6 +26,8 @@ try:
     from curator_slurm.backends.results import PipelineResult
     from curator_slurm.errors import (
         CuratorError,
+        FilterError,
+        FingerprintError,
         InputError,
         PipelineBuildError,
         PipelineFailedError,
@@ -49,6 +51,8 @@ __all__ = [
     "EmptyTask",
     "FailedTask",
     "FileGroupTask",
+    "FilterError",
+    "FingerprintError",
     "InputError",
     "LocalExecutor",
     "NoneTask",

@@ -17,7 +17,7 @@ from typing import Any
 from curator_slurm.backends.adapter import BaseStageAdapter, list_sources, manifest_sources
 from curator_slurm.backends.results import PipelineResult, ProgressLog, SourceResult, StageStats
 from curator_slurm.backends.signals import GraceExpired, StopSignal, requeue
-from curator_slurm.errors import Interrupted, PipelineFailedError
+from curator_slurm.errors import Interrupted, PipelineFailedError, RunDirError, ShardConfigError
 from curator_slurm.logs import bound
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import RunDir
@@ -121,8 +121,11 @@ class _Tally:
     outputs: list[str] = field(default_factory=list)
     output_tasks: list[Task] = field(default_factory=list)
     failed: list[FailedTask] = field(default_factory=list)
+    tokens: int | None = None
 
     def add(self, result: SourceResult) -> None:
+        if result.tokens is not None:
+            self.tokens = (self.tokens or 0) + result.tokens
         for total, part in zip(self.stats[1:], result.stats or [], strict=False):
             total.add(part)  # a task whose worker died has no per-stage stats
         self.outputs.extend(result.outputs)
@@ -155,6 +158,7 @@ class _Tally:
             seconds=seconds,
             run_dir=run_dir.path if run_dir else None,
             stopped_by=stopped_by,
+            tokens=self.tokens,
         )
 
 
@@ -183,15 +187,19 @@ def _resume_filter(
     mine = source.kept
     if run_dir is None:
         return mine
-    run_dir.claim(fingerprint)
-    run_dir.claim_shard(shard)
-    if source.manifest is not None:  # manifest hook: the plan's digest, not every id
-        from curator_slurm.runs.manifest import check_sources
+    try:
+        run_dir.claim(fingerprint)
+        run_dir.claim_shard(shard)
+        if source.manifest is not None:  # manifest hook: the plan's digest, not every id
+            from curator_slurm.runs.manifest import check_sources
 
-        check_sources(run_dir.path, source.manifest, options.accept_new_inputs)
-    else:
-        weights = [t.weight for t in source.sources] if shard.strategy == "balanced" else None
-        run_dir.check_sources([t.task_id for t in source.sources], options.accept_new_inputs, weights)
+            check_sources(run_dir.path, source.manifest, options.accept_new_inputs)
+        else:
+            weights = [t.weight for t in source.sources] if shard.strategy == "balanced" else None
+            run_dir.check_sources([t.task_id for t in source.sources], options.accept_new_inputs, weights)
+    except (RunDirError, ShardConfigError) as e:
+        run_dir.record_refusal(shard, e)  # an array task's log is not where `failures` looks
+        raise
     state = run_dir.state(shard, [t.task_id for t in mine])  # only the ledger files that can hold their records
     done = {t.task_id for t in mine if t.task_id in state.done}
     if source.manifest is None:  # a file that changed under done work is refused (with a manifest: at submit)
@@ -255,7 +263,7 @@ def _ledger(
 def ledger_record(result: SourceResult) -> dict[str, Any]:
     """The ledger record of one finished source task."""
     if result.failure is None:
-        return {
+        record = {
             "source": result.source_id,
             "status": "done",
             "outputs": result.outputs,
@@ -266,6 +274,9 @@ def ledger_record(result: SourceResult) -> dict[str, Any]:
             # Rows in and out of every stage after the source, for the run's funnel (`status`).
             "stages": [[s.name, s.rows_in, s.rows_out] for s in result.stats],
         }
+        if result.tokens is not None:  # a writer that counts tokens (MegatronTokenizerWriter): `status` sums them
+            record["tokens"] = result.tokens
+        return record
     f = result.failure
     return {
         "source": result.source_id,

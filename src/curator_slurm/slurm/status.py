@@ -16,7 +16,14 @@ from curator_slurm.errors import RunDirError
 from curator_slurm.runs.ledger import LEDGER_DIR, load_status
 from curator_slurm.runs.liveness import live_processes
 from curator_slurm.runs.plan import PLAN_FILE, PLAN_REMEDY
-from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RERUN_REMEDY, RUN_FILE, SOURCES_FILE, read_json
+from curator_slurm.runs.rundir import (
+    DEFAULT_RUN_DIR_NAME,
+    RERUN_REMEDY,
+    RUN_FILE,
+    SOURCES_FILE,
+    load_refusals,
+    read_json,
+)
 from curator_slurm.runs.summary import shard_row, summarise_done
 from curator_slurm.runs.verify import verify_run
 from curator_slurm.slurm.control import ACTIVE_STATES, ENDED_BADLY_STATES, job_states
@@ -116,6 +123,7 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
         "percent": 100.0 * done_count / total if total else 100.0,
         "rows_in": rows_in,
         "rows_out": rows_out,
+        "tokens": summary.tokens,
         "tasks_per_second": rate,
         "docs_per_second": rows_in / elapsed if elapsed > 0 else None,
         "eta_seconds": None if stalled else pending / rate if rate and pending else (0.0 if not pending else None),
@@ -269,10 +277,12 @@ def failure_rows(run_dir: str) -> tuple[list[dict[str, Any]], list[dict[str, Any
         )
     status = collect_status(run_dir)
     ended = status["ended_tasks"] if status["pending"] else []  # else the failed source tasks say it all
+    refused = load_refusals(run_dir)
     tasks = [
         _failure_row(
             error=f"array task {t['job']} ended {t['state']}"
-            + (" before it started" if not t["started"] else "" if t["recorded"] else " without recording any work"),
+            + (" before it started" if not t["started"] else "" if t["recorded"] else " without recording any work")
+            + (f": the run directory refused it: {refused[t['job']]['error']}" if t["job"] in refused else ""),
             shard=t["shard"],
             job=t["job"],
             log=t["log"],

@@ -50,6 +50,8 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
         f"documents: {status['rows_in']} in, {status['rows_out']} out; throughput "
         f"{num(status['docs_per_second'], '{:.0f}')} docs/s, {num(status['tasks_per_second'], '{:.2f}')} tasks/s; {eta}"
     )
+    if status.get("tokens") is not None:
+        lines.append(f"tokens: {status['tokens']} in the outputs of the done source tasks")
     if status["funnel"]:
         lines.append(f"funnel of the done source tasks, all shards: {'docs in':>10} {'docs out':>10} {'dropped':>10}")
         for row in status["funnel"]:
