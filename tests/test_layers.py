@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     "sample": 4,
     "dedup": 5,
     "tokenization": 5,
+    "chain": 5,
     "slurm": 6,
     "cli": 7,
     "cli_parser": 7,
