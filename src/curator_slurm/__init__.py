@@ -26,6 +26,8 @@ try:
     from curator_slurm.backends.results import PipelineResult
     from curator_slurm.errors import (
         CuratorError,
+        FilterError,
+        FingerprintError,
         InputError,
         PipelineBuildError,
         PipelineFailedError,
@@ -35,6 +37,7 @@ try:
     from curator_slurm.logs import configure_logging
     from curator_slurm.pipeline import Pipeline
     from curator_slurm.shard import ShardSpec
+    from curator_slurm.steps import is_driver
     from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, FileGroupTask, NoneTask, Task
 finally:
     if _collecting:
@@ -48,6 +51,8 @@ __all__ = [
     "EmptyTask",
     "FailedTask",
     "FileGroupTask",
+    "FilterError",
+    "FingerprintError",
     "InputError",
     "LocalExecutor",
     "NoneTask",
@@ -61,4 +66,5 @@ __all__ = [
     "Task",
     "__version__",
     "configure_logging",
+    "is_driver",
 ]

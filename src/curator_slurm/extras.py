@@ -27,6 +27,7 @@ EXTRA_OF: dict[str, str] = {
     "lxml_html_clean": "web",
     "tokenizers": "tokenize",
     "spacy": "fineweb",
+    "tldextract": "fineweb",
     "fsspec": "fsspec",
 }
 

@@ -16,8 +16,10 @@ from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RunDir
 from curator_slurm.runs.sharding import check_source_ids
 from curator_slurm.shard import ShardSpec
-from curator_slurm.stages.base import _NOT_FINGERPRINTED, PASSTHROUGH, CompositeStage, ProcessingStage
+from curator_slurm.stages.base import PASSTHROUGH, CompositeStage, ProcessingStage
+from curator_slurm.stages.params import FINGERPRINT_SCHEME, fingerprint_params
 from curator_slurm.stages.writers import BaseWriter
+from curator_slurm.steps import next_step, not_my_step
 from curator_slurm.tasks import ID_SCHEME
 
 
@@ -101,26 +103,17 @@ class Pipeline:
                 "a spawned worker process is importing a script that runs a pipeline at import time; put the "
                 'run under `if __name__ == "__main__":` (or use workers=1)'
             )
+        options = options if options is not None else RunOptions.from_env()
+        step = next_step()  # the script's n-th run call (curator_slurm.steps)
         stages = self.build()
         spec = shard if shard is not None else ShardSpec.from_env()
-        options = options if options is not None else RunOptions.from_env()
         executor = executor or LocalExecutor()
         directory = run_dir or options.run_dir or default_run_dir(stages[-1])
         if options.plan_out:  # list the work for `curator-slurm plan/submit`; do none of it, and go on
             tasks = self._write_plan(options.plan_out, stages, directory)
-            return PipelineResult(
-                shard=spec,
-                stages=[],
-                output_files=[],
-                output_tasks=[],
-                source_tasks_total=len(tasks),
-                source_tasks_mine=0,
-                source_tasks_skipped=0,
-                done=0,
-                failed=[],
-                seconds=0.0,
-                run_dir=os.fspath(directory) if directory else None,
-            )
+            return _nothing(spec, directory, len(tasks))
+        if not_my_step(step, options.pipeline):  # a task of another step of this script: nothing to do here
+            return _nothing(spec, directory)
         ensure_logging()
         bound(spec.label, spec.job.label).info(
             f"pipeline {self.name!r}: {' -> '.join(s.name for s in stages)} on {type(executor).__name__} "
@@ -135,16 +128,15 @@ class Pipeline:
         )
 
     def fingerprint(self, stages: list[ProcessingStage] | None = None) -> dict[str, Any]:
-        """What identifies this pipeline's work: stage names, types and parameters."""
+        """What identifies this pipeline's work: its name, and each stage's declared name and parameters
+        (:func:`~curator_slurm.stages.params.fingerprint_params`), not its class's module, so a stage class
+        can move without making its runs unresumable."""
         return {
             "name": self.name,
             "id_scheme": ID_SCHEME,
+            "fingerprint_scheme": FINGERPRINT_SCHEME,
             "stages": [
-                {
-                    "name": s.name,
-                    "type": f"{type(s).__module__}.{type(s).__qualname__}",
-                    "params": fingerprint_params(s),
-                }
+                {"name": s.name, "params": fingerprint_params(s)}
                 for s in (stages if stages is not None else self.build())
             ],
         }
@@ -175,47 +167,21 @@ class Pipeline:
         return f"Pipeline({self.name!r}, stages={[s.name for s in self.stages]})"
 
 
-def fingerprint_params(stage: ProcessingStage) -> dict[str, Any]:
-    """The parameters of ``stage`` that go into the run fingerprint.
-
-    A stage class that overrides :meth:`ProcessingStage.params` says itself what defines its output, and
-    that is used as is. Otherwise every attribute of the instance counts, private ones too (NeMo Curator's
-    stages keep their parameters as ``self._max_chars``): two processes whose stages differ in any of them
-    must not write into one run. Only the settings that cannot change results are left out (``resources``,
-    ``batch_size``, ``max_retries`` and the flags ``Pipeline.build`` sets).
-    """
-    if type(stage).params is not ProcessingStage.params:
-        return stage.params()
-    return {
-        key: _describe(value)
-        for key, value in sorted(vars(stage).items())
-        if key not in _NOT_FINGERPRINTED and not key.startswith("__")
-    }
-
-
-def _describe(value: Any, depth: int = 0) -> Any:
-    """A JSON value that stands for ``value`` and is the same in every process: plain values as they are,
-    containers element by element, functions and classes by name, objects whose repr holds a memory
-    address by their class and attributes, anything else by its repr."""
-    if isinstance(value, (str, int, float, bool, type(None))):
-        return value
-    if depth > 4:
-        return f"<{type(value).__qualname__}>"
-    if isinstance(value, (list, tuple)):
-        return [_describe(v, depth + 1) for v in value]
-    if isinstance(value, (set, frozenset)):
-        return sorted((_describe(v, depth + 1) for v in value), key=repr)
-    if isinstance(value, dict):
-        return {str(k): _describe(v, depth + 1) for k, v in sorted(value.items(), key=lambda kv: repr(kv[0]))}
-    if isinstance(value, type) or (callable(value) and hasattr(value, "__qualname__")):
-        return f"{getattr(value, '__module__', '?')}.{value.__qualname__}"
-    text = repr(value)
-    if " at 0x" not in text:
-        return text
-    attributes = getattr(value, "__dict__", None)
-    if isinstance(attributes, dict):
-        return {"type": type(value).__qualname__, "attributes": _describe(attributes, depth + 1)}
-    return f"<{type(value).__module__}.{type(value).__qualname__}>"
+def _nothing(spec: ShardSpec, directory: str | os.PathLike | None, total: int = 0) -> PipelineResult:
+    """The result of a run call that did no work here (plan mode, or another step's task)."""
+    return PipelineResult(
+        shard=spec,
+        stages=[],
+        output_files=[],
+        output_tasks=[],
+        source_tasks_total=total,
+        source_tasks_mine=0,
+        source_tasks_skipped=0,
+        done=0,
+        failed=[],
+        seconds=0.0,
+        run_dir=os.fspath(directory) if directory else None,
+    )
 
 
 def _decompose(stage: ProcessingStage) -> list[ProcessingStage]:

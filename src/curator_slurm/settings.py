@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,6 +251,9 @@ class RunOptions:
     #: ``CURATOR_PHASE``: set in the array tasks that `curator-slurm submit` starts for one phase of a
     #: workflow; ``Workflow.run`` then runs that phase's shard only.
     phase: str | None = None
+    #: ``CURATOR_PIPELINE``: set by `curator-slurm local/submit` in the tasks of one step of a script that
+    #: runs several pipelines or workflows (:mod:`curator_slurm.steps`): only that run call does its work.
+    pipeline: int | None = None
     #: ``CURATOR_LEDGER_WINDOW``: the ledger commits (makes outputs durable, then appends records with one
     #: fsync) every this many source tasks at most; 1 commits each on its own. A crash loses at most one
     #: window, whose tasks a resume does again.
@@ -280,6 +283,13 @@ def run_options(environ: Mapping[str, str] | None = None) -> RunOptions:
         grace_seconds=grace,
         plan_out=env.get("CURATOR_PLAN_OUT") or None,
         phase=(env.get("CURATOR_PHASE") or "").strip() or None,
+        pipeline=_int(
+            env,
+            "CURATOR_PIPELINE",
+            minimum=0,
+            fix="It is set by curator-slurm local/submit; unset it.",
+            error=SettingError,
+        ),
         ledger_window=window if window is not None else RunOptions.ledger_window,
         ledger_window_seconds=window_seconds,
     )
@@ -313,3 +323,17 @@ def ray_expected_nodes(environ: Mapping[str, str] | None = None) -> int | None:
     return _int(
         env, "CURATOR_RAY_NODES", minimum=1, fix="Set it to the number of nodes of the Ray cluster.", error=SettingError
     )
+
+
+def limit_tokenizer_threads(threads: int, environ: MutableMapping[str, str] | None = None) -> None:
+    """Size the thread pool of Hugging Face ``tokenizers`` in this process, before its first encode: it reads
+    ``TOKENIZERS_PARALLELISM`` and rayon's ``RAYON_NUM_THREADS`` (its pool has one thread per core unless
+    told). ``threads=1`` turns its parallelism off (a batch is encoded on the calling thread: N workers on N
+    cores, not N x N threads); ``threads=k`` gives the pool k threads. The Megatron writer calls it in its
+    worker's ``setup()``; nothing reads these variables back."""
+    env = os.environ if environ is None else environ
+    if threads <= 1:
+        env["TOKENIZERS_PARALLELISM"] = "false"
+    else:
+        env["TOKENIZERS_PARALLELISM"] = "true"
+        env["RAYON_NUM_THREADS"] = str(threads)

@@ -9,7 +9,10 @@ from ..context import Bench
 from ..harness import Row
 from .dedup import bench_exact_dedup, bench_fuzzy_signatures, bench_fuzzy_workflow
 from .executor import bench_executor, bench_small_files
+from .fasttext import bench_fasttext
 from .filters import bench_filters
+from .fineweb_filters import ROWS as DATATROVE_ROWS
+from .fineweb_filters import bench_datatrove_filters
 from .ledger import bench_ledger
 from .memory import bench_rss
 from .ray_executor import bench_ray
@@ -17,7 +20,8 @@ from .sharded import bench_sharded_cpu
 from .sharding import bench_balance, bench_select
 from .startup import bench_empty_shard, bench_manifest_startup
 from .status import bench_status
-from .web import bench_web_datatrove, bench_web_loop, bench_web_workers, datatrove_python
+from .tokens import bench_merge_rss, bench_tokens
+from .web import bench_web_datatrove, bench_web_loop, bench_web_workers
 
 
 @dataclass(frozen=True)
@@ -43,9 +47,12 @@ GROUPS: list[Group] = [
     Group(("10a", "10b", "10c", "10d"), bench_exact_dedup),
     Group(("13a", "13b", "13c", "13d", "13e"), bench_fuzzy_workflow),
     Group(tuple(f"h{i}" for i in range(1, 25)), bench_filters),
+    Group(tuple(DATATROVE_ROWS), bench_datatrove_filters),
+    Group(("t1", "t1c", "t2", "t2c"), bench_tokens),
+    Group(("t3",), bench_merge_rss),
+    Group(("ft1", "ft2"), bench_fasttext),
     Group(("w1a", "w1b", "w1c", "w3"), bench_web_loop),
     Group(("w2",), bench_web_workers),
+    Group(("w4",), bench_web_datatrove),
 ]
-if datatrove_python() is not None:  # w4 needs a venv with datatrove (CURATOR_BENCH_DATATROVE); none in CI
-    GROUPS.append(Group(("w4",), bench_web_datatrove))
 ROW_KEYS: tuple[str, ...] = tuple(k for g in GROUPS for k in g.keys)

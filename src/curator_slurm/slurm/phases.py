@@ -16,8 +16,10 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from curator_slurm.errors import CuratorError
-from curator_slurm.slurm.submit import ArrayChunk, Submission, SubmitOptions, split_shards, submit
+from curator_slurm.errors import CuratorError, OptionError
+from curator_slurm.runs.plan import plan_record
+from curator_slurm.slurm.control import active_jobs
+from curator_slurm.slurm.submit import ArrayChunk, Submission, SubmitOptions, load_submissions, split_shards, submit
 
 
 class PhaseOptionError(CuratorError, ValueError):
@@ -93,11 +95,28 @@ def submit_phases(
 
             opts, _ = attach_manifest(opts, sources[phase["phase"]], "submit", dry_run=False)
         with open(os.path.join(opts.run_dir, "plan.json"), "w", encoding="utf-8") as f:
-            json.dump({**phase, "workflow_plan": plan}, f)
+            json.dump({**phase, "workflow_plan": plan_record(plan)}, f)
         record = send(opts, split_shards(opts.shards, *limits), "submit")
         done.append((phase["phase"], record))
         previous = [str(a["job_id"]) for a in record.arrays]
     return done
+
+
+def workflow_jobs(plan: dict[str, Any]) -> list[str]:
+    """The job ids of every submission of every phase of ``plan``."""
+    return [str(a["job_id"]) for p in plan["phases"] for sub in load_submissions(p["run_dir"]) for a in sub["arrays"]]
+
+
+def refuse_if_workflow_busy(plan: dict[str, Any], force: bool = False) -> None:
+    """One submission at a time per workflow, as per run (``refuse_if_busy``): refused while a task of any
+    phase is queued or running, unless ``force``."""
+    busy = active_jobs(workflow_jobs(plan))
+    if busy and not force:
+        raise OptionError(
+            f"{len(busy)} task(s) of workflow {plan['workflow']!r} are still queued or running "
+            f"({', '.join(busy[:5])}); a second submission would do their work twice. Wait "
+            f"(curator-slurm status {plan['run_dir']}), scancel them, or, for retry, pass --force"
+        )
 
 
 def preview_phases(
@@ -126,7 +145,7 @@ def save_submission(run_root: str, base: SubmitOptions, counts: dict[str, int], 
     path = os.path.join(run_root, WORKFLOW_SUBMISSION)
     tmp = os.path.join(run_root, f".{WORKFLOW_SUBMISSION}.tmp-{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"options": dataclasses.asdict(base), "counts": counts, "plan": plan}, f)
+        json.dump({"options": dataclasses.asdict(base), "counts": counts, "plan": plan_record(plan)}, f)
     os.replace(tmp, path)
 
 
