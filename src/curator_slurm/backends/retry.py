@@ -6,12 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from curator_slurm.errors import InputError, OutputSpaceError, is_out_of_space, out_of_space
+from curator_slurm.errors import InputError, OutputError, OutputSpaceError, is_out_of_space, out_of_space
 from curator_slurm.tasks import FailedTask, Task
 
-#: Errors that retrying cannot help, so they fail on the first attempt: bad data (:class:`InputError`), a
-#: programming error in a stage (a wrong argument or attribute, an undefined name, a missing module).
-NOT_RETRIED: tuple[type[BaseException], ...] = (InputError, TypeError, AttributeError, NameError, ImportError)
+#: Errors that retrying cannot help, so they fail on the first attempt: bad data (:class:`InputError`), an
+#: output place that cannot be written (:class:`OutputError`: no permission, read-only), a programming error
+#: in a stage (a wrong argument or attribute, an undefined name, a missing module).
+NOT_RETRIED: tuple[type[BaseException], ...] = (
+    InputError,
+    OutputError,
+    TypeError,
+    AttributeError,
+    NameError,
+    ImportError,
+)
 
 #: The longest wait between two attempts, however many there were.
 MAX_RETRY_DELAY = 60.0

@@ -18,6 +18,7 @@ from curator_slurm.backends.adapter import BaseStageAdapter, list_sources
 from curator_slurm.backends.results import PipelineResult, ProgressLog, SourceResult, StageStats
 from curator_slurm.backends.signals import GraceExpired, StopSignal
 from curator_slurm.errors import Interrupted, PipelineFailedError
+from curator_slurm.fs import output_error
 from curator_slurm.logs import bound
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import RunDir
@@ -76,6 +77,7 @@ class BaseExecutor:
         source = self.run_source_stage(stages[0], shard, log)  # first: a bad input path must not claim a run dir
         run_dir = _usable_run_dir(run_dir, source, log)
         todo = _resume_filter(source, shard, run_dir, fingerprint or {}, options, log)
+        remove_dead_temporaries(stages, log)
         tally, stopped_by = self._process(stages, todo, shard, run_dir, options, log)
         result = tally.result(source, len(todo), shard, time.perf_counter() - start, run_dir, stopped_by)
         log.info(result.summary())
@@ -185,7 +187,13 @@ def _resume_filter(
     mine = source.kept
     if run_dir is None:
         return mine
-    run_dir.claim(fingerprint)
+    try:
+        run_dir.claim(fingerprint)
+    except OSError as e:  # a read-only output, a file where the directory belongs: say so, no traceback
+        clear = output_error(e, run_dir.path)
+        if clear is e:
+            raise
+        raise clear from e
     run_dir.claim_shard(shard)
     if source.manifest is not None:  # manifest hook: the plan's digest, not every id
         from curator_slurm.runs.manifest import check_sources
@@ -199,6 +207,22 @@ def _resume_filter(
     if len(todo) < len(mine):
         log.info(f"{shard.label}: skipping {len(mine) - len(todo)} source tasks already done in {run_dir.path}")
     return todo
+
+
+def remove_dead_temporaries(stages: list[ProcessingStage], log: Any) -> None:
+    """Before any work: delete what writers on this host that are gone (kill -9, a node's OOM killer, a crashed
+    earlier run of any executor) left half-written in the stages' output directories, and say what was left
+    (temporary files of other hosts' writers, which may be alive). Every stage that writes files through
+    :func:`curator_slurm.fs.atomic_write` and defines ``remove_dead_temporaries()`` takes part."""
+    for stage in stages:
+        clean = getattr(stage, "remove_dead_temporaries", None)
+        if clean is None:
+            continue
+        cleanup = clean()
+        if cleanup.removed:
+            log.info(cleanup.describe())
+        elif cleanup.other_hosts:
+            log.warning(cleanup.describe())
 
 
 @contextmanager

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .. import fs
 from .._lazy import LazyModule
 from ..errors import InputError
 from ..positions import ROW_BITS, document_positions
@@ -165,21 +166,20 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
         return ["data"], None
 
     def _edges(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        names = sorted(n for n in os.listdir(self.edges_dir) if n.endswith(".parquet") and not n.startswith("."))
-        for name in names:
-            with pq.ParquetFile(os.path.join(self.edges_dir, name)) as f:
+        for path in fs.finished_files(self.edges_dir, ".parquet"):
+            with pq.ParquetFile(path if fs.is_local(path) else fs.open_input(path)) as f:
                 for batch in f.iter_batches(batch_size=1 << 20, columns=[KEY, "v"]):
                     yield batch.column(0).to_numpy(), batch.column(1).to_numpy()
 
     def process(self, task: FileGroupTask) -> DocumentBatch:
         from .components import duplicate_members
 
-        keys, groups = duplicate_members(self._edges) if os.path.isdir(self.edges_dir) else (np.empty(0, np.int64),) * 2
+        keys, groups = duplicate_members(self._edges) if fs.isdir(self.edges_dir) else (np.empty(0, np.int64),) * 2
         columns: dict[str, Any] = {KEY: keys, "group_key": groups}
         if self.input_paths is not None:
             files = list_files(self.input_paths, self.extensions)
             root = input_root(self.input_paths)
-            names = np.array([os.path.relpath(f, root).replace(os.sep, "/") for f in files], dtype=object)
+            names = np.array([fs.relative(f, root) for f in files], dtype=object)
             mask = (1 << ROW_BITS) - 1
             columns.update(
                 path=pa.array(names[keys >> ROW_BITS] if len(keys) else [], pa.string()),
@@ -242,12 +242,12 @@ class FuzzyDuplicates(Workflow):
         exact = jaccard_check == "exact"
         if exact and jaccard_threshold is None:
             raise ValueError("jaccard_check='exact' needs a jaccard_threshold (e.g. 0.8) to check against")
-        work = os.fspath(work_dir) if work_dir is not None else os.path.join(writer.path, ".curator-work")
-        bands_dir = os.path.join(work, "shuffle", "bands")
-        edges_dir = os.path.join(work, "edges")
-        endpoints_dir = os.path.join(work, "candidates")
-        shingles_dir = os.path.join(work, "shuffle", "edge-shingles")
-        duplicates_dir = writer.path if identify_only else os.path.join(work, "duplicates")
+        work = os.fspath(work_dir) if work_dir is not None else fs.join(writer.path, ".curator-work")
+        bands_dir = fs.join(work, "shuffle", "bands")
+        edges_dir = fs.join(work, "edges")
+        endpoints_dir = fs.join(work, "candidates")
+        shingles_dir = fs.join(work, "shuffle", "edge-shingles")
+        duplicates_dir = writer.path if identify_only else fs.join(work, "duplicates")
         signature_reader = _reader_with_fields(reader, [text_field])  # refuses a reader that is not a FileReader
         partitioner = signature_reader.partitioner
         from ..pipeline import Pipeline
@@ -294,7 +294,7 @@ class FuzzyDuplicates(Workflow):
                     ConnectedComponents(
                         edges_dir,
                         partitioner.file_paths if identify_only else None,
-                        partitioner.file_extensions,
+                        list(partitioner.patterns) if partitioner.patterns else None,
                     )
                 )
                 .add_stage(SortedKeyWriter(duplicates_dir)),

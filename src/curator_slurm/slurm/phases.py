@@ -16,7 +16,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from curator_slurm import fs
 from curator_slurm.errors import CuratorError
+from curator_slurm.runs.plan import save_plan
 from curator_slurm.slurm.submit import ArrayChunk, Submission, SubmitOptions, split_shards, submit
 
 
@@ -92,8 +94,7 @@ def submit_phases(
             from curator_slurm.runs.manifest import attach_manifest
 
             opts, _ = attach_manifest(opts, sources[phase["phase"]], "submit", dry_run=False)
-        with open(os.path.join(opts.run_dir, "plan.json"), "w", encoding="utf-8") as f:
-            json.dump({**phase, "workflow_plan": plan}, f)
+        save_plan(opts.run_dir, {**phase, "workflow_plan": plan})
         record = send(opts, split_shards(opts.shards, *limits), "submit")
         done.append((phase["phase"], record))
         previous = [str(a["job_id"]) for a in record.arrays]
@@ -124,10 +125,7 @@ def save_submission(run_root: str, base: SubmitOptions, counts: dict[str, int], 
 
     write_marker(run_root, plan["workflow"], [p["phase"] for p in plan["phases"]])
     path = os.path.join(run_root, WORKFLOW_SUBMISSION)
-    tmp = os.path.join(run_root, f".{WORKFLOW_SUBMISSION}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"options": dataclasses.asdict(base), "counts": counts, "plan": plan}, f)
-    os.replace(tmp, path)
+    fs.atomic_write_text(path, json.dumps({"options": dataclasses.asdict(base), "counts": counts, "plan": plan}))
 
 
 def load_submission(run_root: str) -> tuple[SubmitOptions, dict[str, int], dict[str, Any]] | None:
