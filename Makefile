@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 SAMPLE := build/sample
 DEMO_OUT := build/demo-out
 
-.PHONY: venv demo test test-pyarrow-floor lint format bench slurm-up slurm-down clean
+.PHONY: venv demo test test-pyarrow-floor lint format bench slurm-up slurm-down s3-up s3-down clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -63,6 +63,12 @@ slurm-up:
 
 slurm-down:
 	bash scripts/slurm-down.sh
+
+s3-up: venv
+	bash scripts/s3-up.sh
+
+s3-down:
+	bash scripts/s3-down.sh
 
 clean:
 	rm -rf build .pytest_cache .ruff_cache

@@ -26,7 +26,7 @@ import xxhash
 
 from curator_slurm.runs.ledger import LEDGER_DIR, ledger_file_name, load_status
 from curator_slurm.runs.rundir import RunDir
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.shard import ShardSpec
 
 #: One done record, as the run loop writes it (same keys, same order, compact separators).
 RECORD = (

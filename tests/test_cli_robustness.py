@@ -13,7 +13,7 @@ import pytest
 
 from curator_slurm import cli
 from curator_slurm.errors import SettingError
-from curator_slurm.slurm.env import available_cpus
+from curator_slurm.settings import available_cpus
 from curator_slurm.slurm.submit import ArrayChunk, SubmitOptions, render_script
 from helpers import EXAMPLE, clean_env, read_tree, run_example
 from slurmtools import wait_for_job

@@ -54,12 +54,12 @@ def test_stages_never_mention_slurm() -> None:
 
 
 def test_only_env_module_reads_the_environment() -> None:
-    """The environment is read in one place (slurm/env.py), so workers need no inherited variables."""
+    """The environment is read in one place (settings.py), so workers need no inherited variables."""
     src = REPO / "src" / "curator_slurm"
     readers = {
         str(p.relative_to(src)) for p in src.rglob("*.py") if re.search(r"os\.environ|os\.getenv", p.read_text())
     }
-    assert readers == {"slurm/env.py", "__init__.py"}, readers
+    assert readers == {"settings.py", "__init__.py"}, readers
     # The package's __init__ only writes defaults for numpy's BLAS threads, before pyarrow loads numpy (it must
     # run before any import that reads them); it reads nothing.
     init = (src / "__init__.py").read_text()

@@ -27,7 +27,7 @@ import xxhash
 
 import curator_slurm
 import curator_slurm.sample
-from curator_slurm.slurm.env import job_environment
+from curator_slurm.settings import job_environment
 
 #: A measure whose samples spread more than this (relative to the median) gets a warning note.
 NOISY = 0.25

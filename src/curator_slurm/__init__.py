@@ -34,7 +34,7 @@ try:
     )
     from curator_slurm.logs import configure_logging
     from curator_slurm.pipeline import Pipeline
-    from curator_slurm.slurm.env import ShardSpec
+    from curator_slurm.shard import ShardSpec
     from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, FileGroupTask, NoneTask, Task
 finally:
     if _collecting:

@@ -18,7 +18,6 @@ from typing import IO, Any
 
 from curator_slurm import __version__
 from curator_slurm.errors import CuratorError
-from curator_slurm.runs.local_array import run_local
 from curator_slurm.runs.manifest import attach_manifest
 from curator_slurm.runs.plan import (
     check_before_submit,
@@ -29,7 +28,7 @@ from curator_slurm.runs.plan import (
     save_plan,
     shard_loads,  # noqa: F401 - the benchmarks import it from here
 )
-from curator_slurm.runs.status import failure_rows, format_failures, status_report, workflow_phase_dirs
+from curator_slurm.slurm.local_array import run_local
 from curator_slurm.slurm.options import SubmitOptions, add_option_arguments, option_values
 from curator_slurm.slurm.phases import (
     parse_phase_shards,
@@ -39,6 +38,7 @@ from curator_slurm.slurm.phases import (
     submit_phases,
 )
 from curator_slurm.slurm.retry import plan_retry, plan_workflow_retry
+from curator_slurm.slurm.status import failure_rows, format_failures, status_report, workflow_phase_dirs
 from curator_slurm.slurm.submit import (
     Submission,
     array_limits,
@@ -262,7 +262,7 @@ def cmd_local(args: argparse.Namespace, script_args: list[str]) -> int:
 
 
 def cmd_shard(args: argparse.Namespace, _: list[str]) -> int:
-    from curator_slurm.slurm.env import ShardSpec
+    from curator_slurm.shard import ShardSpec
 
     spec = ShardSpec.from_env()
     if args.json:

@@ -15,7 +15,7 @@ from curator_slurm.logs import bound, ensure_logging
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RunDir
 from curator_slurm.runs.sharding import check_source_ids
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import _NOT_FINGERPRINTED, PASSTHROUGH, CompositeStage, ProcessingStage
 from curator_slurm.stages.writers import BaseWriter
 from curator_slurm.tasks import ID_SCHEME

@@ -9,7 +9,7 @@ under its own fingerprint, and starts only when every source task of the phase b
 
 The script stays one file. ``workflow.run()`` runs every phase in order (on a laptop, or in one process);
 inside an array task that ``curator-slurm submit`` started for one phase (``CURATOR_PHASE``, read in
-:mod:`curator_slurm.slurm.env`), it runs that phase's shard only; each phase is its own array, depending on
+:mod:`curator_slurm.settings`), it runs that phase's shard only; each phase is its own array, depending on
 the arrays of the phase before.
 """
 
@@ -32,7 +32,7 @@ from .pipeline import Pipeline, append_plan
 from .runs.ledger import load_status
 from .runs.options import RunOptions
 from .runs.rundir import DEFAULT_RUN_DIR_NAME
-from .slurm.env import ShardSpec
+from .shard import ShardSpec
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import pytest
 from curator_slurm.backends.adapter import BaseStageAdapter, list_sources, run_chain
 from curator_slurm.backends.retry import MAX_RETRY_DELAY, failed_task, retry_delay
 from curator_slurm.errors import InputError, OutputSpaceError, PipelineBuildError
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.shard import ShardSpec
 from curator_slurm.stages import ProcessingStage
 from curator_slurm.stages.writers import LINEAGE_KEY
 from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, FileGroupTask, NoneTask, Task

@@ -31,7 +31,7 @@ from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.runs.sharding import shard_of
-from curator_slurm.slurm.env import ray_expected_nodes
+from curator_slurm.settings import ray_expected_nodes
 from curator_slurm.stages import (
     JsonlReader,
     ParquetWriter,

@@ -16,7 +16,7 @@ from curator_slurm.runs.ledger import LedgerWriter, iter_records, ledger_file_na
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RunDir
 from curator_slurm.sample import make_corpus
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.shard import ShardSpec
 from curator_slurm.stages import JsonlReader, ParquetWriter
 from helpers import REPO
 

@@ -24,7 +24,7 @@ from curator_slurm.runs.manifest import (
     write_manifest,
 )
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.shard import ShardSpec
 from curator_slurm.stages import FilePartitioningStage
 from curator_slurm.tasks import FileGroupTask
 from helpers import EXAMPLE, clean_env, read_tree, run_example

@@ -11,7 +11,7 @@ import pytest
 from curator_slurm.errors import ShardConfigError
 from curator_slurm.runs.ledger import iter_records
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RunDir
-from curator_slurm.slurm.env import JobInfo, ShardSpec
+from curator_slurm.shard import JobInfo, ShardSpec
 from helpers import EXAMPLE
 from slurmtools import sbatch, wait_for_job
 

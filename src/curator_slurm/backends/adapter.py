@@ -17,7 +17,7 @@ from typing import Any
 from curator_slurm.backends.results import SourceResult, StageStats, summarise
 from curator_slurm.backends.retry import NOT_RETRIED, failed_task, retry_delay, stop_if_out_of_space
 from curator_slurm.runs.sharding import Selection, check_source_ids, read_source_list, select
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.writers import LINEAGE_KEY
 from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, NoneTask, Task
@@ -264,4 +264,34 @@ def list_sources(stage: ProcessingStage, shard: ShardSpec, retry_backoff: float 
     return adapter
 
 
-__all__ = ["BaseStageAdapter", "list_sources", "run_chain", "run_source_task", "set_up_adapters", "tear_down_adapters"]
+def manifest_sources(stage: ProcessingStage, shard: ShardSpec, retry_backoff: float = 1.0) -> BaseStageAdapter:
+    """What :func:`list_sources` gives, built from the manifest ``shard.manifest`` instead of running
+    ``stage``: the adapter's ``sources`` and ``kept`` are this shard's tasks, its ``selection`` counts the
+    whole manifest, and its ``manifest`` is the :class:`~curator_slurm.runs.manifest.ManifestInfo`."""
+    from curator_slurm.runs.manifest import load_shard  # pyarrow.parquet: loaded only by a planned array's task
+
+    assert shard.manifest is not None
+    tasks, info = load_shard(shard.manifest, shard)
+    for t in tasks:
+        t.source_id = t.task_id  # as the adapter marks the source stage's outputs
+    adapter = BaseStageAdapter(stage, shard=shard, retry_backoff=retry_backoff)
+    adapter.sources = adapter.kept = list(tasks)
+    adapter.manifest = info
+    adapter.selection = Selection(
+        kept=len(tasks),
+        total=info.count,
+        kept_bytes=sum(t.weight for t in tasks),
+        total_bytes=sum(w for _, w in info.loads),
+    )
+    return adapter
+
+
+__all__ = [
+    "BaseStageAdapter",
+    "list_sources",
+    "manifest_sources",
+    "run_chain",
+    "run_source_task",
+    "set_up_adapters",
+    "tear_down_adapters",
+]

@@ -30,7 +30,8 @@ from curator_slurm.backends.run import BaseExecutor, StopCheck
 from curator_slurm.backends.signals import ignore_stop_signals
 from curator_slurm.errors import WorkerStartError
 from curator_slurm.logs import bound, effective_level, ensure_logging
-from curator_slurm.slurm.env import ShardSpec, available_cpus
+from curator_slurm.settings import available_cpus
+from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.writers import BaseWriter
 from curator_slurm.tasks import Task

@@ -14,16 +14,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from curator_slurm.backends.adapter import BaseStageAdapter, list_sources
+from curator_slurm.backends.adapter import BaseStageAdapter, list_sources, manifest_sources
 from curator_slurm.backends.results import PipelineResult, ProgressLog, SourceResult, StageStats
-from curator_slurm.backends.signals import GraceExpired, StopSignal
+from curator_slurm.backends.signals import GraceExpired, StopSignal, requeue
 from curator_slurm.errors import Interrupted, PipelineFailedError
 from curator_slurm.fs import output_error
 from curator_slurm.logs import bound
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import RunDir
-from curator_slurm.slurm.control import requeue
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import FailedTask, Task
 
@@ -49,9 +48,7 @@ class BaseExecutor:
         """Run the source stage in the driver and log what this shard keeps."""
         # --- manifest hook (issue #19): a task of a planned array loads its shard, it lists nothing ---
         if shard.manifest:
-            from curator_slurm.runs.manifest import source_adapter
-
-            adapter = source_adapter(stage, shard, self.retry_backoff)
+            adapter = manifest_sources(stage, shard, self.retry_backoff)
             assert adapter.selection is not None
             log.info(f"{adapter.selection.describe(shard)}, from manifest {shard.manifest}")
             return adapter

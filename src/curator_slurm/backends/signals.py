@@ -7,6 +7,7 @@ run from a thread simply keeps the default behaviour).
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -14,11 +15,15 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from curator_slurm.shard import JobInfo
+
 #: What a stop means: preemption (SIGTERM, also `scancel`) or a time limit's warning (``--signal=B:USR1@...``).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 
 #: Every signal whose handler the driver may have set (:class:`StopSignal`; SIGINT and SIGALRM by the user).
 DRIVER_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM)
+
+logger = logging.getLogger(__name__)
 
 
 def _in_main_thread() -> bool:
@@ -133,6 +138,29 @@ class StopSignal:
         self._timer.start()
 
 
+def requeue(job: JobInfo) -> bool:
+    """Ask Slurm to requeue this job (it must have been submitted with ``--requeue``); True on success.
+
+    After the requeue the job starts again with ``SLURM_RESTART_COUNT`` one higher and resumes from
+    the ledger.
+    """
+    import shutil  # here, not at the top: every array task imports this module, few ever requeue
+    import subprocess
+
+    if not job.job_id:
+        logger.warning("requeue requested, but this process is not part of a Slurm job; not requeued")
+        return False
+    if shutil.which("scontrol") is None:
+        logger.warning("requeue requested, but scontrol is not on PATH; not requeued")
+        return False
+    proc = subprocess.run(["scontrol", "requeue", job.job_id], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        logger.warning(f"scontrol requeue {job.job_id} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+        return False
+    logger.info(f"requeued job {job.job_id}; it will resume from the ledger")
+    return True
+
+
 __all__ = [
     "DRIVER_SIGNALS",
     "STOP_SIGNALS",
@@ -140,6 +168,7 @@ __all__ = [
     "StopSignal",
     "handlers_kept",
     "ignore_stop_signals",
+    "requeue",
     "restore_handlers",
     "save_handlers",
 ]

@@ -44,7 +44,7 @@ import xxhash
 from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import is_out_of_space, out_of_space
 from curator_slurm.runs.durable import best_sync_method, make_durable
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.writers import defer_output_sync
 
 logger = logging.getLogger(__name__)

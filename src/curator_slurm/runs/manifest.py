@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 from curator_slurm import fs
 from curator_slurm.errors import ShardConfigError
 from curator_slurm.runs.sharding import balanced_assignment, hash_assignment
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.shard import ShardSpec
 from curator_slurm.tasks import FileGroupTask, Task
 
 INFO_FILE = "manifest.json"
@@ -313,30 +313,6 @@ def load_shard(directory: str, shard: ShardSpec) -> tuple[list[FileGroupTask], M
     return tasks, info
 
 
-def source_adapter(stage: Any, shard: ShardSpec, retry_backoff: float = 1.0) -> Any:
-    """What ``BaseExecutor.run_source_stage`` returns, built from the manifest ``shard.manifest`` instead of
-    running ``stage``: a :class:`~curator_slurm.backends.adapter.BaseStageAdapter` whose ``sources`` and
-    ``kept`` are this shard's tasks, whose ``selection`` counts the whole manifest, and whose ``manifest``
-    is its :class:`ManifestInfo`."""
-    from curator_slurm.backends.adapter import BaseStageAdapter
-    from curator_slurm.runs.sharding import Selection
-
-    assert shard.manifest is not None
-    tasks, info = load_shard(shard.manifest, shard)
-    for t in tasks:
-        t.source_id = t.task_id  # as the adapter marks the source stage's outputs
-    adapter = BaseStageAdapter(stage, shard=shard, retry_backoff=retry_backoff)
-    adapter.sources = adapter.kept = list(tasks)
-    adapter.manifest = info
-    adapter.selection = Selection(
-        kept=len(tasks),
-        total=info.count,
-        kept_bytes=sum(t.weight for t in tasks),
-        total_bytes=sum(w for _, w in info.loads),
-    )
-    return adapter
-
-
 def check_sources(run_dir_path: str, info: ManifestInfo, accept_new_inputs: bool) -> None:
     """The run directory's input check with a manifest: its recorded sources (count and digest of every
     id) against the run's sources.json, without reading every id."""
@@ -360,7 +336,6 @@ __all__ = [
     "read_sources",
     "rebuild",
     "save_plan_sources",
-    "source_adapter",
     "sources_table",
     "write_manifest",
 ]

@@ -17,7 +17,7 @@ from typing import Any
 from curator_slurm import fs
 from curator_slurm.errors import OptionError
 from curator_slurm.runs.sharding import balanced_assignment, format_bytes, hash_assignment
-from curator_slurm.slurm.env import job_environment
+from curator_slurm.settings import job_environment
 
 #: What to do about a damaged plan.json (see ``read_json``).
 PLAN_REMEDY = "restore it, or delete it and submit the run again (`curator-slurm submit` writes it)"

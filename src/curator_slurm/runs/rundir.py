@@ -25,7 +25,7 @@ import xxhash
 from curator_slurm.errors import RunDirError, ShardConfigError, is_out_of_space, out_of_space
 from curator_slurm.runs.ledger import LedgerState, LedgerWriter, load_status
 from curator_slurm.runs.options import RunOptions
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.shard import ShardSpec
 
 logger = logging.getLogger(__name__)
 

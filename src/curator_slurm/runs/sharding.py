@@ -20,7 +20,7 @@ import xxhash
 
 from curator_slurm import fs
 from curator_slurm.errors import PipelineBuildError
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.shard import ShardSpec
 from curator_slurm.tasks import Task
 
 SHARD_HASH_SEED = 0

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from curator_slurm.backends.results import FunnelRow, FunnelSum
+from curator_slurm.runs.funnel import FunnelRow, FunnelSum
 from curator_slurm.runs.ledger import complete_lines, ledger_files
 
 

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from curator_slurm.errors import CuratorError, OptionError, RunDirError
+from curator_slurm.settings import job_environment
 from curator_slurm.slurm.control import ACTIVE_STATES, ENDED_BADLY_STATES, active_jobs, job_states  # noqa: F401
-from curator_slurm.slurm.env import job_environment
 from curator_slurm.slurm.options import SubmitOptions, option_fields
 from curator_slurm.slurm.ray_script import ray_cluster_block
 

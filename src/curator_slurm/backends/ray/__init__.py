@@ -42,6 +42,6 @@ The package's modules: ``planning`` (which stages share a pool and how large the
 from curator_slurm.backends.ray.executor import RayExecutor
 from curator_slurm.backends.ray.planning import PoolPlan, StageGroup, fuse_stages, plan_pools
 from curator_slurm.backends.ray.session import RayNodesMissingError
-from curator_slurm.slurm.env import ray_address
+from curator_slurm.settings import ray_address
 
 __all__ = ["PoolPlan", "RayExecutor", "RayNodesMissingError", "StageGroup", "fuse_stages", "plan_pools", "ray_address"]

@@ -17,7 +17,7 @@ from curator_slurm.backends.results import SourceResult
 from curator_slurm.backends.run import BaseExecutor, StopCheck
 from curator_slurm.extras import require
 from curator_slurm.logs import bound
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import Task
 

@@ -15,7 +15,7 @@ from curator_slurm.backends.ray.worker import CallSummary, death_errors, kill, s
 from curator_slurm.backends.results import SourceResult, StageStats, summarise
 from curator_slurm.backends.retry import failed_task, retry_delay
 from curator_slurm.backends.run import StopCheck
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import FailedTask, Task
 

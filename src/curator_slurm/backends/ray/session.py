@@ -15,7 +15,8 @@ from typing import Any
 
 from curator_slurm.backends.signals import handlers_kept
 from curator_slurm.errors import CuratorError
-from curator_slurm.slurm.env import ShardSpec, available_cpus, ray_address, ray_expected_nodes
+from curator_slurm.settings import available_cpus, ray_address, ray_expected_nodes
+from curator_slurm.shard import ShardSpec
 
 #: Ray logs this notice at WARNING on every local start; it is Ray's default, not the user's concern.
 _RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"

@@ -16,7 +16,7 @@ from curator_slurm.backends.adapter import BaseStageAdapter, run_chain, set_up_a
 from curator_slurm.backends.results import StageStats
 from curator_slurm.backends.signals import ignore_stop_signals
 from curator_slurm.logs import ROOT, CollectWarnings, configure_logging
-from curator_slurm.slurm.env import ShardSpec
+from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import FailedTask, Task
 

@@ -16,7 +16,7 @@ from typing import IO, Any
 from curator_slurm.errors import OptionError
 from curator_slurm.runs.manifest import new_manifest_dir, write_manifest
 from curator_slurm.runs.plan import run_plan
-from curator_slurm.slurm.env import job_environment
+from curator_slurm.settings import job_environment
 from curator_slurm.slurm.phases import parse_phase_shards, phase_shard_counts
 
 

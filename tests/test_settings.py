@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from curator_slurm import SettingError, ShardConfigError, ShardSpec
-from curator_slurm.slurm.env import available_cpus
+from curator_slurm.settings import available_cpus
 
 
 def array(task_id: int, count: int, lo: int, hi: int, step: int = 1, **extra: str) -> dict[str, str]:

@@ -12,9 +12,9 @@ import pytest
 
 from curator_slurm.errors import RunDirError
 from curator_slurm.runs.ledger import load_status
-from curator_slurm.runs.local_array import run_local
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
-from curator_slurm.runs.status import (
+from curator_slurm.slurm.local_array import run_local
+from curator_slurm.slurm.status import (
     array_tasks,
     check_run_dir,
     collect_status,

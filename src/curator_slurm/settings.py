@@ -1,0 +1,315 @@
+"""The one module that reads the environment: the ``CURATOR_*`` settings and the job variables every run needs.
+
+Everything the framework needs to know about where it runs (which shard am I, which job, how many
+CPUs, which run directory, how the run records progress) is resolved here, once, in the driver, into
+frozen values (:class:`curator_slurm.shard.ShardSpec`, :class:`~curator_slurm.shard.JobInfo`,
+:class:`RunOptions`) that are then passed explicitly, so Ray workers on other nodes need no inherited
+variables. Each function takes the mapping as an argument so tests pass a dict instead of patching
+``os.environ``. The job-array variables a Slurm task inherits (``SLURM_ARRAY_*``, ``SLURM_PROCID``, ...)
+are read here too, because a plain script run as an array task must find its shard without loading
+:mod:`curator_slurm.slurm`, the package that talks to Slurm (sbatch, squeue, scontrol).
+
+Shard resolution, first match wins:
+
+1. ``CURATOR_SHARDING=off``: no sharding.
+2. ``CURATOR_NUM_SHARDS=N``: N logical shards; the index is ``CURATOR_SHARD_INDEX`` if set, else
+   ``SLURM_ARRAY_TASK_ID + CURATOR_SHARD_OFFSET`` (offset default 0). For arrays larger than
+   ``MaxArraySize`` (split into several arrays) and irregular ``--array`` lists.
+3. Inside an array task: N = ``SLURM_ARRAY_TASK_COUNT``, index = the task's position in the array,
+   ``(SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP``.
+4. Otherwise: not sharded.
+
+On top of any of these, a process that is one of several tasks of an ``srun`` step
+(``SLURM_STEP_NUM_TASKS`` > 1) takes sub-shard ``SLURM_PROCID`` of its shard, so ``srun -n 4`` never
+does the work four times.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from curator_slurm.errors import SettingError, ShardConfigError
+
+STRATEGIES = ("hash", "balanced")
+
+
+def _int(
+    env: Mapping[str, str],
+    name: str,
+    minimum: int | None = None,
+    fix: str = "",
+    error: type[SettingError] = ShardConfigError,
+) -> int | None:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise error(f"{name}={raw!r} is not an integer. {fix}".strip()) from None
+    if minimum is not None and value < minimum:
+        raise error(f"{name}={raw!r} must be >= {minimum}. {fix}".strip())
+    return value
+
+
+def job_fields(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The fields of :class:`curator_slurm.shard.JobInfo` that Slurm's variables set (all absent outside Slurm)."""
+    env = os.environ if environ is None else environ
+    restart = env.get("SLURM_RESTART_COUNT", "0")
+    return {
+        "job_id": env.get("SLURM_JOB_ID"),
+        "array_job_id": env.get("SLURM_ARRAY_JOB_ID"),
+        "array_task_id": env.get("SLURM_ARRAY_TASK_ID"),
+        "restart_count": int(restart) if restart.isdigit() else 0,
+        "step_id": env.get("SLURM_STEP_ID"),
+        "procid": env.get("SLURM_PROCID"),
+    }
+
+
+def shard_fields(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The fields of :class:`curator_slurm.shard.ShardSpec` but its job, resolved by the rules above; bad
+    values raise :class:`ShardConfigError` naming the variable and the fix."""
+    env = os.environ if environ is None else environ
+    strategy = (env.get("CURATOR_SHARD_STRATEGY") or "hash").strip().lower()
+    if strategy not in STRATEGIES:
+        raise ShardConfigError(
+            f"CURATOR_SHARD_STRATEGY={env['CURATOR_SHARD_STRATEGY']!r} is not one of {', '.join(STRATEGIES)}; "
+            "unset it for the default (hash)"
+        )
+    sharding = (env.get("CURATOR_SHARDING") or "").strip().lower()
+    if sharding in ("off", "0", "false", "no"):
+        return {"strategy": strategy, "origin": "CURATOR_SHARDING=off"}
+    if sharding not in ("", "on", "1", "true", "yes"):
+        raise ShardConfigError(f"CURATOR_SHARDING={env['CURATOR_SHARDING']!r}: use 'off' to disable sharding")
+
+    source_list = env.get("CURATOR_SOURCE_LIST") or None
+    if source_list is not None and not os.path.isfile(source_list):
+        raise ShardConfigError(f"CURATOR_SOURCE_LIST={source_list!r} is not a file; point it at a list of task ids")
+    manifest = env.get("CURATOR_MANIFEST") or None
+    if manifest is not None and not os.path.isdir(manifest):
+        raise ShardConfigError(
+            f"CURATOR_MANIFEST={manifest!r} is not a directory; point it at the manifest `curator-slurm submit` "
+            "wrote (<run dir>/manifest/...), or unset it to list the inputs"
+        )
+    index, count, origin = _base_shard(env)
+    enabled = count is not None
+    if count is None:
+        index, count = 0, 1
+    assert index is not None
+    index, count, origin, enabled = _srun_rank(env, index, count, origin, enabled)
+    fields = {"index": index, "count": count, "strategy": strategy, "enabled": enabled, "origin": origin}
+    return {**fields, "source_list": source_list, "manifest": manifest}
+
+
+def _srun_rank(
+    env: Mapping[str, str], index: int, count: int, origin: str, enabled: bool
+) -> tuple[int, int, str, bool]:
+    """The shard narrowed to this process's sub-shard when it is one of several tasks of an ``srun`` step."""
+    step_tasks = _int(env, "SLURM_STEP_NUM_TASKS", minimum=1)
+    if step_tasks is None or step_tasks <= 1:
+        return index, count, origin, enabled
+    procid = _int(env, "SLURM_PROCID", minimum=0, fix="It is set by srun; do not override it.")
+    if procid is None:
+        raise ShardConfigError(
+            f"SLURM_STEP_NUM_TASKS={step_tasks} but SLURM_PROCID is unset; launch the step with srun"
+        )
+    if procid >= step_tasks:
+        raise ShardConfigError(f"SLURM_PROCID={procid} must be below SLURM_STEP_NUM_TASKS={step_tasks}")
+    rank = f"srun rank {procid} of {step_tasks}"
+    return index * step_tasks + procid, count * step_tasks, f"{origin}; {rank}" if enabled else rank, True
+
+
+def _base_shard(env: Mapping[str, str]) -> tuple[int | None, int | None, str]:
+    """(index, count, origin) from the overrides or the array variables; count None: not sharded."""
+    count = _int(env, "CURATOR_NUM_SHARDS", minimum=1, fix="Set it to the total number of shards (>= 1).")
+    offset = _int(env, "CURATOR_SHARD_OFFSET", minimum=0, fix="Set it to the shard of array index 0 (>= 0).")
+    index = _int(env, "CURATOR_SHARD_INDEX", minimum=0, fix="Set it to a shard number from 0.")
+    array_id = _int(env, "SLURM_ARRAY_TASK_ID", minimum=0)
+
+    if offset is not None and count is None:
+        raise ShardConfigError(
+            f"CURATOR_SHARD_OFFSET={offset} is set without CURATOR_NUM_SHARDS; set CURATOR_NUM_SHARDS to the "
+            "total number of shards across all arrays"
+        )
+    if index is not None and offset is not None:
+        raise ShardConfigError("CURATOR_SHARD_INDEX and CURATOR_SHARD_OFFSET are both set; unset one of them")
+
+    if count is not None:
+        if index is not None:
+            origin = f"CURATOR_SHARD_INDEX={index}, CURATOR_NUM_SHARDS={count}"
+        elif array_id is not None:
+            index = array_id + (offset or 0)
+            origin = f"SLURM_ARRAY_TASK_ID={array_id} + CURATOR_SHARD_OFFSET={offset or 0}, CURATOR_NUM_SHARDS={count}"
+        else:
+            raise ShardConfigError(
+                f"CURATOR_NUM_SHARDS={count} is set but this process has no shard index: set CURATOR_SHARD_INDEX "
+                "or run it as a Slurm array task"
+            )
+        if index >= count:
+            raise ShardConfigError(
+                f"shard index {index} ({origin}) is not below CURATOR_NUM_SHARDS={count}; raise CURATOR_NUM_SHARDS "
+                "or fix the offset/index"
+            )
+        return index, count, origin
+
+    if array_id is None:
+        if index is not None:
+            raise ShardConfigError(
+                f"CURATOR_SHARD_INDEX={index} is set without CURATOR_NUM_SHARDS; set CURATOR_NUM_SHARDS too"
+            )
+        return 0, None, "not sharded"
+
+    array_count = _int(env, "SLURM_ARRAY_TASK_COUNT", minimum=1)
+    lo = _int(env, "SLURM_ARRAY_TASK_MIN", minimum=0)
+    hi = _int(env, "SLURM_ARRAY_TASK_MAX", minimum=0)
+    step = _int(env, "SLURM_ARRAY_TASK_STEP", minimum=1) or 1
+    if array_count is None or lo is None or hi is None:
+        raise ShardConfigError(
+            f"SLURM_ARRAY_TASK_ID={array_id} is set but SLURM_ARRAY_TASK_COUNT/_MIN/_MAX are not; "
+            "set CURATOR_NUM_SHARDS (and CURATOR_SHARD_OFFSET) explicitly"
+        )
+    if index is not None:
+        origin = f"CURATOR_SHARD_INDEX={index}, SLURM_ARRAY_TASK_COUNT={array_count}"
+        if index >= array_count:
+            raise ShardConfigError(
+                f"CURATOR_SHARD_INDEX={index} is not below SLURM_ARRAY_TASK_COUNT={array_count}; set CURATOR_NUM_SHARDS"
+            )
+        return index, array_count, origin
+    regular = lo + (array_count - 1) * step == hi and (array_id - lo) % step == 0 and lo <= array_id <= hi
+    if not regular:
+        raise ShardConfigError(
+            f"SLURM_ARRAY_TASK_ID={array_id} belongs to an irregular array (COUNT={array_count}, MIN={lo}, "
+            f"MAX={hi}, STEP={step}), e.g. --array=0,5,17: its position cannot be derived. Set "
+            f"CURATOR_NUM_SHARDS to the number of shards; each task then takes shard SLURM_ARRAY_TASK_ID"
+        )
+    index = (array_id - lo) // step
+    return index, array_count, f"SLURM_ARRAY_TASK_ID={array_id} of --array={lo}-{hi}:{step}"
+
+
+def available_cpus(environ: Mapping[str, str] | None = None) -> int:
+    """CPUs this process may use: ``SLURM_CPUS_PER_TASK`` when set, else the affinity mask."""
+    env = os.environ if environ is None else environ
+    slurm = _int(
+        env,
+        "SLURM_CPUS_PER_TASK",
+        minimum=1,
+        fix="Slurm sets it from --cpus-per-task; unset it or fix it.",
+        error=SettingError,
+    )
+    if slurm is not None:
+        return slurm
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise SettingError(f"{name}={env[name]!r} is not a yes/no value; use 1 or 0")
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """A duration setting: a finite number of seconds >= 0, ``default`` when unset or empty."""
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingError(f"{name}={raw!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise SettingError(f"{name}={raw!r} must be a finite number >= 0")
+    return value
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run records its progress and reacts to preemption (defaults for ``Pipeline.run``).
+
+    ``run_dir``: ``CURATOR_RUN_DIR``; ``accept_new_inputs``: ``CURATOR_ACCEPT_NEW_INPUTS=1`` lets a shard
+    go on when the inputs changed since the run started; ``requeue``: ``CURATOR_REQUEUE=1`` asks Slurm to
+    requeue the job after a stop signal; ``grace_seconds``: ``CURATOR_GRACE_SECONDS``, how long in-flight
+    source tasks may finish after SIGTERM/SIGUSR1/SIGUSR2 (default 25, below Slurm's default KillWait of 30).
+    """
+
+    run_dir: str | None = None
+    accept_new_inputs: bool = False
+    requeue: bool = False
+    grace_seconds: float = 25.0
+    #: ``CURATOR_PLAN_OUT``: set by ``curator-slurm plan/submit``; the run lists its source tasks into
+    #: this JSON file and exits without processing anything.
+    plan_out: str | None = None
+    #: ``CURATOR_PHASE``: set in the array tasks that `curator-slurm submit` starts for one phase of a
+    #: workflow; ``Workflow.run`` then runs that phase's shard only.
+    phase: str | None = None
+    #: ``CURATOR_LEDGER_WINDOW``: the ledger commits (makes outputs durable, then appends records with one
+    #: fsync) every this many source tasks at most; 1 commits each on its own. A crash loses at most one
+    #: window, whose tasks a resume does again.
+    ledger_window: int = 1000
+    #: ``CURATOR_LEDGER_WINDOW_SECONDS``: ... or once the window's first record is this old, or its tasks
+    #: ran this long in all (so a crash costs at most about this much work, redone on resume).
+    ledger_window_seconds: float = 0.5
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> RunOptions:
+        """The options the ``CURATOR_*`` variables of ``environ`` (default: this process's) set."""
+        return run_options(environ)
+
+
+def run_options(environ: Mapping[str, str] | None = None) -> RunOptions:
+    """The run options the ``CURATOR_*`` variables set (see :class:`RunOptions`)."""
+    env = os.environ if environ is None else environ
+    grace = _seconds(env, "CURATOR_GRACE_SECONDS", RunOptions.grace_seconds)
+    window = _int(
+        env, "CURATOR_LEDGER_WINDOW", minimum=1, fix="Set it to a number of records, 1 or more.", error=SettingError
+    )
+    window_seconds = _seconds(env, "CURATOR_LEDGER_WINDOW_SECONDS", RunOptions.ledger_window_seconds)
+    return RunOptions(
+        run_dir=env.get("CURATOR_RUN_DIR") or None,
+        accept_new_inputs=_flag(env, "CURATOR_ACCEPT_NEW_INPUTS"),
+        requeue=_flag(env, "CURATOR_REQUEUE"),
+        grace_seconds=grace,
+        plan_out=env.get("CURATOR_PLAN_OUT") or None,
+        phase=(env.get("CURATOR_PHASE") or "").strip() or None,
+        ledger_window=window if window is not None else RunOptions.ledger_window,
+        ledger_window_seconds=window_seconds,
+    )
+
+
+def job_environment(environ: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a process that must decide its own shard: this one without any ``CURATOR_*``
+    variable or any ``SLURM_*`` variable (but ``SLURM_CONF``) that it would otherwise inherit, e.g. the
+    step and rank of an ``srun`` the user happens to submit from; plus ``extra``."""
+    env = os.environ if environ is None else environ
+    clean = {
+        k: v
+        for k, v in env.items()
+        if not k.startswith("CURATOR_") and (not k.startswith("SLURM_") or k == "SLURM_CONF")
+    }
+    clean.update(extra or {})
+    return clean
+
+
+def ray_address(environ: Mapping[str, str] | None = None) -> str | None:
+    """The Ray cluster a RayExecutor joins: ``RAY_ADDRESS`` when set (``ray start --head`` prints it), else
+    None (the executor starts a local Ray). Read in the driver only; Ray workers never look at it."""
+    env = os.environ if environ is None else environ
+    return (env.get("RAY_ADDRESS") or "").strip() or None
+
+
+def ray_expected_nodes(environ: Mapping[str, str] | None = None) -> int | None:
+    """How many nodes the Ray cluster at ``RAY_ADDRESS`` should have (``CURATOR_RAY_NODES``, exported by
+    multi-node array tasks): a RayExecutor waits for them to join before it places its actors."""
+    env = os.environ if environ is None else environ
+    return _int(
+        env, "CURATOR_RAY_NODES", minimum=1, fix="Set it to the number of nodes of the Ray cluster.", error=SettingError
+    )
