@@ -77,7 +77,7 @@ def read_jsonl(
     schema: pa.Schema | None = None,
     max_line_bytes: int = MAX_LINE_BYTES,
 ) -> pa.Table | None:
-    """Read one JSONL file (plain or compressed, :data:`curator_slurm.fs.COMPRESSIONS`), with errors that name
+    """Read one JSONL file (plain or compressed, :data:`fs.COMPRESSIONS`), with errors that name
     the file and line.
 
     With ``byte_range``, only the lines that start in that range of an uncompressed file; None when

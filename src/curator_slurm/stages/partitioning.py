@@ -52,7 +52,7 @@ def list_inputs(
     recursive: bool = True,
     wanted: str = "",
 ) -> fs.Listing:
-    """The files under ``paths`` whose names ``patterns`` take (:func:`curator_slurm.fs.name_patterns`: endings
+    """The files under ``paths`` whose names ``patterns`` take (:func:`fs.name_patterns`: endings
     in any case, compressions, globs; ``wanted`` says which, for messages), with their sizes; every file
     left out is logged in one line.
 

@@ -254,7 +254,7 @@ class FileReader(CompositeStage[FileGroupTask, DocumentBatch]):
     #: partitioner's ``file_extensions``); the names actually taken are :attr:`read_extensions`.
     default_extensions: tuple[str, ...] = ()
     #: The endings taken by default, in any case (``.JSONL``); with :attr:`decompresses`, each also followed by
-    #: any compression ending the layer decodes (:data:`curator_slurm.fs.COMPRESSIONS`). Empty: as default.
+    #: any compression ending the layer decodes (:data:`fs.COMPRESSIONS`). Empty: as default.
     read_extensions: tuple[str, ...] = ()
     decompresses = False
     reader_class: type[FileReaderStage] = FileReaderStage

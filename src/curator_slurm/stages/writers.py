@@ -3,7 +3,7 @@
 Each batch becomes one file named by its lineage: the id of the source task it descends from plus its
 position among that source task's outputs (see :func:`output_stem`), never an id a stage happened to
 give it, so a re-run names every output the same way. A file is written under a hidden temporary name
-in the same directory and renamed into place (:func:`curator_slurm.fs.atomic_write`; on an object store, one
+in the same directory and renamed into place (:func:`fs.atomic_write`; on an object store, one
 whole-object write). So a crash never leaves a
 partial file under a final name, a re-run overwrites the same names with the same bytes, and many
 independent processes can write into one directory. Writers never delete anything.
