@@ -17,6 +17,7 @@ written atomically (hidden temporary name, then rename), so a re-run rewrites th
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -70,6 +71,10 @@ class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         fs.makedirs(self.path)
+
+    def remove_temporaries(self, pids: Collection[int]) -> list[str]:
+        """The temporary files that processes ``pids`` (workers killed while writing) left in ``path``, deleted."""
+        return fs.remove_temporaries(self.path, pids)
 
     def remove_dead_temporaries(self) -> fs.Cleanup:
         """What writers on this host that are gone left half-written in ``path``, deleted (on resume)."""

@@ -33,7 +33,6 @@ from curator_slurm.logs import bound, effective_level, ensure_logging
 from curator_slurm.settings import available_cpus
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
-from curator_slurm.stages.writers import BaseWriter
 from curator_slurm.tasks import Task
 
 if TYPE_CHECKING:  # the pool's modules are imported only when a pool is used
@@ -332,10 +331,12 @@ def _remove_temporaries(stages: list[ProcessingStage], pids: set[int], log: Any)
     """Delete what the writers of killed workers left half-written (hidden temporary files; a final
     name is only ever written by a rename, so no output is lost)."""
     for stage in stages:
-        if isinstance(stage, BaseWriter):
-            removed = stage.remove_temporaries(pids)
+        remove = getattr(stage, "remove_temporaries", None)  # writers, the shuffle's sorted-file writer
+        if remove is not None:
+            removed = remove(pids)
             if removed:
-                log.info(f"removed {len(removed)} temporary file(s) that killed workers left in {stage.path}")
+                where = getattr(stage, "path", stage.name)
+                log.info(f"removed {len(removed)} temporary file(s) that killed workers left in {where}")
 
 
 def _kill_workers(pool: ProcessPoolExecutor) -> None:
