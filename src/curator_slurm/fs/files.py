@@ -55,7 +55,7 @@ def _kind(mode: int) -> str:
             return name
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "a device"
-    return "not a regular file"
+    return "a directory" if stat.S_ISDIR(mode) else "a special file"
 
 
 def local_info(path: str) -> FileInfo:
@@ -120,11 +120,11 @@ def isdir(path: str) -> bool:
 def open_input(path: str) -> BinaryIO:
     """``path`` opened for reading, seekable (a URI as a random-access file read by ranged requests)."""
     if is_local(path):
+        local_info(path)  # a FIFO would block open() for ever; a dangling link, no permission: say which
         try:
             return open(path, "rb")
-        except OSError as e:
-            local_info(path)  # a dangling link, a FIFO, no permission: say which
-            raise InputError(f"{path}: cannot open ({e.strerror})") from e
+        except PermissionError:
+            raise InputError(f"{path}: permission denied; make the file readable for this user") from None
     filesystem, inner = resolve(path)
     return filesystem.open_input_file(inner)  # type: ignore[no-any-return]
 
@@ -144,7 +144,10 @@ def open_decompressed(path: str) -> Any:
     codec = compression_of(path)
     if is_local(path):
         local_info(path)  # a FIFO would block, a dangling link say nothing useful: refuse them first
-        raw = pa.input_stream(path) if codec == "xz" else pa.input_stream(path, compression=codec)
+        try:
+            raw = pa.input_stream(path) if codec == "xz" else pa.input_stream(path, compression=codec)
+        except PermissionError:
+            raise InputError(f"{path}: permission denied; make the file readable for this user") from None
     else:
         filesystem, inner = resolve(path)
         raw = filesystem.open_input_stream(inner)
