@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from curator_slurm import CuratorError, LocalExecutor, Pipeline, PipelineFailedError, configure_logging
+from curator_slurm import CuratorError, Pipeline, PipelineFailedError, configure_logging
+from curator_slurm.backends import EXECUTORS, make_executor
 from curator_slurm.stages import JsonlReader, ParquetWriter, ScoreFilter, SymbolRatioFilter, WordCountFilter
 
 
@@ -26,26 +27,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", required=True, help="directory (or file) of JSONL documents")
     parser.add_argument("--output", required=True, help="directory for the Parquet output")
-    parser.add_argument("--executor", choices=["local", "ray"], default="local")
+    parser.add_argument("--executor", choices=EXECUTORS, default="local")
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all usable CPUs)")
     parser.add_argument("--min-words", type=int, default=50)
     parser.add_argument("--files-per-partition", type=int, default=1)
     args = parser.parse_args(argv)
 
     configure_logging()
-    pipeline = build_pipeline(args.input, args.output, args.min_words, args.files_per_partition)
-    if args.executor == "ray":
-        from curator_slurm.backends.ray import RayExecutor
-
-        executor = RayExecutor()
-    else:
-        executor = LocalExecutor(workers=args.workers)
     try:
-        result = pipeline.run(executor)
+        pipeline = build_pipeline(args.input, args.output, args.min_words, args.files_per_partition)
+        result = pipeline.run(make_executor(args.executor, workers=args.workers))
     except PipelineFailedError as e:
         print(f"curate: {e}", file=sys.stderr)
         return 1
-    except CuratorError as e:  # bad configuration or input, found before any work was done
+    except CuratorError as e:  # bad configuration or input, or a missing extra, found before any work
         print(f"curate: {e}", file=sys.stderr)
         return 2
     print(

@@ -1,5 +1,6 @@
 """Curate web text as NeMo Curator's heuristic pipeline does: stable ids, Unicode repair, ten heuristic
-filters with NeMo Curator's names and defaults, English only, Parquet out.
+filters with NeMo Curator's names and defaults, English only, Parquet out. It needs two extras beyond the
+core install (`pip install 'curator-slurm[lang,unicode]'`): pycld2 for LanguageFilter, ftfy for the repair.
 
     python examples/curate_web.py --make-sample data/ --files 8 --docs-per-file 200   # a web-like corpus
     python examples/curate_web.py --input data/ --output out/
@@ -16,7 +17,8 @@ import os
 import random
 import sys
 
-from curator_slurm import CuratorError, LocalExecutor, Pipeline, PipelineFailedError, configure_logging
+from curator_slurm import CuratorError, Pipeline, PipelineFailedError, configure_logging
+from curator_slurm.backends import EXECUTORS, make_executor
 from curator_slurm.stages import (
     AddId,
     BulletsFilter,
@@ -192,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", help="directory (or file) of JSONL documents with a 'text' field")
     parser.add_argument("--output", help="directory for the Parquet output")
-    parser.add_argument("--executor", choices=["local", "ray"], default="local")
+    parser.add_argument("--executor", choices=EXECUTORS, default="local")
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all usable CPUs)")
     parser.add_argument("--files-per-partition", type=int, default=1)
     parser.add_argument("--make-sample", metavar="DIR", help="write a web-like sample corpus into DIR and exit")
@@ -208,19 +210,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--input and --output are required (or --make-sample DIR)")
 
     configure_logging()
-    pipeline = build_pipeline(args.input, args.output, args.files_per_partition)
-    if args.executor == "ray":
-        from curator_slurm.backends.ray import RayExecutor
-
-        executor = RayExecutor()
-    else:
-        executor = LocalExecutor(workers=args.workers)
     try:
-        result = pipeline.run(executor)
+        pipeline = build_pipeline(args.input, args.output, args.files_per_partition)
+        result = pipeline.run(make_executor(args.executor, workers=args.workers))
     except PipelineFailedError as e:
         print(f"curate_web: {e}", file=sys.stderr)
         return 1
-    except CuratorError as e:  # bad configuration or input, found before any work was done
+    except CuratorError as e:  # bad configuration or input, or a missing extra, found before any work
         print(f"curate_web: {e}", file=sys.stderr)
         return 2
     print(

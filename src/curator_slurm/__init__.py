@@ -7,11 +7,11 @@ import gc
 import os
 
 # numpy is a dependency (deduplication), and pyarrow imports it whenever it is installed. Its OpenBLAS
-# starts a pool of threads as it loads; a driver with those threads cannot safely fork, so LocalExecutor
-# would spawn its workers (about 0.2 s slower each), and every worker process would carry a BLAS pool
-# sized for the whole machine. This package runs one worker per CPU and uses no BLAS, so it asks for one
-# BLAS thread unless the environment already says otherwise (as Ray does for its workers). It takes
-# effect only when numpy was not imported before this package; the log then explains why workers spawn.
+# starts a pool of threads as it loads, sized for the whole machine, in the driver and in every worker.
+# This package runs one worker per CPU and uses no BLAS, so it asks for one BLAS thread unless the
+# environment already says otherwise (as Ray does for its workers). It takes effect only when numpy was
+# not imported before this package; either way LocalExecutor stops an idle OpenBLAS pool before it forks
+# its workers (backends/local.py, stop_openblas_threads), so the import order never makes them spawn.
 for _name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # not OMP_NUM_THREADS: Arrow sizes its pool by it
     os.environ.setdefault(_name, "1")
 
@@ -26,6 +26,8 @@ try:
     from curator_slurm.backends.results import PipelineResult
     from curator_slurm.errors import (
         CuratorError,
+        FilterError,
+        FingerprintError,
         InputError,
         PipelineBuildError,
         PipelineFailedError,
@@ -48,6 +50,8 @@ __all__ = [
     "EmptyTask",
     "FailedTask",
     "FileGroupTask",
+    "FilterError",
+    "FingerprintError",
     "InputError",
     "LocalExecutor",
     "NoneTask",

@@ -18,6 +18,16 @@ class PipelineBuildError(CuratorError, ValueError):
     """The pipeline's stages do not fit together."""
 
 
+class FingerprintError(PipelineBuildError):
+    """A stage holds a value that cannot be put into the run fingerprint in a form that is the same in every
+    process (a lock, a loaded model); the message names the stage, the attribute and the fix."""
+
+
+class FilterError(CuratorError, TypeError):
+    """A document filter returned something a filter cannot use (a keep decision that is not a bool, scores
+    that do not fit one column); the message names the filter class and what it returned. Not retried."""
+
+
 class SettingError(CuratorError, ValueError):
     """A ``CURATOR_*`` or ``SLURM_*`` variable has a value that cannot be used; the message names it."""
 

@@ -16,7 +16,8 @@ from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RunDir
 from curator_slurm.runs.sharding import check_source_ids
 from curator_slurm.shard import ShardSpec
-from curator_slurm.stages.base import _NOT_FINGERPRINTED, PASSTHROUGH, CompositeStage, ProcessingStage
+from curator_slurm.stages.base import PASSTHROUGH, CompositeStage, ProcessingStage
+from curator_slurm.stages.params import FINGERPRINT_SCHEME, fingerprint_params
 from curator_slurm.stages.writers import BaseWriter
 from curator_slurm.tasks import ID_SCHEME
 
@@ -135,16 +136,15 @@ class Pipeline:
         )
 
     def fingerprint(self, stages: list[ProcessingStage] | None = None) -> dict[str, Any]:
-        """What identifies this pipeline's work: stage names, types and parameters."""
+        """What identifies this pipeline's work: its name, and each stage's declared name and parameters
+        (:func:`~curator_slurm.stages.params.fingerprint_params`), not its class's module, so a stage class
+        can move without making its runs unresumable."""
         return {
             "name": self.name,
             "id_scheme": ID_SCHEME,
+            "fingerprint_scheme": FINGERPRINT_SCHEME,
             "stages": [
-                {
-                    "name": s.name,
-                    "type": f"{type(s).__module__}.{type(s).__qualname__}",
-                    "params": fingerprint_params(s),
-                }
+                {"name": s.name, "params": fingerprint_params(s)}
                 for s in (stages if stages is not None else self.build())
             ],
         }
@@ -173,49 +173,6 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"Pipeline({self.name!r}, stages={[s.name for s in self.stages]})"
-
-
-def fingerprint_params(stage: ProcessingStage) -> dict[str, Any]:
-    """The parameters of ``stage`` that go into the run fingerprint.
-
-    A stage class that overrides :meth:`ProcessingStage.params` says itself what defines its output, and
-    that is used as is. Otherwise every attribute of the instance counts, private ones too (NeMo Curator's
-    stages keep their parameters as ``self._max_chars``): two processes whose stages differ in any of them
-    must not write into one run. Only the settings that cannot change results are left out (``resources``,
-    ``batch_size``, ``max_retries`` and the flags ``Pipeline.build`` sets).
-    """
-    if type(stage).params is not ProcessingStage.params:
-        return stage.params()
-    return {
-        key: _describe(value)
-        for key, value in sorted(vars(stage).items())
-        if key not in _NOT_FINGERPRINTED and not key.startswith("__")
-    }
-
-
-def _describe(value: Any, depth: int = 0) -> Any:
-    """A JSON value that stands for ``value`` and is the same in every process: plain values as they are,
-    containers element by element, functions and classes by name, objects whose repr holds a memory
-    address by their class and attributes, anything else by its repr."""
-    if isinstance(value, (str, int, float, bool, type(None))):
-        return value
-    if depth > 4:
-        return f"<{type(value).__qualname__}>"
-    if isinstance(value, (list, tuple)):
-        return [_describe(v, depth + 1) for v in value]
-    if isinstance(value, (set, frozenset)):
-        return sorted((_describe(v, depth + 1) for v in value), key=repr)
-    if isinstance(value, dict):
-        return {str(k): _describe(v, depth + 1) for k, v in sorted(value.items(), key=lambda kv: repr(kv[0]))}
-    if isinstance(value, type) or (callable(value) and hasattr(value, "__qualname__")):
-        return f"{getattr(value, '__module__', '?')}.{value.__qualname__}"
-    text = repr(value)
-    if " at 0x" not in text:
-        return text
-    attributes = getattr(value, "__dict__", None)
-    if isinstance(attributes, dict):
-        return {"type": type(value).__qualname__, "attributes": _describe(attributes, depth + 1)}
-    return f"<{type(value).__module__}.{type(value).__qualname__}>"
 
 
 def _decompose(stage: ProcessingStage) -> list[ProcessingStage]:

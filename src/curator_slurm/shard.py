@@ -16,7 +16,7 @@ from curator_slurm.errors import ShardConfigError
 from curator_slurm.settings import STRATEGIES, job_fields, shard_fields
 
 
-def _host_name() -> str:
+def host_name() -> str:
     """This machine's name, as ``socket.gethostname()`` gives it, without importing socket in every task."""
     if hasattr(os, "uname"):
         return os.uname().nodename
@@ -33,7 +33,7 @@ class JobInfo:
     array_job_id: str | None = None
     array_task_id: str | None = None
     restart_count: int = 0
-    host: str = field(default_factory=_host_name)
+    host: str = field(default_factory=host_name)
     #: ``SLURM_STEP_ID`` (absent in the batch step, which Slurm calls ``batch``) and ``SLURM_PROCID``: which
     #: step and which of its tasks, so that two processes of one step claiming one shard are caught.
     step_id: str | None = None
@@ -102,4 +102,4 @@ class ShardSpec:
         return cls(job=JobInfo.from_env(environ), **shard_fields(environ))
 
 
-__all__ = ["STRATEGIES", "JobInfo", "ShardSpec"]
+__all__ = ["STRATEGIES", "JobInfo", "ShardSpec", "host_name"]

@@ -76,7 +76,7 @@ def test_language_filter_arguments_and_errors() -> None:
         LanguageFilter(languages=[])
     with pytest.raises(InputError, match=r"in\.jsonl: no field 'body'.*text_field="):
         LanguageFilter(text_field="body").process(_batch([ENGLISH]))
-    assert LanguageFilter(["fr", "EN"]).params()["languages"] == repr(["en", "fr"])
+    assert LanguageFilter(["fr", "EN"]).params()["languages"] == ["en", "fr"]
 
 
 def test_language_filter_in_a_pipeline(tmp_path: Path) -> None:

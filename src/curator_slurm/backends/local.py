@@ -20,12 +20,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from curator_slurm.backends.adapter import BaseStageAdapter, run_source_task, set_up_adapters, tear_down_adapters
+from curator_slurm.backends.forking import choose_start_method, settled_start_method
 from curator_slurm.backends.results import SourceResult
-from curator_slurm.backends.retry import failed_task
+from curator_slurm.backends.retry import CrashPolicy, remove_dead_writers_files, worker_died
 from curator_slurm.backends.run import BaseExecutor, StopCheck
 from curator_slurm.backends.signals import ignore_stop_signals
 from curator_slurm.errors import WorkerStartError
@@ -147,7 +149,7 @@ class LocalExecutor(BaseExecutor):
         if workers <= 1:
             yield from self._in_process(stages, sources, shard, should_stop)
         else:
-            yield from self._in_pool(stages, sources, shard, workers, should_stop)
+            yield from _PoolRun(self, stages, sources, shard, workers).results(should_stop)
 
     def _in_process(
         self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec, should_stop: StopCheck
@@ -175,144 +177,135 @@ class LocalExecutor(BaseExecutor):
             initargs=(stages, shard, self.retry_backoff, started, effective_level()),
         )
 
-    def _in_pool(
+
+class _PoolRun:
+    """The driver's side of one pool of worker processes running a shard's source tasks: chunks in flight,
+    tasks to re-run alone after a worker died (:class:`CrashPolicy` decides), and the pool itself, replaced
+    when a worker dies."""
+
+    def __init__(
         self,
+        executor: LocalExecutor,
         stages: list[ProcessingStage],
         sources: list[Task],
         shard: ShardSpec,
         workers: int,
-        should_stop: StopCheck,
-    ) -> Iterator[SourceResult]:
+    ) -> None:
         import multiprocessing
-        from concurrent.futures import FIRST_COMPLETED, wait
-        from concurrent.futures.process import BrokenProcessPool
 
-        started = multiprocessing.get_context("spawn").Value("i", 0)  # workers that finished their set-up
-        pending = list(reversed(sources))
-        crashes: dict[str, int] = {}
-        suspects: list[Task] = []  # tasks that were running when a worker died: re-run one at a time
-        log = bound(shard.label, shard.job.label)
+        self.executor, self.stages, self.shard, self.workers = executor, stages, shard, workers
+        self.policy = CrashPolicy(executor.max_crashes, executor.retry_backoff)
+        self.started = multiprocessing.get_context("spawn").Value("i", 0)  # workers that finished their set-up
+        self.pending = list(reversed(sources))
+        self.deaths: dict[str, int] = {}
+        self.suspects: list[tuple[float, Task]] = []  # (not before, task): re-run one at a time after a death
+        self.in_flight: dict[Future[list[SourceResult]], list[Task]] = {}
+        self.took, self.finished = 0.0, 0  # seconds and count of the source tasks done so far, for chunk_size()
+        self.log = bound(shard.label, shard.job.label)
         # Chosen once: a replacement pool starts its workers the same way, so a script that works with
         # forked workers never has them spawned (re-importing it) after a crash.
-        method, why = (self.start_method, "as asked") if self.start_method else choose_start_method()
-        log.info(f"starting {workers} worker processes by {method} ({why})")
-        pool = self._pool(stages, shard, workers, started, method)
-        in_flight: dict[Future[list[SourceResult]], list[Task]] = {}
-        took, finished = 0.0, 0  # seconds and count of the source tasks done so far, for chunk_size()
+        self.method, why = (executor.start_method, "as asked") if executor.start_method else choose_start_method()
+        self.log.info(f"starting {workers} worker processes by {self.method} ({why})")
+        self.pool = executor._pool(stages, shard, workers, self.started, self.method)
+
+    def results(self, should_stop: StopCheck) -> Iterator[SourceResult]:
+        """Every source task's result, in any order; after ``should_stop()`` no new one starts."""
+        from concurrent.futures.process import BrokenProcessPool
+
         try:
-            while pending or suspects or in_flight:
-                if should_stop():
-                    pending.clear()
-                    suspects.clear()
-                    for fut in [f for f in in_flight if f.cancel()]:  # queued, not started: never start it
-                        del in_flight[fut]
-                    if not in_flight:
-                        break
-                limit = 1 if suspects else 2 * workers
-                size = chunk_size(took / finished if finished else None)
-                while len(in_flight) < limit and (suspects or pending):
-                    chunk = [suspects.pop()] if suspects else [pending.pop() for _ in range(min(size, len(pending)))]
-                    in_flight[pool.submit(_run_in_worker, chunk)] = chunk
-                done, _ = wait(in_flight, timeout=1.0, return_when=FIRST_COMPLETED)
-                broken = False
-                for fut in done:
-                    chunk = in_flight.pop(fut)
+            while self.pending or self.suspects or self.in_flight:
+                if should_stop() and not self._stop():
+                    break
+                self._submit()
+                broken: list[Task] = []
+                for fut in self._wait():
+                    chunk = self.in_flight.pop(fut)
                     try:
                         results = fut.result()
                     except BrokenProcessPool:
-                        broken = True
-                        for task in chunk:
-                            crashes[task.task_id] = crashes.get(task.task_id, 0) + 1
-                            if crashes[task.task_id] >= self.max_crashes:
-                                yield _crashed(task, crashes[task.task_id])
-                            else:
-                                suspects.append(task)
+                        broken.extend(chunk)
                         continue
                     for result in results:
-                        took, finished = took + result.seconds, finished + 1
+                        self.took, self.finished = self.took + result.seconds, self.finished + 1
                         yield result
-                if broken and started.value == 0:
-                    raise WorkerStartError(
-                        "worker processes die before they can start (the traceback above is theirs). "
-                        + (
-                            "A spawned worker re-imports your script: run the pipeline under `if __name__ == "
-                            '"__main__":`, make stage set-up work in a fresh process, or use workers=1'
-                            if method != "fork"
-                            else "Make stage set-up work in a worker process, or use workers=1"
-                        )
-                    )
                 if broken:
-                    for fut, chunk in in_flight.items():
-                        fut.cancel()
-                        for task in chunk:
-                            crashes[task.task_id] = crashes.get(task.task_id, 0) + 1
-                            suspects.append(task)
-                    in_flight.clear()
-                    log.warning(
-                        f"a worker process died; re-running {len(suspects)} source task(s) one at a time on a new pool"
-                    )
-                    # The old pool's threads must be gone before a fork (their results are not wanted).
-                    _end_pool(pool, stages, log)
-                    if method == "fork" and not self.start_method:
-                        method, why = _settled_start_method()
-                        if method != "fork":
-                            log.warning(f"the new pool's workers are spawned: {why}")
-                    pool = self._pool(stages, shard, workers, started, method)
+                    yield from self._worker_died(broken)
         except BaseException:  # grace period over, or the driver is going down: do not wait for workers
-            _end_pool(pool, stages, log)
+            _end_pool(self.pool, self.stages, self.log)
             raise
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
+    def _stop(self) -> bool:
+        """Start nothing new; True while calls already running must still be waited for."""
+        self.pending.clear()
+        self.suspects.clear()
+        for fut in [f for f in self.in_flight if f.cancel()]:  # queued, not started: never start it
+            del self.in_flight[fut]
+        return bool(self.in_flight)
 
-#: Threads whose library makes them safe across fork (pthread_atfork handlers stop them in the parent
-#: and restart them in the child): jemalloc's background purging thread, which importing pyarrow starts.
-FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
+    def _submit(self) -> None:
+        """Keep ``2 * workers`` chunks in flight, or one suspect at a time once its back-off is over."""
+        now = time.monotonic()
+        ready = [i for i, (not_before, _) in enumerate(self.suspects) if not_before <= now]
+        if self.suspects:
+            if ready and not self.in_flight:
+                _, task = self.suspects.pop(ready[-1])
+                self.in_flight[self.pool.submit(_run_in_worker, [task])] = [task]
+            return
+        size = chunk_size(self.took / self.finished if self.finished else None)
+        while len(self.in_flight) < 2 * self.workers and self.pending:
+            chunk = [self.pending.pop() for _ in range(min(size, len(self.pending)))]
+            self.in_flight[self.pool.submit(_run_in_worker, chunk)] = chunk
 
+    def _wait(self) -> set[Future[list[SourceResult]]]:
+        """The futures done within a second (so that stop signals are seen promptly), or a nap until the
+        next suspect's back-off is over when nothing runs."""
+        from concurrent.futures import FIRST_COMPLETED, wait
 
-def choose_start_method() -> tuple[str, str]:
-    """``("fork", why)`` when forking this process is safe, else ``("spawn", why)``.
+        if not self.in_flight:
+            next_one = min((not_before for not_before, _ in self.suspects), default=time.monotonic())
+            time.sleep(min(1.0, max(0.0, next_one - time.monotonic())))
+            return set()
+        done, _ = wait(self.in_flight, timeout=1.0, return_when=FIRST_COMPLETED)
+        return done
 
-    A fork copies only the calling thread: a lock that another thread held at that moment (a logging
-    queue, a client library's event loop, a thread pool at work) stays locked in the child forever.
-    So fork only on Linux (macOS forbids it for system frameworks) and only while this process has no
-    thread but the calling one, counted by the kernel (``/proc/self/task``) so that native threads
-    count too, apart from :data:`FORK_SAFE_THREADS`.
-    """
-    if not sys.platform.startswith("linux"):
-        return "spawn", f"fork is not safe on {sys.platform}"
-    try:
-        names = []
-        for tid in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{tid}/comm") as comm:
-                names.append(comm.read().strip())
-    except OSError:  # a thread that ended while being listed counts as a reason for caution too
-        return "spawn", "cannot list this process's threads (/proc/self/task)"
-    others = [n for n in names if n not in FORK_SAFE_THREADS]
-    if len(others) > 1:
-        why = f"this process runs {len(others)} threads; forking it could copy a lock one of them holds"
-        if "numpy" in sys.modules:  # pyarrow imports numpy when it is installed
-            why += (
-                ". numpy is loaded: if the other threads are its BLAS pool (OpenBLAS starts one when imported), "
-                "OPENBLAS_NUM_THREADS=1 (OMP_NUM_THREADS=1 for MKL) set before the script starts keeps workers "
-                "forking, as does start_method='fork' where every other thread is known to be fork-safe"
+    def _worker_died(self, broken: list[Task]) -> Iterator[SourceResult]:
+        """A worker died and broke the pool: which one is unknown, so the death counts against every task
+        the pool had in flight; :class:`CrashPolicy` says which run again (alone) and which failed."""
+        if self.started.value == 0:
+            raise WorkerStartError(
+                "worker processes die before they can start (the traceback above is theirs). "
+                + (
+                    "A spawned worker re-imports your script: run the pipeline under `if __name__ == "
+                    '"__main__":`, make stage set-up work in a fresh process, or use workers=1'
+                    if self.method != "fork"
+                    else "Make stage set-up work in a worker process, or use workers=1"
+                )
             )
-        return "spawn", why
-    return "fork", "this process runs no other thread"
-
-
-def _settled_start_method(timeout: float = 2.0) -> tuple[str, str]:
-    """:func:`choose_start_method` once the threads of a pool just shut down have left the kernel's
-    list too: ``join()`` returns a moment before a thread's last trace in ``/proc/self/task`` goes."""
-    import threading
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        method, why = choose_start_method()
-        if method == "fork" or threading.active_count() > 1 or time.monotonic() > deadline:
-            return method, why
-        time.sleep(0.01)
+        for fut, chunk in self.in_flight.items():
+            fut.cancel()
+            broken.extend(chunk)
+        self.in_flight.clear()
+        now = time.monotonic()
+        for task in broken:
+            deaths = self.deaths[task.task_id] = self.deaths.get(task.task_id, 0) + 1
+            verdict = self.policy.after_death(deaths, alone=len(broken) == 1)
+            if verdict.action == "fail":
+                yield _crashed(task, deaths)
+            else:
+                self.suspects.append((now + verdict.delay, task))
+        if self.suspects:
+            self.log.warning(
+                f"a worker process died; re-running {len(self.suspects)} source task(s) one at a time on a new pool"
+            )
+        # The old pool's threads must be gone before a fork (their results are not wanted).
+        _end_pool(self.pool, self.stages, self.log)
+        if self.method == "fork" and not self.executor.start_method:
+            self.method, why = settled_start_method()
+            if self.method != "fork":
+                self.log.warning(f"the new pool's workers are spawned: {why}")
+        self.pool = self.executor._pool(self.stages, self.shard, self.workers, self.started, self.method)
 
 
 def _end_pool(pool: ProcessPoolExecutor, stages: list[ProcessingStage], log: Any) -> None:
@@ -320,23 +313,11 @@ def _end_pool(pool: ProcessPoolExecutor, stages: list[ProcessingStage], log: Any
     old = _worker_pids(pool)
     _kill_workers(pool)
     pool.shutdown(wait=True, cancel_futures=True)
-    _remove_temporaries(stages, old, log)
+    remove_dead_writers_files(stages, old, log)
 
 
 def _worker_pids(pool: ProcessPoolExecutor) -> set[int]:
     return set(getattr(pool, "_processes", None) or {})
-
-
-def _remove_temporaries(stages: list[ProcessingStage], pids: set[int], log: Any) -> None:
-    """Delete what the writers of killed workers left half-written (hidden temporary files; a final
-    name is only ever written by a rename, so no output is lost)."""
-    for stage in stages:
-        remove = getattr(stage, "remove_temporaries", None)  # writers, the shuffle's sorted-file writer
-        if remove is not None:
-            removed = remove(pids)
-            if removed:
-                where = getattr(stage, "path", stage.name)
-                log.info(f"removed {len(removed)} temporary file(s) that killed workers left in {where}")
 
 
 def _kill_workers(pool: ProcessPoolExecutor) -> None:
@@ -348,12 +329,6 @@ def _kill_workers(pool: ProcessPoolExecutor) -> None:
         process.kill()
 
 
-def _crashed(task: Task, times: int) -> SourceResult:
-    failure = failed_task(
-        task,
-        "<worker process>",
-        f"WorkerDied: the worker process died {times} times while running this source task "
-        "(killed, out of memory, or a crash in native code)",
-        attempts=times,
-    )
-    return SourceResult(source_id=task.source_id or task.task_id, failure=failure, attempts=times)
+def _crashed(task: Task, deaths: int) -> SourceResult:
+    failure = worker_died(task, "<worker process>", "worker process", deaths)
+    return SourceResult(source_id=task.source_id or task.task_id, failure=failure, attempts=deaths)

@@ -17,7 +17,7 @@ from typing import Any
 from curator_slurm.backends.adapter import BaseStageAdapter, list_sources, manifest_sources
 from curator_slurm.backends.results import PipelineResult, ProgressLog, SourceResult, StageStats
 from curator_slurm.backends.signals import GraceExpired, StopSignal, requeue
-from curator_slurm.errors import Interrupted, PipelineFailedError
+from curator_slurm.errors import Interrupted, PipelineFailedError, RunDirError, ShardConfigError
 from curator_slurm.fs import output_error
 from curator_slurm.logs import bound
 from curator_slurm.runs.options import RunOptions
@@ -186,19 +186,22 @@ def _resume_filter(
         return mine
     try:
         run_dir.claim(fingerprint)
+        run_dir.claim_shard(shard)
+        if source.manifest is not None:  # manifest hook: the plan's digest, not every id
+            from curator_slurm.runs.manifest import check_sources
+
+            check_sources(run_dir.path, source.manifest, options.accept_new_inputs)
+        else:
+            weights = [t.weight for t in source.sources] if shard.strategy == "balanced" else None
+            run_dir.check_sources([t.task_id for t in source.sources], options.accept_new_inputs, weights)
+    except (RunDirError, ShardConfigError) as e:
+        run_dir.record_refusal(shard, e)  # an array task's log is not where `failures` looks
+        raise
     except OSError as e:  # a read-only output, a file where the directory belongs: say so, no traceback
         clear = output_error(e, run_dir.path)
         if clear is e:
             raise
         raise clear from e
-    run_dir.claim_shard(shard)
-    if source.manifest is not None:  # manifest hook: the plan's digest, not every id
-        from curator_slurm.runs.manifest import check_sources
-
-        check_sources(run_dir.path, source.manifest, options.accept_new_inputs)
-    else:
-        weights = [t.weight for t in source.sources] if shard.strategy == "balanced" else None
-        run_dir.check_sources([t.task_id for t in source.sources], options.accept_new_inputs, weights)
     state = run_dir.state(shard, [t.task_id for t in mine])  # only the ledger files that can hold their records
     todo = [t for t in mine if t.task_id not in state.done]
     if len(todo) < len(mine):

@@ -194,6 +194,46 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
 JACCARD_CHECKS = ("estimate", "exact")
 
 
+def _check_arguments(
+    ngram: int, bands: int, rows: int, buckets: int, jaccard_threshold: float | None, jaccard_check: str
+) -> None:
+    """FuzzyDuplicates' arguments, refused before any phase is built, naming the argument."""
+    for label, value in (("ngram", ngram), ("bands", bands), ("rows", rows), ("buckets", buckets)):
+        if value < 1:
+            raise ValueError(f"{label}={value} must be >= 1")
+    if jaccard_threshold is not None and not 0.0 < jaccard_threshold <= 1.0:
+        raise ValueError(f"jaccard_threshold={jaccard_threshold} must be in (0, 1], or None for no check")
+    if jaccard_check not in JACCARD_CHECKS:
+        raise ValueError(f"jaccard_check={jaccard_check!r} must be one of {JACCARD_CHECKS}")
+    if jaccard_check == "exact" and jaccard_threshold is None:
+        raise ValueError("jaccard_check='exact' needs a jaccard_threshold (e.g. 0.8) to check against")
+
+
+def _exact_check_phases(
+    name: str,
+    reader: ProcessingStage,
+    shingles: EdgeShingles,
+    check: VerifyEdges,
+    shingles_dir: str,
+    edges_dir: str,
+    buckets: int,
+) -> list[Phase]:
+    """The exact Jaccard check's two phases: ``edge-shingles`` (each edge with its ends' shingle sets, into
+    the edge's bucket) and ``verify`` (per bucket, the edges at or above the threshold)."""
+    from ..pipeline import Pipeline
+
+    return [
+        Phase(
+            "edge-shingles",
+            Pipeline(f"{name}-edge-shingles")
+            .add_stage(reader)
+            .add_stage(shingles)
+            .add_stage(BucketWriter(shingles_dir, compression=SHUFFLE_COMPRESSION)),
+        ),
+        bucket_phase("verify", name, shingles_dir, buckets, "edge-shingles", check, edges_dir),
+    ]
+
+
 class FuzzyDuplicates(Workflow):
     """Remove (or, with ``identify_only``, list) near-duplicates of ``text_field`` across the whole input.
 
@@ -232,16 +272,8 @@ class FuzzyDuplicates(Workflow):
         name: str = "fuzzy-dedup",
         jaccard_check: str = "estimate",
     ) -> None:
-        for label, value in (("ngram", ngram), ("bands", bands), ("rows", rows), ("buckets", buckets)):
-            if value < 1:
-                raise ValueError(f"{label}={value} must be >= 1")
-        if jaccard_threshold is not None and not 0.0 < jaccard_threshold <= 1.0:
-            raise ValueError(f"jaccard_threshold={jaccard_threshold} must be in (0, 1], or None for no check")
-        if jaccard_check not in JACCARD_CHECKS:
-            raise ValueError(f"jaccard_check={jaccard_check!r} must be one of {JACCARD_CHECKS}")
+        _check_arguments(ngram, bands, rows, buckets, jaccard_threshold, jaccard_check)
         exact = jaccard_check == "exact"
-        if exact and jaccard_threshold is None:
-            raise ValueError("jaccard_check='exact' needs a jaccard_threshold (e.g. 0.8) to check against")
         work = os.fspath(work_dir) if work_dir is not None else fs.join(writer.path, ".curator-work")
         bands_dir = fs.join(work, "shuffle", "bands")
         edges_dir = fs.join(work, "edges")
@@ -273,18 +305,9 @@ class FuzzyDuplicates(Workflow):
         ]
         if exact:
             assert jaccard_threshold is not None
-            phases += [
-                Phase(
-                    "edge-shingles",
-                    Pipeline(f"{name}-edge-shingles")
-                    .add_stage(signature_reader)
-                    .add_stage(EdgeShingles(text_field, ngram, seed, endpoints_dir, buckets))
-                    .add_stage(BucketWriter(shingles_dir, compression=SHUFFLE_COMPRESSION)),
-                ),
-                bucket_phase(
-                    "verify", name, shingles_dir, buckets, "edge-shingles", VerifyEdges(jaccard_threshold), edges_dir
-                ),
-            ]
+            check = VerifyEdges(jaccard_threshold)
+            shingles = EdgeShingles(text_field, ngram, seed, endpoints_dir, buckets)
+            phases += _exact_check_phases(name, signature_reader, shingles, check, shingles_dir, edges_dir, buckets)
         phases.append(
             Phase(
                 "components",

@@ -5,6 +5,7 @@ Layout::
     run.json              pipeline fingerprint (stage names and parameters), written once, atomically
     sources.json          count and digest of the source task ids the first process saw
     claims/               one file per shard being worked on (a second process of the same shard stops)
+    refusals/             one file per Slurm task that the directory refused (why, for `failures`)
     ledger/*.jsonl        the ledger (:mod:`curator_slurm.runs.ledger`)
 
 A process claims the directory with its pipeline's fingerprint (a different pipeline is refused, naming
@@ -26,6 +27,7 @@ from curator_slurm.errors import RunDirError, ShardConfigError, is_out_of_space,
 from curator_slurm.runs.ledger import LedgerState, LedgerWriter, load_status
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.shard import ShardSpec
+from curator_slurm.stages.writers import atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +36,9 @@ RUN_FILE = "run.json"
 SOURCES_FILE = "sources.json"
 #: Claim files: ``claims/<job id>/step<step>-r<restart>-shard<i>of<n>``, one per shard done in a Slurm job step.
 CLAIMS_DIR = "claims"
+#: ``refusals/<array job id>_<task id>.json`` (``<job id>.json`` outside an array): why the run directory
+#: refused a Slurm task before it did any work, so that `failures` can say it (the task's log is elsewhere).
+REFUSALS_DIR = "refusals"
 #: Where a run directory goes when none is given and the sink writes files: inside its output directory.
 DEFAULT_RUN_DIR_NAME = ".curator-run"
 
@@ -163,6 +168,22 @@ class RunDir:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(me + "\n")
 
+    def record_refusal(self, shard: ShardSpec, error: BaseException) -> None:
+        """Inside a Slurm job, keep why this directory refused this task (another pipeline's fingerprint,
+        changed inputs, a shard claimed twice), so that `curator-slurm failures` says why the task ended without
+        recording any work. Best effort: failing to write it must not hide ``error``."""
+        job = shard.job
+        if not job.job_id:
+            return  # a process run by hand shows the error itself
+        name = f"{job.array_job_id}_{job.array_task_id}" if job.array_job_id and job.array_task_id else job.job_id
+        record = {"job": name, "shard": shard.label, "host": job.host, "error": f"{type(error).__name__}: {error}"}
+        directory = os.path.join(self.path, REFUSALS_DIR)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            atomic_write(os.path.join(directory, f"{name}.json"), lambda f: f.write(json.dumps(record).encode()))
+        except OSError as e:
+            logger.warning(f"could not record in {directory} why the run directory refused this task: {e}")
+
     def state(self, shard: ShardSpec | None = None, task_ids: Iterable[str] | None = None) -> LedgerState:
         """What the ledger says; with ``shard`` (and its source tasks ``task_ids``), what it says about that
         shard's source tasks (and possibly more): only the files that can hold their records are read (see
@@ -173,6 +194,20 @@ class RunDir:
         """This process's ledger writer, with the group-commit window of ``options``."""
         options = options or RunOptions()
         return LedgerWriter(self.path, shard, options.ledger_window, options.ledger_window_seconds)
+
+
+def load_refusals(run_dir: str) -> dict[str, dict[str, Any]]:
+    """The refusals recorded by :meth:`RunDir.record_refusal`, by job (``123_4``); unreadable ones skipped."""
+    directory = os.path.join(run_dir, REFUSALS_DIR)
+    out: dict[str, dict[str, Any]] = {}
+    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+        if name.endswith(".json") and not name.startswith("."):
+            try:
+                record = read_json(os.path.join(directory, name), RERUN_REMEDY)
+            except RunDirError:
+                continue
+            out[str(record.get("job", name[:-5]))] = record
+    return out
 
 
 def _ended_here(holder: str, host: str) -> bool:
@@ -266,6 +301,34 @@ def fingerprint_digest(fingerprint: dict[str, Any]) -> str:
     return xxhash.xxh64_hexdigest(json.dumps(fingerprint, sort_keys=True, default=str).encode("utf-8"))
 
 
+def _first_difference(was: Any, now: Any, path: str) -> tuple[str, Any, Any] | None:
+    """Where two canonical parameter values first differ: the dotted path (a nested filter's attribute as
+    ``filter_obj._words``) and the two values there; None when they are equal."""
+    if was == now:
+        return None
+    if isinstance(was, dict) and isinstance(now, dict) and was.get("type") == now.get("type"):
+        for key in sorted(set(was) | set(now)):
+            below = path if key == "attributes" and "type" in was else f"{path}.{key}" if path else key
+            found = _first_difference(was.get(key), now.get(key), below)
+            if found is not None:
+                return found
+    return path, was, now
+
+
+def _render(value: Any, limit: int = 300) -> str:
+    """A canonical parameter value as a user wrote it: an object as ``Class(attr=value, ...)``."""
+    if isinstance(value, dict) and set(value) == {"type", "attributes"} and isinstance(value["attributes"], dict):
+        inner = ", ".join(f"{k}={_render(v, limit)}" for k, v in value["attributes"].items())
+        text = f"{value['type']}({inner})"
+    elif isinstance(value, dict):
+        text = "{" + ", ".join(f"{k!r}: {_render(v, limit)}" for k, v in value.items()) + "}"
+    elif isinstance(value, list):
+        text = "[" + ", ".join(_render(v, limit) for v in value) + "]"
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _difference(old: Any, new: dict[str, Any]) -> str:
     """The first difference between two fingerprints, in words."""
     if not isinstance(old, dict):
@@ -276,16 +339,32 @@ def _difference(old: Any, new: dict[str, Any]) -> str:
             f"version uses scheme {new.get('id_scheme', 1)} (2: paths relative to the reader's root), so none of "
             "its records can match"
         )
+    if old.get("fingerprint_scheme", 1) != new.get("fingerprint_scheme", 1):
+        return (
+            f"it was written with fingerprint scheme {old.get('fingerprint_scheme', 1)} (1: each stage named by its "
+            "class's module path, other values by their repr, which can differ from process to process), this "
+            f"version uses scheme {new.get('fingerprint_scheme', 1)} (2: each stage's declared name and its "
+            "parameters with sets and dicts sorted), so the two cannot be compared even for the same pipeline. "
+            "To finish that run, use the curator-slurm version that started it; to go on with this one, start "
+            "afresh (the outputs are written again under the same names)"
+        )
     if old.get("name") != new.get("name"):
         return f"pipeline name was {old.get('name')!r}, now {new.get('name')!r}"
     before, after = old.get("stages", []), new.get("stages", [])
     if [s.get("name") for s in before] != [s.get("name") for s in after]:
         return f"stages were {[s.get('name') for s in before]}, now {[s.get('name') for s in after]}"
     for i, (b, a) in enumerate(zip(before, after, strict=True)):
-        for key in sorted(set(b.get("params", {})) | set(a.get("params", {}))):
-            was, now = b.get("params", {}).get(key), a.get("params", {}).get(key)
-            if was != now:
-                return f"stage {i} {a.get('name')!r}: {key} was {was!r}, now {now!r}"
-        if b.get("type") != a.get("type"):
-            return f"stage {i} {a.get('name')!r}: type was {b.get('type')}, now {a.get('type')}"
+        before_params, after_params = b.get("params", {}), a.get("params", {})
+        found = _first_difference(before_params, after_params, "")
+        if found is not None:
+            key = found[0].split(".")[0]
+            where = (
+                f" (they differ at {found[0]}: {_render(found[1])} then, {_render(found[2])} now)"
+                if "." in found[0]
+                else ""
+            )
+            return (
+                f"stage {i} {a.get('name')!r}: {key} was {_render(before_params.get(key))}, "
+                f"now {_render(after_params.get(key))}{where}"
+            )
     return "the fingerprints differ"

@@ -15,7 +15,14 @@ from typing import Any
 from curator_slurm.errors import RunDirError
 from curator_slurm.runs.ledger import LEDGER_DIR, load_status
 from curator_slurm.runs.plan import PLAN_FILE, PLAN_REMEDY
-from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RERUN_REMEDY, RUN_FILE, SOURCES_FILE, read_json
+from curator_slurm.runs.rundir import (
+    DEFAULT_RUN_DIR_NAME,
+    RERUN_REMEDY,
+    RUN_FILE,
+    SOURCES_FILE,
+    load_refusals,
+    read_json,
+)
 from curator_slurm.runs.summary import shard_row, summarise_done
 from curator_slurm.slurm.control import ACTIVE_STATES, ENDED_BADLY_STATES, job_states
 from curator_slurm.slurm.submit import SUBMISSIONS_FILE, load_submissions
@@ -307,10 +314,12 @@ def failure_rows(run_dir: str) -> tuple[list[dict[str, Any]], list[dict[str, Any
         )
     status = collect_status(run_dir)
     ended = status["ended_tasks"] if status["pending"] else []  # else the failed source tasks say it all
+    refused = load_refusals(run_dir)
     tasks = [
         _failure_row(
             error=f"array task {t['job']} ended {t['state']}"
-            + ("" if t["recorded"] else " without recording any work"),
+            + ("" if t["recorded"] else " without recording any work")
+            + (f": the run directory refused it: {refused[t['job']]['error']}" if t["job"] in refused else ""),
             shard=t["shard"],
             job=t["job"],
             log=t["log"],

@@ -5,9 +5,10 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from ..tasks import Task
+from .params import STAGE_CLASSES, stage_params
 
 In = TypeVar("In", bound=Task)
 Out = TypeVar("Out", bound=Task)
@@ -28,12 +29,9 @@ class Resources:
             raise ValueError(f"Resources(cpus={self.cpus}, gpus={self.gpus}): both must be >= 0")
 
 
-def _snake(name: str) -> str:
+def snake_case(name: str) -> str:
+    """``WordCountFilter`` -> ``word_count_filter``: the default name of a stage or filter class."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-#: Settings that change how a stage runs, not what it produces: changing them keeps a run resumable.
-_NOT_FINGERPRINTED = frozenset({"is_source_stage", "is_sink_stage", "resources", "batch_size", "max_retries"})
 
 
 class ProcessingStage(Generic[In, Out]):
@@ -49,6 +47,9 @@ class ProcessingStage(Generic[In, Out]):
     batch_size: int = 1
     #: How many times a task is retried after its first failure in this stage.
     max_retries: int = 2
+    #: Attributes that do not change what the stage produces (caches, resources loaded on first use): left
+    #: out of the run fingerprint. A subclass lists its own; those of its bases count too.
+    fingerprint_exclude: ClassVar[frozenset[str]] = frozenset()
 
     # Set by Pipeline.build.
     is_source_stage: bool = False
@@ -57,7 +58,7 @@ class ProcessingStage(Generic[In, Out]):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if not cls.__dict__.get("name"):
-            cls.name = _snake(cls.__name__)
+            cls.name = snake_case(cls.__name__)
 
     # --- declarations -------------------------------------------------------------------------------
     def inputs(self) -> tuple[list[str], list[str]]:
@@ -111,16 +112,18 @@ class ProcessingStage(Generic[In, Out]):
         return new
 
     def params(self) -> dict[str, Any]:
-        """The settings that define what this stage does (for the run fingerprint)."""
-        out: dict[str, Any] = {}
-        for key, value in sorted(vars(self).items()):
-            if key.startswith("_") or key in _NOT_FINGERPRINTED:
-                continue
-            out[key] = value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
-        return out
+        """The settings that define what this stage produces, for the run fingerprint: every instance
+        attribute, private ones too, but not ``resources``, ``batch_size``, ``max_retries``, the flags
+        ``Pipeline.build`` sets, nor what :attr:`fingerprint_exclude` lists; each value canonicalised (sets
+        sorted, objects by class name and attributes; see :mod:`.params`). Override it
+        to say exactly what defines the output (e.g. leave out where the input is mounted)."""
+        return stage_params(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+STAGE_CLASSES.append(ProcessingStage)
 
 
 class CompositeStage(ProcessingStage[In, Out]):

@@ -112,6 +112,9 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
     """
 
     name = "file_partitioning"
+    #: The names taken follow from ``file_extensions`` and the reader (which the fingerprint records); the
+    #: expanded patterns and their description stay out, so the fingerprint is what it was before them.
+    fingerprint_exclude = frozenset({"_patterns", "_wanted"})
 
     def __init__(
         self,

@@ -3,16 +3,13 @@ how). This module holds its arguments and the glue: get Ray, start the pools, ru
 
 from __future__ import annotations
 
-import math
 import time
-from collections import Counter
 from collections.abc import Iterator
-from typing import Any
 
-from curator_slurm.backends.ray.planning import StageGroup, fuse_stages, plan_pools
-from curator_slurm.backends.ray.scheduler import Pool, Run
+from curator_slurm.backends.ray.planning import fuse_stages
+from curator_slurm.backends.ray.pools import ActorPools
+from curator_slurm.backends.ray.scheduler import Run
 from curator_slurm.backends.ray.session import SessionOptions, connect, disconnect
-from curator_slurm.backends.ray.worker import kill, setup_result, start_actor, teardown
 from curator_slurm.backends.results import SourceResult
 from curator_slurm.backends.run import BaseExecutor, StopCheck
 from curator_slurm.extras import require
@@ -72,74 +69,29 @@ class RayExecutor(BaseExecutor):
         #: Seconds the last run spent getting Ray (``ray_seconds``) and its actors ready (``actor_seconds``).
         self.ray_seconds = 0.0
         self.actor_seconds = 0.0
-        #: Pids of the actors of the last run, by pool (:attr:`StageGroup.name`), for diagnostics and tests.
-        self.actor_pids: dict[str, list[int]] = {}
-        #: Host name of each actor's node, in the order of :attr:`actor_pids`.
-        self.actor_hosts: dict[str, list[str]] = {}
-        #: Actor deaths in the last run (each one cost a call an attempt, or was abandoned while stopping).
-        self.deaths = 0
+        #: The actor pools of the last run (None before any), which :attr:`actor_pids`, :attr:`actor_hosts`
+        #: and :attr:`deaths` report on.
+        self.actors: ActorPools | None = None
+
+    @property
+    def actor_pids(self) -> dict[str, list[int]]:
+        """Pids of the actors of the last run, by pool (:attr:`StageGroup.name`), for diagnostics and tests."""
+        return self.actors.actor_pids if self.actors else {}
+
+    @property
+    def actor_hosts(self) -> dict[str, list[str]]:
+        """Host name of each actor's node, in the order of :attr:`actor_pids`."""
+        return self.actors.actor_hosts if self.actors else {}
+
+    @property
+    def deaths(self) -> int:
+        """Actor deaths in the last run (each one cost a call an attempt, or was abandoned while stopping)."""
+        return self.actors.deaths if self.actors else 0
 
     def session_options(self) -> SessionOptions:
         return SessionOptions(
             self.address, self.num_cpus, self.temp_dir, self.object_store_memory, self.node_wait_seconds
         )
-
-    # --- actors -------------------------------------------------------------------------------------
-    def new_actor(self, pool: Pool, shard: ShardSpec) -> tuple[Any, Any]:
-        """Start one actor of ``pool``; returns (handle, reference to its setup() result)."""
-        return start_actor(pool.group.stages, shard, self.retry_backoff, pool.plan.num_cpus, pool.plan.num_gpus)
-
-    def _start_pools(
-        self, groups: list[StageGroup], sources: int, shard: ShardSpec, log: Any
-    ) -> tuple[list[Pool], int, float]:
-        """Start every pool and wait until each actor has run setup(); returns the pools, how many
-        source tasks may be in flight, and the cluster's CPUs (the cap on CPUs of calls running at once)."""
-        import ray
-
-        resources = ray.cluster_resources()
-        cpus = float(resources.get("CPU", 0.0)) or 1.0
-        in_flight = min(self.max_in_flight or max(2, math.ceil(2 * cpus)), sources)
-        plans = plan_pools(groups, cpus, float(resources.get("GPU", 0.0)), in_flight, self.max_actors_per_stage)
-        firsts = [sum(len(g.stages) for g in groups[:i]) for i in range(len(groups))]
-        pools = [Pool(i, g, firsts[i], p) for i, (g, p) in enumerate(zip(groups, plans, strict=True))]
-        self.actor_pids = {p.group.name: [] for p in pools}
-        self.actor_hosts = {p.group.name: [] for p in pools}
-        starting: dict[Any, tuple[Pool, Any]] = {}
-        try:
-            for pool in pools:
-                for _ in range(pool.plan.actors):
-                    actor, ready = self.new_actor(pool, shard)
-                    pool.actors.append(actor)
-                    starting[ready] = (pool, actor)
-            deadline = time.monotonic() + 60.0
-            while starting:
-                done, _ = ray.wait(list(starting), num_returns=len(starting), timeout=1.0)
-                for ref in done:
-                    pool, actor = starting.pop(ref)
-                    self.record_actor(pool, setup_result(ref, pool.group.describe()))
-                    pool.idle.append(actor)
-                if starting and time.monotonic() > deadline:
-                    deadline = float("inf")
-                    log.warning(
-                        f"{len(starting)} Ray actors are still starting after 60 s; is the cluster busy or short "
-                        "of the resources the stages ask for?"
-                    )
-        except BaseException:
-            kill([a for p in pools for a in p.actors])
-            raise
-        log.info(
-            "ray: actor pools "
-            + ", ".join(f"{p.group.name} x{p.plan.actors}" for p in pools)
-            + f" ready; up to {in_flight} source tasks in flight"
-        )
-        hosts = Counter(h for group in self.actor_hosts.values() for h in group)
-        log.info(f"ray: actors on {len(hosts)} node(s): " + ", ".join(f"{h} x{n}" for h, n in sorted(hosts.items())))
-        return pools, in_flight, cpus
-
-    def record_actor(self, pool: Pool, started: tuple[int, str]) -> None:
-        pid, host = started
-        self.actor_pids[pool.group.name].append(pid)
-        self.actor_hosts.setdefault(pool.group.name, []).append(host)
 
     # --- the run ------------------------------------------------------------------------------------
     def process_sources(
@@ -155,28 +107,26 @@ class RayExecutor(BaseExecutor):
             return
         log = bound(shard.label, shard.job.label)
         start = time.perf_counter()
+        self.actors = None
         session = connect(self.session_options(), shard, log)
         self.ray_seconds = time.perf_counter() - start
         log.info(f"ray: using {session.where} ({self.ray_seconds:.1f} s)")
-        self.deaths = 0
-        run = Run(self, stages, shard, should_stop, log)
+        actors = self.actors = ActorPools(shard, self.retry_backoff, log)
+        run: Run | None = None
         clean = False
         try:
             groups = fuse_stages(stages, self.fuse)
-            run.pools, run.in_flight, cpus = self._start_pools(groups, len(sources), shard, log)
-            run.cpu_cap = cpus + max([1.0, *(s.resources.cpus for s in stages)])
+            in_flight, cpus = actors.start(groups, len(sources), self.max_in_flight, self.max_actors_per_stage)
+            cpu_cap = cpus + max([1.0, *(s.resources.cpus for s in stages)])
+            run = Run(actors, stages, should_stop, log, in_flight, cpu_cap)
             self.actor_seconds = time.perf_counter() - start - self.ray_seconds
             yield from run.results(sources)
             clean = True
         finally:
-            actors = [a for p in run.pools for a in p.actors]
-            unstarted = {id(a) for _, a in run.starting.values()}  # e.g. waiting for CPUs a dead node had
             try:
-                if clean:
-                    teardown([a for a in actors if id(a) not in unstarted], log)
-                kill(actors)
+                actors.close(clean, {id(a) for _, a in run.starting.values()} if run else set())
             finally:
-                disconnect(session, keep_files=not clean or self.deaths > 0, log=log)
+                disconnect(session, keep_files=not clean or actors.deaths > 0, log=log)
 
 
 __all__ = ["RayExecutor"]

@@ -8,19 +8,15 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from curator_slurm.backends.ray.planning import PoolPlan, StageGroup
-from curator_slurm.backends.ray.worker import CallSummary, death_errors, kill, setup_result
+from curator_slurm.backends.ray.pools import ActorPools, Pool
+from curator_slurm.backends.ray.worker import CallSummary, death_errors, setup_result
 from curator_slurm.backends.results import SourceResult, StageStats, summarise
-from curator_slurm.backends.retry import failed_task, retry_delay
+from curator_slurm.backends.retry import CrashPolicy, worker_died
 from curator_slurm.backends.run import StopCheck
-from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import FailedTask, Task
-
-if TYPE_CHECKING:
-    from curator_slurm.backends.ray.executor import RayExecutor
 
 
 @dataclass(eq=False)
@@ -49,34 +45,24 @@ class _Call:
     not_before: float = 0.0
 
 
-@dataclass(eq=False)
-class Pool:
-    """The actors of one stage group; ``idle`` ones may take a call, longest idle first, so that work
-    spreads over every actor (and every node they were spread over)."""
-
-    index: int
-    group: StageGroup
-    first: int  # index of the group's first stage among all stages
-    plan: PoolPlan
-    actors: list[Any] = field(default_factory=list)
-    idle: deque[Any] = field(default_factory=deque)
-
-
 class Run:
     """The driver's scheduling state for one ``process_sources`` call."""
 
     def __init__(
         self,
-        executor: RayExecutor,
+        actors: ActorPools,
         stages: list[ProcessingStage],
-        shard: ShardSpec,
         should_stop: StopCheck,
         log: Any,
+        in_flight: int,
+        cpu_cap: float,
     ) -> None:
-        self.executor, self.stages, self.shard, self.should_stop, self.log = executor, stages, shard, should_stop, log
-        self.pools: list[Pool] = []
-        self.in_flight = 1
-        self.cpu_cap = 1.0  # CPUs that running calls may add up to (see _dispatch)
+        """``actors``: the run's pools, already started; ``in_flight``: source tasks active at once at most;
+        ``cpu_cap``: CPUs that running calls may add up to (see :meth:`_dispatch`)."""
+        self.actors, self.stages, self.should_stop, self.log = actors, stages, should_stop, log
+        self.pools: list[Pool] = actors.pools
+        self.in_flight = in_flight
+        self.cpu_cap = cpu_cap
         self.active: set[_Source] = set()
         self.queues: list[deque[_Call]] = [deque() for _ in stages]
         self.delayed: list[_Call] = []  # calls to retry after a worker died, once their back-off is over
@@ -164,7 +150,7 @@ class Run:
         if ref in self.starting:
             pool, actor = self.starting.pop(ref)
             try:
-                self.executor.record_actor(pool, setup_result(ref, pool.group.describe()))
+                self.actors.record(pool, actor, setup_result(ref, pool.group.describe()))
             except RuntimeError as e:
                 if self.should_stop():
                     self._abandon_all(f"a replacement Ray worker could not start while stopping ({e})")
@@ -178,10 +164,8 @@ class Run:
                     f"a replacement Ray worker of {pool.group.describe()} died before it started "
                     f"({_first_line(e.__cause__)}); starting another ({self.failed_starts} of {_MAX_FAILED_STARTS})"
                 )
-                pool.actors.remove(actor)
-                kill([actor])
-                again, ready = self.executor.new_actor(pool, self.shard)
-                pool.actors.append(again)
+                self.actors.discard(pool, actor)
+                again, ready = self.actors.new_actor(pool)
                 self.starting[ready] = (pool, again)
                 return None
             pool.idle.append(actor)
@@ -215,18 +199,15 @@ class Run:
     def _worker_died(self, call: _Call, dead: Any, error: BaseException) -> None:
         """Replace the dead actor and retry (or fail) its call; while stopping, give its source task up."""
         pool, source = self.pools[call.pool], call.source
-        self.executor.deaths += 1
-        pool.actors.remove(dead)
-        kill([dead])
+        self.actors.died(pool, dead)
         stopping = self.should_stop()
         try:
-            actor, ready = self.executor.new_actor(pool, self.shard)
+            actor, ready = self.actors.new_actor(pool)
         except Exception as e:
             if not stopping:
                 raise
             self._abandon_all(f"a dead Ray worker cannot be replaced while stopping ({e})")
             return
-        pool.actors.append(actor)
         self.starting[ready] = (pool, actor)
         if stopping:
             # Not recorded, so a re-run of the same command does it again.
@@ -252,43 +233,35 @@ class Run:
             source.abandoned = True
 
     def _after_death(self, call: _Call, error: BaseException) -> list[_Call | FailedTask]:
-        """What to do with a call whose worker died: retry each of its tasks on its own (the dead
-        one's attempt counts only when it was alone, as with a raised exception), or, after
-        ``max_retries + 1`` deaths, give up on it as a FailedTask."""
+        """What to do with a call whose worker died, as :class:`CrashPolicy` says (the same as
+        LocalExecutor's): a batch is retried one task at a time, a lone task after a back-off, until it
+        died ``max_retries + 1`` times; then it is given up as a FailedTask."""
         import ray
 
         group, log = self.pools[call.pool].group, self.log
-        if call.stop - call.start > 1:
+        attempts = call.deaths + 1
+        policy = CrashPolicy(group.max_retries + 1, self.actors.retry_backoff)
+        verdict = policy.after_death(attempts, alone=call.stop - call.start == 1)
+        if verdict.action == "alone":
             log.warning(
                 f"a Ray worker of {group.describe()} died running a batch of {call.stop - call.start} tasks; "
                 "retrying them one at a time"
             )
-            return [_Call(call.source, call.pool, call.inputs, j, j + 1) for j in range(call.start, call.stop)]
-        attempts = call.deaths + 1
-        if attempts <= group.max_retries:
+            return [
+                _Call(call.source, call.pool, call.inputs, j, j + 1, attempts) for j in range(call.start, call.stop)
+            ]
+        if verdict.action == "retry":
             log.warning(
                 f"a Ray worker of {group.describe()} died (attempt {attempts} of {group.max_retries + 1}); "
                 f"retrying on a new worker: {type(error).__name__}"
             )
-            delay = retry_delay(self.executor.retry_backoff, attempts)
-            return [
-                _Call(call.source, call.pool, call.inputs, call.start, call.stop, attempts, time.monotonic() + delay)
-            ]
+            not_before = time.monotonic() + verdict.delay
+            return [_Call(call.source, call.pool, call.inputs, call.start, call.stop, attempts, not_before)]
         try:
             task = (call.inputs if isinstance(call.inputs, list) else ray.get(call.inputs))[call.start]
         except Exception:  # the input itself is lost: describe the source task instead
             task = call.source.task
-        return [
-            failed_task(
-                task,
-                group.name,
-                f"WorkerDied: the Ray worker process running {group.describe()} died on each of {attempts} "
-                f"attempts at this task (killed, out of memory, or a crash in native code); last error: "
-                f"{type(error).__name__}: {_first_line(error)}",
-                traceback=str(error),
-                attempts=attempts,
-            )
-        ]
+        return [worker_died(task, group.name, f"Ray worker process running {group.describe()}", attempts, error)]
 
 
 #: Replacement actors of one run that may die before their setup() ran before the run gives up.

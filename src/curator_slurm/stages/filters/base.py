@@ -10,18 +10,35 @@ stage; :class:`Score` only adds the score column and :class:`Filter` only filter
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
+import numpy as np
 import pyarrow as pa
 
-from ...errors import InputError
+from ...errors import FilterError, InputError
 from ...tasks import DocumentBatch
 from .._kernels import call, filter_table
-from ..base import PASSTHROUGH, ProcessingStage
+from ..base import PASSTHROUGH, ProcessingStage, snake_case
 
 
 class DocumentFilter:
-    """Scores documents and decides, from the score, whether to keep them."""
+    """Scores documents and decides, from the score, whether to keep them.
+
+    As in NeMo Curator, ``score_document`` may return any value Arrow can hold in a column (a number, a
+    bool, a string, a list; numpy scalars too), and ``keep_document`` gets it back and returns whether to
+    keep the document: a bool, a numpy bool, or an int (0 drops, any other keeps). The filter's ``name``
+    (in stage names, logs and the funnel of ``status``) is its class name in snake case unless the class
+    or instance sets one (NeMo's ``self._name`` too).
+    """
 
     name: str = "document_filter"
+    #: Attributes that do not change the output (caches built on first use): left out of the fingerprint.
+    fingerprint_exclude: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            cls.name = snake_case(cls.__name__)
 
     def score_document(self, text: str) -> float:
         raise NotImplementedError(f"{type(self).__name__} must implement score_document or score_array")
@@ -30,15 +47,86 @@ class DocumentFilter:
         raise NotImplementedError(f"{type(self).__name__} must implement keep_document or keep_array")
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.Array:
-        """Scores of a column of texts (nulls count as empty text)."""
-        return pa.array([self.score_document(t or "") for t in texts.to_pylist()], type=pa.float64())
+        """Scores of a column of texts (nulls count as empty text), typed by what ``score_document``
+        returns (a filter scoring with bools gets a bool column, as NeMo's pandas column would be)."""
+        return score_column(self, [self.score_document(t or "") for t in texts.to_pylist()])
 
-    def keep_array(self, scores: pa.Array) -> pa.Array:
-        return pa.array([self.keep_document(s) for s in scores.to_pylist()], type=pa.bool_())
+    def keep_array(self, scores: pa.Array | pa.ChunkedArray) -> pa.Array:
+        return keep_column(self, [self.keep_document(s) for s in scores.to_pylist()], scores.to_pylist())
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()))
         return f"{type(self).__name__}({args})"
+
+
+def filter_name(f: DocumentFilter) -> str:
+    """What ``f`` is called: its own ``name`` (or NeMo's ``_name``) if the instance sets one, else its class's."""
+    own = vars(f).get("name") or vars(f).get("_name")
+    return own if isinstance(own, str) and own else f.name
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def score_column(f: DocumentFilter, scores: list[Any]) -> pa.Array:
+    """The scores ``f.score_document`` returned as one Arrow column (float64 when nothing says the type),
+    or a :class:`FilterError` naming the filter and the values that do not fit one column."""
+    values = [_plain(v) for v in scores]
+    try:
+        column = pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
+        kinds = sorted({type(v).__name__ for v in values})
+        raise FilterError(
+            f"{type(f).__name__}.score_document returned values that do not fit one column (types {kinds}; {e}). "
+            "Return one kind of value for every document (e.g. always a float, or always a bool)"
+        ) from e
+    return column.cast(pa.float64()) if pa.types.is_null(column.type) else column
+
+
+def keep_column(f: DocumentFilter, decisions: list[Any], scores: list[Any] | None = None) -> pa.Array:
+    """``keep_document``'s decisions as a bool column: bools and numpy bools as they are, ints by their truth
+    (NeMo's idiom ``return score`` with a count); anything else is a :class:`FilterError` naming the filter
+    and what it returned (retrying cannot help, so the task fails at once)."""
+    out = []
+    for i, decision in enumerate(decisions):
+        value = _plain(decision)
+        if isinstance(value, int):  # bool is an int
+            out.append(bool(value))
+            continue
+        score = f" for the score {scores[i]!r}" if scores is not None else ""
+        raise FilterError(
+            f"{type(f).__name__}.keep_document returned {value!r} ({type(decision).__name__}){score}; it must "
+            "return a bool (True keeps the document), e.g. `return score >= threshold`"
+        )
+    return pa.array(out, type=pa.bool_())
+
+
+def keep_mask(f: DocumentFilter, keep: Any, rows: int) -> pa.Array | pa.ChunkedArray:
+    """What ``f.keep_array`` returned, as a bool column of ``rows`` entries (a list or numpy array is
+    converted), or a :class:`FilterError` naming the filter and what it returned."""
+    if isinstance(keep, (pa.Array, pa.ChunkedArray)) and pa.types.is_boolean(keep.type):
+        mask = keep
+    elif isinstance(keep, (pa.Array, pa.ChunkedArray, np.ndarray, list, tuple)):
+        values = keep.to_pylist() if isinstance(keep, (pa.Array, pa.ChunkedArray)) else list(keep)
+        mask = keep_column(f, values)
+    else:
+        raise FilterError(
+            f"{type(f).__name__}.keep_array returned {type(keep).__name__}; it must return a bool array with one "
+            "entry per document"
+        )
+    if len(mask) != rows:
+        raise FilterError(f"{type(f).__name__}.keep_array returned {len(mask)} decisions for {rows} documents")
+    return mask
+
+
+def as_scores(f: DocumentFilter, scores: Any) -> pa.Array | pa.ChunkedArray:
+    """What ``f.score_array`` returned, as an Arrow column (a list or numpy array is converted)."""
+    if isinstance(scores, (pa.Array, pa.ChunkedArray)):
+        return scores
+    if isinstance(scores, (np.ndarray, list, tuple)):
+        return score_column(f, list(scores))
+    raise FilterError(f"{type(f).__name__}.score_array returned {type(scores).__name__}; it must return an array")
 
 
 def between(scores: pa.Array, low: float | None, high: float | None) -> pa.Array:
@@ -70,7 +158,7 @@ class ScoreFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         self.text_field = text_field
         self.score_field = score_field
         self.invert = invert
-        self.name = f"score_filter[{filter_obj.name}]"
+        self.name = f"score_filter[{filter_name(filter_obj)}]"
 
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], [self.text_field]
@@ -80,8 +168,9 @@ class ScoreFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
 
     def process(self, task: DocumentBatch) -> DocumentBatch:
         table = task.data
-        scores = self.filter_obj.score_array(_column(task, self.text_field, "filter on", "text_field"))
-        keep = self.filter_obj.keep_array(scores)
+        f = self.filter_obj
+        scores = as_scores(f, f.score_array(_column(task, self.text_field, "filter on", "text_field")))
+        keep = keep_mask(f, f.keep_array(scores), table.num_rows)
         if self.invert:
             keep = call("invert", keep)
         if self.score_field:
@@ -119,7 +208,7 @@ class Score(ProcessingStage[DocumentBatch, DocumentBatch]):
         self.score_fn = score_fn
         self.score_field = score_field
         self.text_field = text_field
-        self.name = f"score[{score_fn.name}]"
+        self.name = f"score[{filter_name(score_fn)}]"
 
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], [self.text_field]
@@ -128,7 +217,9 @@ class Score(ProcessingStage[DocumentBatch, DocumentBatch]):
         return ["data"], [PASSTHROUGH, self.score_field]
 
     def process(self, task: DocumentBatch) -> DocumentBatch:
-        scores = self.score_fn.score_array(_column(task, self.text_field, "score", "text_field"))
+        scores = as_scores(
+            self.score_fn, self.score_fn.score_array(_column(task, self.text_field, "score", "text_field"))
+        )
         return task.derive(_with_column(task.data, self.score_field, scores))
 
 
@@ -143,7 +234,7 @@ class Filter(ProcessingStage[DocumentBatch, DocumentBatch]):
         self.filter_fn = filter_fn
         self.filter_field = filter_field
         self.invert = invert
-        self.name = f"filter[{filter_fn.name}]"
+        self.name = f"filter[{filter_name(filter_fn)}]"
 
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], [self.filter_field]
@@ -152,7 +243,10 @@ class Filter(ProcessingStage[DocumentBatch, DocumentBatch]):
         return ["data"], [PASSTHROUGH]
 
     def process(self, task: DocumentBatch) -> DocumentBatch:
-        keep = self.filter_fn.keep_array(_column(task, self.filter_field, "filter on", "filter_field"))
+        f = self.filter_fn
+        keep = keep_mask(
+            f, f.keep_array(_column(task, self.filter_field, "filter on", "filter_field")), task.data.num_rows
+        )
         if self.invert:
             keep = call("invert", keep)
         return task.derive(filter_table(task.data, keep))

@@ -8,9 +8,8 @@ a whole column at once; the others run their per-document Python, as NeMo Curato
 
 One module per family: :mod:`.base` (the interface, functions as modifiers), :mod:`.unicode`
 (``UnicodeReformatter``), :mod:`.cleaning` (the regex and line modifiers, ``Slicer``) and
-:mod:`.boilerplate`. The :class:`Modify` stage is defined here, not in a module of its own: a
-stage's module path is part of the run fingerprint, and runs planned before the split must still
-resume.
+:mod:`.boilerplate`; the :class:`Modify` stage is here. The run fingerprint names a stage by its
+declared name, not its module, so any of these may move.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
@@ -33,10 +33,13 @@ class DocumentModifier:
     Implement :meth:`modify_document` (one ``str`` in, one ``str`` out); override :meth:`modify_array`
     too when a whole column can be changed faster at once (it must give what ``modify_document`` gives
     for each row). Null texts stay null. Keep every setting that changes the output in a public
-    attribute: ``repr`` shows them, and a :class:`Modify` stage's run fingerprint is built from it.
+    attribute: ``repr`` shows them. A :class:`Modify` stage's run fingerprint holds each modifier's class
+    name and attributes, private ones too, except those listed in ``fingerprint_exclude`` (caches).
     """
 
     name: str = "document_modifier"
+    #: Attributes that do not change the output (caches built on first use): left out of the fingerprint.
+    fingerprint_exclude: ClassVar[frozenset[str]] = frozenset()
 
     def modify_document(self, text: str) -> str:
         raise NotImplementedError(f"{type(self).__name__} must implement modify_document or modify_array")
@@ -54,8 +57,9 @@ class DocumentModifier:
 class FunctionModifier(DocumentModifier):
     """A plain ``str -> str`` function as a modifier (what :class:`Modify` makes of a callable).
 
-    Its ``repr`` (and so the run fingerprint) names the function by module and qualified name, not by
-    its address, which differs from process to process: every shard of an array must agree on it.
+    Its ``repr`` and the run fingerprint name the function by module and qualified name (the fingerprint
+    also holds the values a closure captured), not by its address, which differs from process to process:
+    every shard of an array must agree on it.
     """
 
     def __init__(self, fn: Callable[[str], str]) -> None:

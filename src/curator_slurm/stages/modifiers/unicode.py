@@ -29,6 +29,7 @@ class UnicodeReformatter(DocumentModifier):
     """
 
     name = "unicode_reformatter"
+    fingerprint_exclude = frozenset({"_fix"})  # the fixer built on first use from ``options``
 
     def __init__(
         self,

@@ -1,0 +1,114 @@
+"""The core install: ``pip install .`` into a fresh venv (no system site-packages) brings pyarrow, xxhash, numpy
+and loguru and no optional package; the demo (``examples/curate.py``, what ``make demo`` runs) works on it; a
+feature whose extra is missing fails before any work, naming ``pip install 'curator-slurm[<extra>]'``.
+
+It builds and installs the package for real (a minute or so: the dependencies come from pip's cache or the
+configured index), once for the module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = {"pyarrow", "xxhash", "numpy", "loguru"}
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def optional_packages() -> set[str]:
+    """Every package an extra of pyproject.toml names (the dev tools included), but the package itself."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    return {_name(r) for reqs in extras.values() for r in reqs} - {"curator-slurm"}
+
+
+def venv_env() -> dict[str, str]:
+    """This environment without what would let the venv see the work tree or the shared venv."""
+    drop = ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")
+    return {k: v for k, v in os.environ.items() if k not in drop and not k.startswith(("SLURM_", "CURATOR_"))}
+
+
+@pytest.fixture(scope="module")
+def core_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    venv = tmp_path_factory.mktemp("core-venv") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    proc = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=venv_env(),
+    )
+    assert proc.returncode == 0, proc.stderr
+    return python
+
+
+def run(python: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(python), *args], capture_output=True, text=True, timeout=300, env=venv_env(), cwd=cwd or ROOT.parent
+    )
+
+
+def test_the_core_install_has_no_optional_package(core_python: Path) -> None:
+    listed = run(core_python, "-m", "pip", "list", "--format=json")
+    assert listed.returncode == 0, listed.stderr
+    installed = {_name(p["name"]) for p in json.loads(listed.stdout)}
+    assert {"curator-slurm", *CORE} <= installed
+    assert {"ray", "ftfy", "pycld2"} & installed == set()
+    assert optional_packages() & installed == set(), sorted(optional_packages() & installed)
+    where = run(core_python, "-c", "import curator_slurm; print(curator_slurm.__file__)")
+    assert "site-packages" in where.stdout and str(ROOT / "src") not in where.stdout, where
+
+
+def test_the_demo_runs_on_the_core_install(core_python: Path, tmp_path: Path) -> None:
+    data, out = tmp_path / "data", tmp_path / "out"
+    made = run(core_python, "-m", "curator_slurm.sample", str(data), "--files", "4", "--docs-per-file", "50")
+    assert made.returncode == 0, made.stderr
+    demo = run(core_python, str(ROOT / "examples" / "curate.py"), "--input", str(data), "--output", str(out))
+    assert demo.returncode == 0, demo.stderr
+    assert re.search(r"curate: 4 files written, 200 docs in", demo.stdout), demo.stdout
+    assert len(list(out.glob("*.parquet"))) == 4
+
+
+@pytest.mark.parametrize(
+    ("code", "extra"),
+    [
+        ("from curator_slurm.stages import LanguageFilter; LanguageFilter(languages='en')", "lang"),
+        ("from curator_slurm.stages import UnicodeReformatter; UnicodeReformatter()", "unicode"),
+        ("from curator_slurm.backends.ray import RayExecutor; RayExecutor()", "ray"),
+        ("from curator_slurm.backends import make_executor; make_executor('ray')", "ray"),
+    ],
+    ids=["lang", "unicode", "ray", "ray-by-name"],
+)
+def test_a_feature_without_its_extra_fails_at_once_with_the_pip_command(
+    core_python: Path, code: str, extra: str
+) -> None:
+    proc = run(core_python, "-c", code)
+    assert proc.returncode == 1
+    assert "MissingExtraError" in proc.stderr
+    assert f"pip install 'curator-slurm[{extra}]'" in proc.stderr, proc.stderr
+
+
+def test_the_web_example_names_the_extras_it_needs_before_any_work(core_python: Path, tmp_path: Path) -> None:
+    """examples/curate_web.py uses LanguageFilter and UnicodeReformatter ([lang], [unicode]; the README says so):
+    on the core install it stops before reading anything, with the command that installs what is missing."""
+    data, out = tmp_path / "web", tmp_path / "out"
+    example = str(ROOT / "examples" / "curate_web.py")
+    made = run(core_python, example, "--make-sample", str(data), "--files", "2", "--docs-per-file", "20")
+    assert made.returncode == 0, made.stderr
+    proc = run(core_python, example, "--input", str(data), "--output", str(out))
+    assert proc.returncode == 2, proc.stderr
+    assert re.search(r"pip install 'curator-slurm\[(unicode|lang)\]'", proc.stderr), proc.stderr
+    assert not out.exists(), "nothing was written"
