@@ -21,8 +21,15 @@ Rows:
 14. An array task with nothing left to do whose shard comes from a 1,000,000-file manifest (1,000
     shards) vs row 4's task listing a 1-file corpus: wall seconds, target <= 2 s (the value is A).
 7.  Peak RSS of the demo job on a 10x larger corpus (same file size, more files) vs the base corpus.
+t1. The tokenize phase (reader -> MegatronTokenizerWriter, LocalExecutor(workers=1)) vs a bare loop
+    (encode_batch + numpy writes of the same .bin/.idx files), tokens/s; one tokenizers thread each.
+t1c. Row t1 in tokens per CPU second (user + sys of the whole process).
+t2. The same with workers=2 vs workers=1, tokens/s; t2c: in tokens per CPU second (no CPU lost to threads).
+t3. Peak RSS of the merge phase (every pair into one file) on a 4x larger corpus vs the base one.
 h1-h24. Each heuristic filter (NeMo Curator's 23 and SymbolRatioFilter): MB/s of its column API vs the
     same filter as a plain Python function per document, on web-like English text, one core.
+ft1-ft2. FastTextClassifierFilter and LanguageFilter(backend="fasttext") vs the model called per document
+    in a plain loop with the peer's preprocessing and rule: docs/s, one core.
 
 The code lives in the package ``benchmarks/bench``: ``harness`` (results, the table, child processes and
 their rusage, interleaving), ``corpora``, ``demo`` (the demo job and its plain-pyarrow twin), ``context``

@@ -1,7 +1,7 @@
 """Remove exact (or, with --fuzzy, near-) duplicates from a JSONL corpus across all of it, and write Parquet.
 
 python examples/dedup.py --input data/ --output out/ [--text-field text] [--id-field id] [--identify-only]
-python examples/dedup.py --fuzzy --input data/ --output out/ [--bands 20 --rows 8 --ngram 5]
+python examples/dedup.py --fuzzy --input data/ --output out/ [--bands 20 --rows 8 --ngram 5 | --char-ngrams 24]
     [--jaccard-threshold 0.8 [--jaccard-check exact]]
 
 The same file runs every phase in order on a laptop, and as one array per phase under
@@ -34,6 +34,8 @@ def build_workflow(args: argparse.Namespace) -> Workflow:
             jaccard_threshold=args.jaccard_threshold,
             jaccard_check=args.jaccard_check,
             identify_only=args.identify_only,
+            char_ngrams=args.char_ngrams,
+            id_field=args.id_field if args.identify_only else None,  # removal needs no ids
         )
     return ExactDuplicates(
         reader=reader,
@@ -57,7 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     fuzzy = parser.add_argument_group("fuzzy deduplication (MinHash + LSH)")
     fuzzy.add_argument("--fuzzy", action="store_true", help="remove near-duplicates, not only exact copies")
     fuzzy.add_argument("--ngram", type=int, default=5, help="words per shingle (default 5)")
-    fuzzy.add_argument("--bands", type=int, default=20, help="LSH bands (default 20)")
+    fuzzy.add_argument(
+        "--char-ngrams",
+        type=int,
+        default=None,
+        help="shingles of this many characters of the raw text (NeMo Curator's char_ngrams, e.g. 24) "
+        "instead of --ngram words",
+    )
+    fuzzy.add_argument("--bands", type=int, default=20, help="LSH bands (default 20; FineWeb's: 14)")
     fuzzy.add_argument("--rows", type=int, default=8, help="MinHash values per band (default 8)")
     fuzzy.add_argument(
         "--jaccard-threshold", type=float, default=None, help="drop candidates whose Jaccard similarity is lower"

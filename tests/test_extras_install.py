@@ -89,8 +89,10 @@ def test_the_demo_runs_on_the_core_install(core_python: Path, tmp_path: Path) ->
         ("from curator_slurm.stages import UnicodeReformatter; UnicodeReformatter()", "unicode"),
         ("from curator_slurm.backends.ray import RayExecutor; RayExecutor()", "ray"),
         ("from curator_slurm.backends import make_executor; make_executor('ray')", "ray"),
+        ("from curator_slurm.stages import FastTextClassifierFilter; FastTextClassifierFilter('m.bin')", "fasttext"),
+        ("from curator_slurm.stages import LanguageFilter as L; L(backend='ft176', model_path='')", "fasttext"),
     ],
-    ids=["lang", "unicode", "ray", "ray-by-name"],
+    ids=["lang", "unicode", "ray", "ray-by-name", "fasttext-classifier", "fasttext-language"],
 )
 def test_a_feature_without_its_extra_fails_at_once_with_the_pip_command(
     core_python: Path, code: str, extra: str

@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "shuffle": 4,
     "sample": 4,
     "dedup": 5,
+    "tokenization": 5,
     "slurm": 6,
     "cli": 7,
     "": 7,

@@ -100,6 +100,8 @@ def fmt(value: float, unit: str) -> str:
         return f"{value:.0f} ns"
     if unit == "us":
         return f"{value:,.0f} us"
+    if unit == "tokens/s":
+        return f"{value:,.0f} tokens/s"
     if unit == "records/s":
         return f"{value:,.0f} records/s"
     if unit in ("s", "s CPU"):

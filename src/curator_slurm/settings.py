@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -313,3 +313,17 @@ def ray_expected_nodes(environ: Mapping[str, str] | None = None) -> int | None:
     return _int(
         env, "CURATOR_RAY_NODES", minimum=1, fix="Set it to the number of nodes of the Ray cluster.", error=SettingError
     )
+
+
+def limit_tokenizer_threads(threads: int, environ: MutableMapping[str, str] | None = None) -> None:
+    """Size the thread pool of Hugging Face ``tokenizers`` in this process, before its first encode: it reads
+    ``TOKENIZERS_PARALLELISM`` and rayon's ``RAYON_NUM_THREADS`` (its pool has one thread per core unless
+    told). ``threads=1`` turns its parallelism off (a batch is encoded on the calling thread: N workers on N
+    cores, not N x N threads); ``threads=k`` gives the pool k threads. The Megatron writer calls it in its
+    worker's ``setup()``; nothing reads these variables back."""
+    env = os.environ if environ is None else environ
+    if threads <= 1:
+        env["TOKENIZERS_PARALLELISM"] = "false"
+    else:
+        env["TOKENIZERS_PARALLELISM"] = "true"
+        env["RAYON_NUM_THREADS"] = str(threads)

@@ -9,6 +9,7 @@ from ..context import Bench
 from ..harness import Row
 from .dedup import bench_exact_dedup, bench_fuzzy_signatures, bench_fuzzy_workflow
 from .executor import bench_executor, bench_small_files
+from .fasttext import bench_fasttext
 from .filters import bench_filters
 from .ledger import bench_ledger
 from .memory import bench_rss
@@ -17,6 +18,7 @@ from .sharded import bench_sharded_cpu
 from .sharding import bench_balance, bench_select
 from .startup import bench_empty_shard, bench_manifest_startup
 from .status import bench_status
+from .tokens import bench_merge_rss, bench_tokens
 
 
 @dataclass(frozen=True)
@@ -42,5 +44,8 @@ GROUPS: list[Group] = [
     Group(("10a", "10b", "10c", "10d"), bench_exact_dedup),
     Group(("13a", "13b", "13c", "13d", "13e"), bench_fuzzy_workflow),
     Group(tuple(f"h{i}" for i in range(1, 25)), bench_filters),
+    Group(("t1", "t1c", "t2", "t2c"), bench_tokens),
+    Group(("t3",), bench_merge_rss),
+    Group(("ft1", "ft2"), bench_fasttext),
 ]
 ROW_KEYS: tuple[str, ...] = tuple(k for g in GROUPS for k in g.keys)

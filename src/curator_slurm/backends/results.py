@@ -47,6 +47,8 @@ class SourceResult:
     rows_out: int = 0
     seconds: float = 0.0
     stats: list[StageStats] = field(default_factory=list)
+    #: Tokens its outputs hold, when its writer counts them (``tokens`` in the metadata of a written file group).
+    tokens: int | None = None
 
 
 def summarise(source_id: str, finals: list[Task], stats: list[StageStats], started: float) -> SourceResult:
@@ -60,6 +62,8 @@ def summarise(source_id: str, finals: list[Task], stats: list[StageStats], start
         result.attempts = max(result.attempts, t.metadata.get("attempts", 1))
         if isinstance(t, FileGroupTask) and "rows" in t.metadata:
             result.outputs.extend(t.data)
+            if "tokens" in t.metadata:
+                result.tokens = (result.tokens or 0) + int(t.metadata["tokens"])
         else:
             result.output_tasks.append(t)
     if result.failure is not None:
@@ -88,6 +92,8 @@ class PipelineResult:
     seconds: float
     run_dir: str | None = None
     stopped_by: str | None = None
+    #: Tokens written by the source tasks this run did (None: its writer counts none).
+    tokens: int | None = None
 
     @property
     def rows_in(self) -> int:
@@ -108,7 +114,9 @@ class PipelineResult:
         return (
             f"{self.shard.label}: {self.done} source tasks done, {len(self.failed)} failed, "
             f"{self.source_tasks_skipped} already done; {self.rows_in} docs in, {self.rows_out} out, "
-            f"{len(self.output_files)} files written in {self.seconds:.2f} s"
+            f"{len(self.output_files)} files written"
+            + (f" ({self.tokens} tokens)" if self.tokens is not None else "")
+            + f" in {self.seconds:.2f} s"
         )
 
 

@@ -122,8 +122,11 @@ class _Tally:
     outputs: list[str] = field(default_factory=list)
     output_tasks: list[Task] = field(default_factory=list)
     failed: list[FailedTask] = field(default_factory=list)
+    tokens: int | None = None
 
     def add(self, result: SourceResult) -> None:
+        if result.tokens is not None:
+            self.tokens = (self.tokens or 0) + result.tokens
         for total, part in zip(self.stats[1:], result.stats or [], strict=False):
             total.add(part)  # a task whose worker died has no per-stage stats
         self.outputs.extend(result.outputs)
@@ -156,6 +159,7 @@ class _Tally:
             seconds=seconds,
             run_dir=run_dir.path if run_dir else None,
             stopped_by=stopped_by,
+            tokens=self.tokens,
         )
 
 
@@ -242,7 +246,7 @@ def _ledger(run_dir: RunDir | None, shard: ShardSpec, options: RunOptions) -> It
 def ledger_record(result: SourceResult) -> dict[str, Any]:
     """The ledger record of one finished source task."""
     if result.failure is None:
-        return {
+        record = {
             "source": result.source_id,
             "status": "done",
             "outputs": result.outputs,
@@ -253,6 +257,9 @@ def ledger_record(result: SourceResult) -> dict[str, Any]:
             # Rows in and out of every stage after the source, for the run's funnel (`status`).
             "stages": [[s.name, s.rows_in, s.rows_out] for s in result.stats],
         }
+        if result.tokens is not None:  # a writer that counts tokens (MegatronTokenizerWriter): `status` sums them
+            record["tokens"] = result.tokens
+        return record
     f = result.failure
     return {
         "source": result.source_id,

@@ -48,6 +48,7 @@ from ..workflow import Phase, Workflow
 from . import minhash
 from .common import KEY, SortedKeyWriter, bucket_phase, write_phase
 from .exact import _reader_with_fields
+from .fuzzy_ids import id_phases
 from .verify import EdgeShingles, VerifyEdges
 
 pq = LazyModule("pyarrow.parquet")
@@ -66,7 +67,15 @@ class MinHashBands(ProcessingStage[DocumentBatch, DocumentBatch]):
     name = "minhash_bands"
 
     def __init__(
-        self, text_field: str, ngram: int, bands: int, rows: int, seed: int, buckets: int, verify: bool
+        self,
+        text_field: str,
+        ngram: int,
+        bands: int,
+        rows: int,
+        seed: int,
+        buckets: int,
+        verify: bool,
+        char_ngrams: int | None = None,
     ) -> None:
         self.text_field = text_field
         self.ngram = ngram
@@ -75,6 +84,7 @@ class MinHashBands(ProcessingStage[DocumentBatch, DocumentBatch]):
         self.seed = seed
         self.buckets = buckets
         self.verify = verify
+        self.char_ngrams = char_ngrams
 
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], [self.text_field]
@@ -90,7 +100,9 @@ class MinHashBands(ProcessingStage[DocumentBatch, DocumentBatch]):
                 f"{where}: no field {self.text_field!r} to deduplicate on; the data has {table.column_names}"
             )
         keys = document_positions(task).keys
-        offsets, hashes = minhash.shingle_hashes(table.column(self.text_field), self.ngram, self.seed)
+        offsets, hashes = minhash.document_shingles(
+            table.column(self.text_field), self.ngram, self.seed, self.char_ngrams
+        )
         signatures = minhash.minhash_signatures(offsets, hashes, self.bands * self.rows, self.seed)
         band_ids, values, row_keys = minhash.flatten_bands(
             minhash.band_hashes(signatures, self.bands, self.rows, self.seed), keys
@@ -154,13 +166,20 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
 
     name = "connected_components"
 
-    def __init__(self, edges_dir: str | os.PathLike, input_paths: Any = None, extensions: list[str] | None = None):
+    def __init__(
+        self,
+        edges_dir: str | os.PathLike,
+        input_paths: Any = None,
+        extensions: list[str] | None = None,
+        survivors: bool = False,
+    ):
         self.edges_dir = os.fspath(edges_dir)
         self.input_paths = input_paths
         self.extensions = extensions
+        self.survivors = survivors
 
     def params(self) -> dict[str, Any]:
-        return {"names_paths": self.input_paths is not None}  # where data lives is not what the stage does
+        return {"names_paths": self.input_paths is not None, "survivors": self.survivors}  # not where data lives
 
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], None
@@ -175,6 +194,9 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
         from .components import duplicate_members
 
         keys, groups = duplicate_members(self._edges) if fs.isdir(self.edges_dir) else (np.empty(0, np.int64),) * 2
+        if self.survivors:  # each group's first document too, as key == group_key (fuzzy_ids finds its id)
+            first = np.unique(groups)
+            keys, groups = np.concatenate([keys, first]), np.concatenate([groups, first])
         columns: dict[str, Any] = {KEY: keys, "group_key": groups}
         if self.input_paths is not None:
             files = list_files(self.input_paths, self.extensions)
@@ -194,13 +216,26 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
 JACCARD_CHECKS = ("estimate", "exact")
 
 
-def _check_arguments(
-    ngram: int, bands: int, rows: int, buckets: int, jaccard_threshold: float | None, jaccard_check: str
+def _check_options(
+    counts: dict[str, int],
+    jaccard_threshold: float | None,
+    jaccard_check: str,
+    char_ngrams: int | None,
+    id_field: str | None,
+    identify_only: bool,
 ) -> None:
-    """FuzzyDuplicates' arguments, refused before any phase is built, naming the argument."""
-    for label, value in (("ngram", ngram), ("bands", bands), ("rows", rows), ("buckets", buckets)):
+    """FuzzyDuplicates' settings, checked when it is built (before any phase runs), each error naming the
+    setting and the fix."""
+    for label, value in counts.items():
         if value < 1:
             raise ValueError(f"{label}={value} must be >= 1")
+    if char_ngrams is not None and char_ngrams < 2:
+        raise ValueError(f"char_ngrams={char_ngrams} must be >= 2 characters (NeMo Curator's tutorial: 24)")
+    if id_field is not None and not identify_only:
+        raise ValueError(
+            f"id_field={id_field!r} names the ids in the list of duplicates, which only identify_only=True "
+            "writes; removing duplicates needs no ids (drop id_field, or set identify_only=True)"
+        )
     if jaccard_threshold is not None and not 0.0 < jaccard_threshold <= 1.0:
         raise ValueError(f"jaccard_threshold={jaccard_threshold} must be in (0, 1], or None for no check")
     if jaccard_check not in JACCARD_CHECKS:
@@ -213,15 +248,15 @@ def _exact_check_phases(
     name: str,
     reader: ProcessingStage,
     shingles: EdgeShingles,
-    check: VerifyEdges,
-    shingles_dir: str,
-    edges_dir: str,
+    work: str,
     buckets: int,
+    threshold: float,
+    edges_dir: str,
 ) -> list[Phase]:
-    """The exact Jaccard check's two phases: ``edge-shingles`` (each edge with its ends' shingle sets, into
-    the edge's bucket) and ``verify`` (per bucket, the edges at or above the threshold)."""
+    """``edge-shingles`` and ``verify``: the exact Jaccard check of the candidate edges (:mod:`.verify`)."""
     from ..pipeline import Pipeline
 
+    shingles_dir = fs.join(work, "shuffle", "edge-shingles")
     return [
         Phase(
             "edge-shingles",
@@ -230,8 +265,23 @@ def _exact_check_phases(
             .add_stage(shingles)
             .add_stage(BucketWriter(shingles_dir, compression=SHUFFLE_COMPRESSION)),
         ),
-        bucket_phase("verify", name, shingles_dir, buckets, "edge-shingles", check, edges_dir),
+        bucket_phase("verify", name, shingles_dir, buckets, "edge-shingles", VerifyEdges(threshold), edges_dir),
     ]
+
+
+def _components_phase(
+    name: str, edges_dir: str, paths: Any, extensions: list[str] | None, survivors: bool, out_dir: str
+) -> Phase:
+    """``components``: one task over every edge file, the list of duplicates sorted by key into ``out_dir``."""
+    from ..pipeline import Pipeline
+
+    pipeline = (
+        Pipeline(f"{name}-components")
+        .add_stage(BucketSource(edges_dir, 1, f"{name}/edges"))
+        .add_stage(ConnectedComponents(edges_dir, paths, extensions, survivors=survivors))
+        .add_stage(SortedKeyWriter(out_dir))
+    )
+    return Phase("components", pipeline, max_shards=1)
 
 
 class FuzzyDuplicates(Workflow):
@@ -254,6 +304,12 @@ class FuzzyDuplicates(Workflow):
     Either check compares each member of a (band, value) group with the group's smallest key only (the
     star), so a member similar to another member but not to the smallest one loses that edge (it may keep
     one through another band). ``work_dir`` defaults to ``<output>/.curator-work``.
+
+    ``char_ngrams`` (e.g. 24, NeMo Curator's): shingles of that many characters of the raw text instead of
+    ``ngram`` words of the normalised text (:mod:`.char_shingles`). ``id_field`` (with ``identify_only``):
+    the list gets the input's ids of each document and of its survivor, ``<id_field>`` and
+    ``group_<id_field>``, through two more phases (:mod:`.fuzzy_ids`). FineWeb's configuration (datatrove's
+    defaults) is ``ngram=minhash.FINEWEB_NGRAM, bands=minhash.FINEWEB_BANDS, rows=minhash.FINEWEB_ROWS``.
     """
 
     def __init__(
@@ -271,15 +327,24 @@ class FuzzyDuplicates(Workflow):
         work_dir: str | os.PathLike | None = None,
         name: str = "fuzzy-dedup",
         jaccard_check: str = "estimate",
+        char_ngrams: int | None = None,
+        id_field: str | None = None,
     ) -> None:
-        _check_arguments(ngram, bands, rows, buckets, jaccard_threshold, jaccard_check)
+        _check_options(
+            {"ngram": ngram, "bands": bands, "rows": rows, "buckets": buckets},
+            jaccard_threshold,
+            jaccard_check,
+            char_ngrams,
+            id_field,
+            identify_only,
+        )
         exact = jaccard_check == "exact"
         work = os.fspath(work_dir) if work_dir is not None else fs.join(writer.path, ".curator-work")
         bands_dir = fs.join(work, "shuffle", "bands")
         edges_dir = fs.join(work, "edges")
         endpoints_dir = fs.join(work, "candidates")
-        shingles_dir = fs.join(work, "shuffle", "edge-shingles")
         duplicates_dir = writer.path if identify_only else fs.join(work, "duplicates")
+        members_dir = fs.join(work, "members") if id_field else duplicates_dir
         signature_reader = _reader_with_fields(reader, [text_field])  # refuses a reader that is not a FileReader
         partitioner = signature_reader.partitioner
         from ..pipeline import Pipeline
@@ -290,7 +355,7 @@ class FuzzyDuplicates(Workflow):
                 "signatures",
                 Pipeline(f"{name}-signatures")
                 .add_stage(signature_reader)
-                .add_stage(MinHashBands(text_field, ngram, bands, rows, seed, buckets, verify))
+                .add_stage(MinHashBands(text_field, ngram, bands, rows, seed, buckets, verify, char_ngrams))
                 .add_stage(BucketWriter(bands_dir, compression=SHUFFLE_COMPRESSION)),
             ),
             bucket_phase(
@@ -305,25 +370,14 @@ class FuzzyDuplicates(Workflow):
         ]
         if exact:
             assert jaccard_threshold is not None
-            check = VerifyEdges(jaccard_threshold)
-            shingles = EdgeShingles(text_field, ngram, seed, endpoints_dir, buckets)
-            phases += _exact_check_phases(name, signature_reader, shingles, check, shingles_dir, edges_dir, buckets)
-        phases.append(
-            Phase(
-                "components",
-                Pipeline(f"{name}-components")
-                .add_stage(BucketSource(edges_dir, 1, f"{name}/edges"))
-                .add_stage(
-                    ConnectedComponents(
-                        edges_dir,
-                        partitioner.file_paths if identify_only else None,
-                        list(partitioner.patterns) if partitioner.patterns else None,
-                    )
-                )
-                .add_stage(SortedKeyWriter(duplicates_dir)),
-                max_shards=1,
-            )
-        )
+            shingles = EdgeShingles(text_field, ngram, seed, endpoints_dir, buckets, char_ngrams)
+            phases += _exact_check_phases(name, signature_reader, shingles, work, buckets, jaccard_threshold, edges_dir)
+        survivors = id_field is not None  # the id phases look up the survivors' ids too
+        paths = partitioner.file_paths if identify_only else None
+        patterns = list(partitioner.patterns) if partitioner.patterns else None  # the names the reader lists
+        phases.append(_components_phase(name, edges_dir, paths, patterns, survivors, members_dir))
+        if id_field:
+            phases += id_phases(name, signature_reader, id_field, members_dir, work, duplicates_dir)
         if not identify_only:
             phases.append(write_phase(name, reader, duplicates_dir, writer))
         super().__init__(name, work, phases)

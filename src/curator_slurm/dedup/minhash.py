@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from .char_shingles import char_shingle_hashes
 from .shingles import DEFAULT_NGRAM, DEFAULT_SEED, as_string_array, fmix64, normalize, shingle_hashes, splitmix64
 
 __all__ = [
@@ -40,9 +41,14 @@ __all__ = [
     "DEFAULT_ROWS",
     "DEFAULT_SEED",
     "EMPTY_SIGNATURE_VALUE",
+    "FINEWEB_BANDS",
+    "FINEWEB_NGRAM",
+    "FINEWEB_ROWS",
     "band_hashes",
     "candidate_edges",
     "candidate_probability",
+    "char_shingle_hashes",
+    "document_shingles",
     "exact_jaccard",
     "flatten_bands",
     "minhash_signatures",
@@ -64,6 +70,13 @@ __all__ = [
 #: ``threshold`` can drop.
 DEFAULT_BANDS = 20
 DEFAULT_ROWS = 8
+#: FineWeb's configuration (datatrove's ``MinhashConfig`` defaults): 5-word shingles, 14 bands ("buckets")
+#: of 8 rows ("hashes per bucket"), 112 permutations; p = 0.924 at s = 0.8, 0.77 at 0.75, 0.05 at 0.5. Pass
+#: them as ``FuzzyDuplicates(ngram=FINEWEB_NGRAM, bands=FINEWEB_BANDS, rows=FINEWEB_ROWS)``; the shingles
+#: are this package's (its normalisation and hashes), not datatrove's, so the sets differ a little.
+FINEWEB_NGRAM = 5
+FINEWEB_BANDS = 14
+FINEWEB_ROWS = 8
 #: The signature of a document with no words after normalisation (every permutation's minimum over an
 #: empty set). All such documents share it, so they form one group: their normalised texts are equal.
 EMPTY_SIGNATURE_VALUE = np.uint32(0xFFFFFFFF)
@@ -337,11 +350,26 @@ def exact_jaccard(offsets: np.ndarray, hashes: np.ndarray, left: np.ndarray, rig
     return np.where(union > 0, inter / np.maximum(union, 1), 1.0)
 
 
+def document_shingles(
+    texts: pa.Array | pa.ChunkedArray | list[str | None],
+    ngram: int = DEFAULT_NGRAM,
+    seed: int = DEFAULT_SEED,
+    char_ngrams: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The shingles fuzzy dedup compares: word ``ngram``-grams of the normalised text
+    (:func:`shingle_hashes`), or with ``char_ngrams`` NeMo Curator's character n-grams of the raw text
+    (:func:`char_shingle_hashes`; ``ngram`` is then unused). Same CSR layout either way."""
+    if char_ngrams is not None:
+        return char_shingle_hashes(texts, char_ngrams, seed)
+    return shingle_hashes(texts, ngram, seed)
+
+
 def text_jaccard(
     left: pa.Array | pa.ChunkedArray | list[str | None],
     right: pa.Array | pa.ChunkedArray | list[str | None],
     ngram: int = DEFAULT_NGRAM,
     seed: int = DEFAULT_SEED,
+    char_ngrams: int | None = None,
 ) -> np.ndarray:
     """The exact Jaccard similarity of the shingle sets of ``left[i]`` and ``right[i]``, float64 per pair:
     the exact check of candidate pairs, for a phase that has joined each edge with the texts of both
@@ -350,6 +378,6 @@ def text_jaccard(
     a, b = as_string_array(left), as_string_array(right)
     if len(a) != len(b):
         raise ValueError(f"left, right: expected as many texts on each side, got {len(a)} and {len(b)}")
-    offsets, hashes = shingle_hashes(pa.concat_arrays([a, b]), ngram, seed)
+    offsets, hashes = document_shingles(pa.concat_arrays([a, b]), ngram, seed, char_ngrams)
     index = np.arange(len(a), dtype=np.int64)
     return exact_jaccard(offsets, hashes, index, index + len(a))

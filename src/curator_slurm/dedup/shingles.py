@@ -297,8 +297,16 @@ def _shingles_of_words(
     words_: pa.Array, parents: np.ndarray, n: int, ngram: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`shingle_hashes` of one slice of ``n`` documents, from its words (see :func:`_words`)."""
-    words = len(words_)
-    g = _hash_words(words_)
+    return shingles_of_tokens(_hash_words(words_), parents, n, ngram, seed)
+
+
+def shingles_of_tokens(
+    g: np.ndarray, parents: np.ndarray, n: int, ngram: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR shingle hashes of ``n`` documents from the 64-bit hashes ``g`` of their tokens (words, or
+    characters for :mod:`.char_shingles`) in order and the document of each token (``parents``, sorted):
+    every window of ``ngram`` tokens within a document, or one shingle of all its tokens when it has fewer."""
+    words = len(g)
     counts = np.bincount(parents, minlength=n).astype(np.int64)
     first = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=first[1:])

@@ -65,12 +65,21 @@ class EdgeShingles(ProcessingStage[DocumentBatch, DocumentBatch]):
 
     name = "edge_shingles"
 
-    def __init__(self, text_field: str, ngram: int, seed: int, endpoints_dir: str | os.PathLike, buckets: int) -> None:
+    def __init__(
+        self,
+        text_field: str,
+        ngram: int,
+        seed: int,
+        endpoints_dir: str | os.PathLike,
+        buckets: int,
+        char_ngrams: int | None = None,
+    ) -> None:
         self.text_field = text_field
         self.ngram = ngram
         self.seed = seed
         self.endpoints_dir = os.fspath(endpoints_dir)
         self.buckets = buckets
+        self.char_ngrams = char_ngrams
 
     def params(self) -> dict[str, Any]:
         return {k: v for k, v in super().params().items() if k != "endpoints_dir"}  # where, not what
@@ -97,7 +106,9 @@ class EdgeShingles(ProcessingStage[DocumentBatch, DocumentBatch]):
         ends, u, v, rows = ends[found], u[found], v[found], order[at[found]]
         docs, inverse = np.unique(rows, return_inverse=True)
         offsets, hashes = minhash.shingle_sets(
-            *minhash.shingle_hashes(table.column(self.text_field).take(pa.array(docs)), self.ngram, self.seed)
+            *minhash.document_shingles(
+                table.column(self.text_field).take(pa.array(docs)), self.ngram, self.seed, self.char_ngrams
+            )
         )
         row_offsets, row_hashes = minhash.take_sets(offsets, hashes, inverse)
         return task.derive(

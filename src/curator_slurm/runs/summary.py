@@ -34,6 +34,7 @@ _SUMMARY_SCHEMA = pa.schema(
         ("seconds", pa.float64()),
         ("rows_in", pa.int64()),
         ("rows_out", pa.int64()),
+        ("tokens", pa.int64()),
         ("time", pa.float64()),
         ("array_job_id", pa.string()),
         ("array_task_id", pa.string()),
@@ -49,6 +50,8 @@ class DoneSummary:
     records: int = 0
     rows_in: int = 0
     rows_out: int = 0
+    #: Tokens of the done source tasks' outputs; None when no record counts any.
+    tokens: int | None = None
     first_time: float = float("inf")
     last_time: float = float("-inf")
     shards: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -93,6 +96,9 @@ def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
         row["rows_in"] += rows_in
         summary.rows_in += rows_in
         summary.rows_out += int(pc.sum(picked.column("rows_out")).as_py() or 0)
+        tokens = pc.sum(picked.column("tokens")).as_py()
+        if tokens is not None:
+            summary.tokens = (summary.tokens or 0) + int(tokens)
         summary.done += len(kept)
         job, task = picked.column("array_job_id")[0].as_py(), picked.column("array_task_id")[0].as_py()
         if job:

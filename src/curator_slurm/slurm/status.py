@@ -120,6 +120,7 @@ def collect_status(run_dir: str) -> dict[str, Any]:
         "percent": 100.0 * done_count / total if total else 100.0,
         "rows_in": rows_in,
         "rows_out": rows_out,
+        "tokens": summary.tokens,
         "tasks_per_second": rate,
         "docs_per_second": rows_in / elapsed if elapsed > 0 else None,
         "eta_seconds": None if stalled else pending / rate if rate and pending else (0.0 if not pending else None),
@@ -239,6 +240,8 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
         f"documents: {status['rows_in']} in, {status['rows_out']} out; throughput "
         f"{num(status['docs_per_second'], '{:.0f}')} docs/s, {num(status['tasks_per_second'], '{:.2f}')} tasks/s; {eta}"
     )
+    if status.get("tokens") is not None:
+        lines.append(f"tokens: {status['tokens']} in the outputs of the done source tasks")
     if status["funnel"]:
         lines.append(f"funnel of the done source tasks, all shards: {'docs in':>10} {'docs out':>10} {'dropped':>10}")
         for row in status["funnel"]:

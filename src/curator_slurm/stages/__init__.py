@@ -1,4 +1,4 @@
-"""Pipeline stages: readers, filters, modifiers, writers and the base classes to write your own.
+"""Pipeline stages: readers, filters, modifiers, writers (JSONL, Parquet, Megatron), and bases for your own.
 
 Every filter (and ``ScoreFilter``, ``Score``, ``Filter``) is re-exported from :mod:`.filters` and every
 modifier (and ``Modify``) from :mod:`.modifiers`, by their ``__all__``: a filter or modifier added
@@ -7,9 +7,11 @@ there is exported here too.
 
 from . import filters, modifiers
 from .base import PASSTHROUGH, CompositeStage, ProcessingStage, Resources
+from .fasttext import FastTextClassifierFilter, FastTextQualityFilter
 from .filters import *  # noqa: F403
 from .ids import AddId
 from .language import LanguageFilter
+from .megatron import MegatronTokenizerWriter
 from .modifiers import *  # noqa: F403
 from .partitioning import FilePartitioningStage
 from .readers import FileReader, FileReaderStage, JsonlReader, JsonlReaderStage, ParquetReader, ParquetReaderStage
@@ -19,6 +21,8 @@ __all__ = [
     "PASSTHROUGH",
     "AddId",
     "CompositeStage",
+    "FastTextClassifierFilter",
+    "FastTextQualityFilter",
     "FilePartitioningStage",
     "FileReader",
     "FileReaderStage",
@@ -26,6 +30,7 @@ __all__ = [
     "JsonlReaderStage",
     "JsonlWriter",
     "LanguageFilter",
+    "MegatronTokenizerWriter",
     "ParquetReader",
     "ParquetReaderStage",
     "ParquetWriter",

@@ -24,10 +24,11 @@ How it works:
 * Backpressure: at most ``max_in_flight`` source tasks are active, each actor runs one call at a
   time, and a source task's data is released when it is done, so memory depends on the size of a
   source task, not of the corpus.
-* An actor that dies (killed, out of memory, native crash) costs the call one attempt: the call is
-  re-run on a replacement actor (batches one task at a time, like a raised exception), and after
-  ``max_retries + 1`` attempts (the largest of the group's stages) the task is recorded failed with
-  a ``WorkerDied`` error naming the group's stages.
+* An actor that dies (killed, out of memory, native crash) is replaced, and its call follows the crash
+  policy LocalExecutor follows too (:class:`~curator_slurm.backends.retry.CrashPolicy`): a batch is re-run
+  one task at a time, a lone task after a back-off, and after ``max_retries + 1`` deaths (the largest of the
+  group's stages) the task is recorded failed with a ``WorkerDied`` error naming the group's stages. The
+  temporary files the dead actor's writers left are deleted.
 * Ray is imported only here, inside functions, so ``import curator_slurm`` never imports it. With
   ``RAY_ADDRESS`` set (or ``address=``) the executor joins that cluster; in a process where Ray is
   already initialised it uses that; otherwise it starts a local Ray sized to the CPUs this process
@@ -35,13 +36,24 @@ How it works:
   console, and shuts down only what it started.
 
 The package's modules: ``planning`` (which stages share a pool and how large the pools are; pure, no Ray),
+``pools`` (:class:`ActorPools`, the one owner of a run's actors: start, record, replace, count deaths),
 ``worker`` (the actor, and the driver's side of one), ``scheduler`` (the driver's state for one run),
 ``session`` (joining or starting Ray, and undoing it) and ``executor`` (:class:`RayExecutor`, the glue).
 """
 
 from curator_slurm.backends.ray.executor import RayExecutor
 from curator_slurm.backends.ray.planning import PoolPlan, StageGroup, fuse_stages, plan_pools
+from curator_slurm.backends.ray.pools import ActorPools
 from curator_slurm.backends.ray.session import RayNodesMissingError
 from curator_slurm.settings import ray_address
 
-__all__ = ["PoolPlan", "RayExecutor", "RayNodesMissingError", "StageGroup", "fuse_stages", "plan_pools", "ray_address"]
+__all__ = [
+    "ActorPools",
+    "PoolPlan",
+    "RayExecutor",
+    "RayNodesMissingError",
+    "StageGroup",
+    "fuse_stages",
+    "plan_pools",
+    "ray_address",
+]

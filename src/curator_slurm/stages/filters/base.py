@@ -59,6 +59,14 @@ class DocumentFilter:
         return f"{type(self).__name__}({args})"
 
 
+def _not_a_filter(wrapper: str, given: object) -> str:
+    """The error for a wrapper given something other than a :class:`DocumentFilter`; a stage (such as
+    ``FastTextQualityFilter``, a filter in NeMo Curator but a stage here) goes into the pipeline itself."""
+    if isinstance(given, ProcessingStage):
+        return f"{wrapper} needs a DocumentFilter; {type(given).__name__} is a stage: add it to the pipeline itself"
+    return f"{wrapper} needs a DocumentFilter instance, got {given!r}"
+
+
 def filter_name(f: DocumentFilter) -> str:
     """What ``f`` is called: its own ``name`` (or NeMo's ``_name``) if the instance sets one, else its class's."""
     own = vars(f).get("name") or vars(f).get("_name")
@@ -153,7 +161,7 @@ class ScoreFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         invert: bool = False,
     ) -> None:
         if not isinstance(filter_obj, DocumentFilter):
-            raise TypeError(f"ScoreFilter needs a DocumentFilter instance, got {filter_obj!r}")
+            raise TypeError(_not_a_filter("ScoreFilter", filter_obj))
         self.filter_obj = filter_obj
         self.text_field = text_field
         self.score_field = score_field
@@ -204,7 +212,7 @@ class Score(ProcessingStage[DocumentBatch, DocumentBatch]):
 
     def __init__(self, score_fn: DocumentFilter, score_field: str, text_field: str = "text") -> None:
         if not isinstance(score_fn, DocumentFilter):
-            raise TypeError(f"Score needs a DocumentFilter instance, got {score_fn!r}")
+            raise TypeError(_not_a_filter("Score", score_fn))
         self.score_fn = score_fn
         self.score_field = score_field
         self.text_field = text_field
@@ -230,7 +238,7 @@ class Filter(ProcessingStage[DocumentBatch, DocumentBatch]):
 
     def __init__(self, filter_fn: DocumentFilter, filter_field: str, invert: bool = False) -> None:
         if not isinstance(filter_fn, DocumentFilter):
-            raise TypeError(f"Filter needs a DocumentFilter instance, got {filter_fn!r}")
+            raise TypeError(_not_a_filter("Filter", filter_fn))
         self.filter_fn = filter_fn
         self.filter_field = filter_field
         self.invert = invert

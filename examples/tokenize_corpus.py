@@ -1,0 +1,85 @@
+"""Tokenize a corpus (JSONL or Parquet, e.g. what examples/curate.py wrote) into Megatron training files.
+
+python examples/tokenize_corpus.py --input curated/ --output tokens/ --tokenizer tokenizer.json
+    [--eos-token '<|endoftext|>'] [--text-field text] [--merge-tokens N] [--merge-tasks K] [--workers N]
+
+Phase "tokenize" writes one .bin/.idx pair per source task into OUTPUT/.curator-work/tokens; phase "merge"
+concatenates them into OUTPUT/part_00000.bin/.idx, ... of about N tokens each (one pair without
+--merge-tokens). The same file runs both phases in order on a laptop, and as one array per phase under
+`curator-slurm submit examples/tokenize_corpus.py --shards 8 -- --input ... --output ... --tokenizer ...`.
+The tokenizer is a local tokenizer.json (or a directory with one): nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from curator_slurm import CuratorError, LocalExecutor, PipelineFailedError, configure_logging
+from curator_slurm.stages import JsonlReader, MegatronTokenizerWriter, ParquetReader
+from curator_slurm.tokenization import MegatronTokenization
+
+
+def input_format(path: str) -> str:
+    """parquet when the input is (or holds) Parquet files, else jsonl."""
+    if os.path.isfile(path):
+        return "parquet" if path.endswith(".parquet") else "jsonl"
+    for _, _, files in os.walk(path):
+        if any(f.endswith(".parquet") and not f.startswith(".") for f in files):
+            return "parquet"
+    return "jsonl"
+
+
+def build_workflow(args: argparse.Namespace) -> MegatronTokenization:
+    fmt = args.format if args.format != "auto" else input_format(args.input)
+    reader_class = ParquetReader if fmt == "parquet" else JsonlReader
+    reader = reader_class(args.input, files_per_partition=args.files_per_partition).with_fields([args.text_field])
+    writer = MegatronTokenizerWriter(
+        os.path.join(args.output, ".curator-work", "tokens"),
+        model_identifier=args.tokenizer,
+        text_field=args.text_field,
+        append_eod=not args.no_eos,
+        eod_token=args.eos_token,
+        bos_token=args.bos_token,
+    )
+    return MegatronTokenization(
+        reader, writer, args.output, merge_tokens=args.merge_tokens or None, merge_tasks=args.merge_tasks
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--input", required=True, help="directory (or file) of JSONL or Parquet documents")
+    parser.add_argument("--output", required=True, help="directory for the merged .bin/.idx files")
+    parser.add_argument("--tokenizer", required=True, help="a local tokenizer.json, or a directory holding one")
+    parser.add_argument("--eos-token", default=None, help="token appended to every document (default: the "
+                        "tokenizer directory's eos_token)")  # fmt: skip
+    parser.add_argument("--no-eos", action="store_true", help="append no end-of-document token")
+    parser.add_argument("--bos-token", default=None, help="token put before every document (default: none)")
+    parser.add_argument("--text-field", default="text")
+    parser.add_argument("--merge-tokens", type=int, default=None, help="tokens per merged file (default: one file)")
+    parser.add_argument("--merge-tasks", type=int, default=1, help="tasks of the merge phase (default 1)")
+    parser.add_argument("--format", choices=["auto", "jsonl", "parquet"], default="auto")
+    parser.add_argument("--files-per-partition", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all usable CPUs)")
+    args = parser.parse_args(argv)
+
+    configure_logging()
+    try:
+        workflow = build_workflow(args)
+        result = workflow.run(LocalExecutor(workers=args.workers))
+    except PipelineFailedError as e:
+        print(f"tokenize_corpus: {e}", file=sys.stderr)
+        return 1
+    except CuratorError as e:  # bad configuration or input, or a phase whose predecessor is not complete
+        print(f"tokenize_corpus: {e}", file=sys.stderr)
+        return 2
+    if not result.planned:
+        tokens = {name: r.tokens for name, r in result.phases.items()}
+        print(f"tokenize_corpus: {result.summary()}; tokens written per phase: {tokens}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
