@@ -30,6 +30,8 @@ h1-h24. Each heuristic filter (NeMo Curator's 23 and SymbolRatioFilter): MB/s of
     same filter as a plain Python function per document, on web-like English text, one core.
 ft1-ft2. FastTextClassifierFilter and LanguageFilter(backend="fasttext") vs the model called per document
     in a plain loop with the peer's preprocessing and rule: docs/s, one core.
+d1-d7. Each datatrove-named filter (stages.datatrove) vs datatrove's own filter on the same real texts, CPU
+    seconds (datatrove in its own venv, a subprocess; "not measured" without it); its decisions must agree.
 
 The code lives in the package ``benchmarks/bench``: ``harness`` (results, the table, child processes and
 their rusage, interleaving), ``corpora``, ``demo`` (the demo job and its plain-pyarrow twin), ``context``

@@ -96,3 +96,20 @@ def test_a_second_submission_while_the_first_runs_is_refused(slurm_cluster: str,
     finally:
         subprocess.run(["scancel", str(array["job_id"])], check=False)
         wait_for_job(str(array["job_id"]), timeout=120)
+
+
+def test_requeue_with_a_short_time_limit_warns_early_enough_and_says_so(corpus: Path, tmp_path: Path) -> None:
+    """--requeue asks for SIGUSR1 120 s before the limit; with --time 0:01:00 that would come before the task
+    starts: the warning is then half the limit, and submit says so (issue #24.9)."""
+    base = ["submit", str(EXAMPLE), "--shards", "2", "--dry-run", "--requeue"]
+    data = ["--", "--input", str(corpus), "--output", str(tmp_path / "out")]
+    short = cli(*base, "--time", "0:01:00", *data)
+    assert short.returncode == 0, short.stderr
+    assert "#SBATCH --signal=B:USR1@30\n" in short.stdout and "USR1@120" not in short.stdout
+    assert "note: --requeue with --time 0:01:00 (60 s)" in short.stderr and "B:USR1@30" in short.stderr
+    long = cli(*base, "--time", "1-00:00:00", *data)
+    assert "#SBATCH --signal=B:USR1@120\n" in long.stdout and "note:" not in long.stderr
+    given = cli("submit", str(EXAMPLE), "--shards", "2", "--dry-run", "--time", "1", "--signal", "B:USR1@90", *data)
+    assert given.returncode == 2 and "--time 1 is only 60 s" in given.stderr, given.stderr
+    bad = cli("submit", str(EXAMPLE), "--shards", "2", "--dry-run", "--time", "2h", *data)
+    assert bad.returncode == 2 and "--time '2h': not a Slurm time limit" in bad.stderr, bad.stderr

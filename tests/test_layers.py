@@ -35,12 +35,15 @@ LAYERS: dict[str, int] = {
     "backends": 3,
     "pipeline": 4,
     "workflow": 4,
+    "steps": 4,
     "shuffle": 4,
     "sample": 4,
     "dedup": 5,
     "tokenization": 5,
+    "chain": 5,
     "slurm": 6,
     "cli": 7,
+    "cli_parser": 7,
     "": 7,
 }
 

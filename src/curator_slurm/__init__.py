@@ -37,6 +37,7 @@ try:
     from curator_slurm.logs import configure_logging
     from curator_slurm.pipeline import Pipeline
     from curator_slurm.shard import ShardSpec
+    from curator_slurm.steps import is_driver
     from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, FileGroupTask, NoneTask, Task
 finally:
     if _collecting:
@@ -65,4 +66,5 @@ __all__ = [
     "Task",
     "__version__",
     "configure_logging",
+    "is_driver",
 ]

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import IO, Any
 
-from curator_slurm import __version__
+from curator_slurm.cli_parser import EXAMPLES, build_parser  # noqa: F401 - EXAMPLES: tests import it from here
 from curator_slurm.errors import CuratorError
+from curator_slurm.runs.inputs import check_plan_inputs, plan_inputs
 from curator_slurm.runs.manifest import attach_manifest
 from curator_slurm.runs.plan import (
     check_before_submit,
@@ -28,17 +29,19 @@ from curator_slurm.runs.plan import (
     save_plan,
     shard_loads,  # noqa: F401 - the benchmarks import it from here
 )
-from curator_slurm.slurm.local_array import run_local
-from curator_slurm.slurm.options import SubmitOptions, add_option_arguments, option_values
+from curator_slurm.slurm.local_array import LocalStopped, run_local
+from curator_slurm.slurm.options import SubmitOptions, option_values, requeue_signal
 from curator_slurm.slurm.phases import (
     parse_phase_shards,
     phase_shard_counts,
     preview_phases,
+    refuse_if_workflow_busy,
     save_submission,
     submit_phases,
 )
 from curator_slurm.slurm.retry import plan_retry, plan_workflow_retry
 from curator_slurm.slurm.status import failure_rows, format_failures, status_report, workflow_phase_dirs
+from curator_slurm.slurm.step_submit import format_steps, preview_steps, refuse_run_dir_for_steps, submit_steps
 from curator_slurm.slurm.submit import (
     Submission,
     array_limits,
@@ -50,29 +53,6 @@ from curator_slurm.slurm.submit import (
     submission_options,
     submit,
 )
-
-EXAMPLES = {
-    "submit": """examples:
-  curator-slurm submit curate.py --shards 100 --time 2:00:00 --cpus-per-task 8 -- --input data/ --output out/
-  curator-slurm submit curate.py --shards 5000 --throttle 200 --dry-run -- --input data/ --output out/
-  curator-slurm submit curate.py --shards 16 --nodes-per-task 4 -- --input data/ --output out/ --executor ray""",
-    "status": """examples:
-  curator-slurm status out/.curator-run
-  curator-slurm status out/.curator-run --all --json
-  curator-slurm status out/.curator-run --watch 30""",
-    "failures": """examples:
-  curator-slurm failures out/.curator-run
-  curator-slurm failures out/.curator-run --traceback""",
-    "retry": """examples:
-  curator-slurm retry out/.curator-run
-  curator-slurm retry out/.curator-run --shards 4 --time 1:00:00 --dry-run""",
-    "plan": """examples:
-  curator-slurm plan curate.py --shards 1000 -- --input data/ --output out/""",
-    "local": """examples:
-  curator-slurm local curate.py --shards 4 -- --input data/ --output out/
-  curator-slurm local curate.py --shards 16 --parallel 2 --logs logs/ -- --input data/ --output out/""",
-}
-
 
 # --- helpers ----------------------------------------------------------------------------------------
 
@@ -100,14 +80,32 @@ def _notes(as_json: bool) -> IO[str]:
 
 def cmd_plan(args: argparse.Namespace, script_args: list[str]) -> int:
     plan = run_plan(args.script, script_args)
-    summary = plan_summary(plan, args.shards)
-    _print_json(summary) if args.json else print(format_plan(summary, plan["has_bytes"]))
+    if len(plan["plans"]) == 1 and not plan.get("glue"):
+        summary = plan_summary(plan, args.shards)
+        _print_json(summary) if args.json else print(format_plan(summary, plan["has_bytes"]))
+        return 0
+    steps = [plan_summary(step, args.shards) for step in plan["plans"]]  # a script of several steps, or glue
+    if args.json:
+        _print_json({"steps": steps, "glue": bool(plan.get("glue"))})
+        return 0
+    for k, (step, summary) in enumerate(zip(plan["plans"], steps, strict=True)):
+        print(f"step {k}: {step.get('kind')} {step.get('pipeline')!r}\n{format_plan(summary, step['has_bytes'])}")
+    if plan.get("glue"):
+        print("glue: the script guards code with is_driver(); local and submit run it once, after every step")
     return 0
+
+
+def _requeue_note(opts: SubmitOptions) -> None:
+    """Say so when a short --time made --requeue's warning signal come earlier than the usual 120 s."""
+    note = requeue_signal(opts.time)[1] if opts.requeue and opts.signal is None else None
+    if note:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _submit(
     opts: SubmitOptions, kind: str, dry_run: bool, as_json: bool, source_list: str | None = None, force: bool = False
 ) -> int:
+    _requeue_note(opts)
     max_size, max_tasks, origin = array_limits(dry_run)
     chunks = split_shards(opts.shards, max_size, max_tasks)
     if dry_run:
@@ -136,6 +134,8 @@ def _submit(
 
 def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
     plan = run_plan(args.script, script_args)
+    if len(plan["plans"]) > 1 or plan.get("glue"):
+        return _submit_steps(args, script_args, plan)
     opts = submission_options(plan, args.script, script_args, args.shards, args.run_dir, option_values(args))
     sources = plan.pop("sources_table", None)
     if (idle := args.shards - len(plan["tasks"])) > 0:
@@ -143,6 +143,7 @@ def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
               "to do", file=sys.stderr)  # fmt: skip
     if plan.get("kind") == "workflow":
         return _submit_workflow(args, opts, plan)
+    plan_inputs(sources, opts.run_dir)  # first: a file changed under done work is refused, naming it
     check_before_submit(opts, plan, manifest=sources is not None)
     if sources is not None:  # plan once: the tasks load their shard of this listing
         opts, info = attach_manifest(opts, sources, "submit", args.dry_run)
@@ -159,18 +160,38 @@ def _submit_workflow(args: argparse.Namespace, opts: SubmitOptions, plan: dict[s
     names = [p["phase"] for p in plan["phases"]]
     counts = phase_shard_counts(plan, args.shards, parse_phase_shards(args.phase_shards, names))
     limits = array_limits(args.dry_run)[:2]
+    _requeue_note(opts)
+    check_plan_inputs(plan, phase_sources)
     if args.dry_run:
         for name, phase_opts, chunks in preview_phases(opts, plan, counts, limits):
             print(f"# === phase {name!r}: {phase_opts.shards} shards in {len(chunks)} array(s)")
             print("".join(render_script(phase_opts, chunk) for chunk in chunks), end="")
         return 0
-    save_submission(plan["run_dir"], opts, counts, plan)
-    submitted = submit_phases(opts, plan, counts, limits, sources=phase_sources)
+    with submission_lock(plan["run_dir"]):  # one submission at a time per workflow, as per run
+        refuse_if_workflow_busy(plan)
+        save_submission(plan["run_dir"], opts, counts, plan)
+        submitted = submit_phases(opts, plan, counts, limits, sources=phase_sources)
     if args.json:
         _print_json({name: asdict(record) for name, record in submitted})
         return 0
     _print_phases(submitted)
     print(f"run directory: {plan['run_dir']}\nfollow with: curator-slurm status {plan['run_dir']}")
+    return 0
+
+
+def _submit_steps(args: argparse.Namespace, script_args: list[str], plan: dict[str, Any]) -> int:
+    """A script of several pipelines/workflows, or with glue (:mod:`curator_slurm.steps`): each step
+    behind the one before, then the driver job for the glue."""
+    refuse_run_dir_for_steps(args.run_dir, len(plan["plans"]))
+
+    def options_of(step: dict[str, Any]) -> SubmitOptions:
+        return submission_options(step, args.script, script_args, args.shards, None, option_values(args))
+
+    if args.dry_run:
+        print(preview_steps(plan, options_of), end="")
+        return 0
+    sent = submit_steps(plan, options_of, array_limits(False)[:2], args.phase_shards)
+    _print_json(dict(sent)) if args.json else print(format_steps(sent, plan))
     return 0
 
 
@@ -183,6 +204,11 @@ def _print_phases(submitted: list[tuple[str, Submission]]) -> None:
 def cmd_retry(args: argparse.Namespace, _: list[str]) -> int:
     if workflow_phase_dirs(args.run_dir) is not None:
         return _retry_workflow(args)
+    root = os.path.dirname(os.path.abspath(args.run_dir))
+    if os.path.abspath(args.run_dir) in dict(workflow_phase_dirs(root) or []).values():
+        # A phase is retried with the phases after it, behind none of the old jobs (they have ended).
+        print(f"{args.run_dir} is a phase of the workflow in {root}: retrying the workflow", file=_notes(args.json))
+        return _retry_workflow(argparse.Namespace(**{**vars(args), "run_dir": root}))
     retry = plan_retry(args.run_dir, args.shards, option_values(args), args.dry_run, args.force)
     if retry.opts is None:
         print(f"nothing to retry: all {retry.total} source tasks are done")
@@ -206,7 +232,12 @@ def _retry_workflow(args: argparse.Namespace) -> int:
     later = f" and then {', '.join(retry.later)}" if retry.later else ""
     print(f"retrying phase {retry.phase} ({retry.missing} source task(s) not done){later}")
     if not args.dry_run:
-        _print_phases(submit_phases(retry.opts, retry.plan, retry.counts, array_limits(False)[:2], start=retry.phase))
+        with submission_lock(retry.plan["run_dir"]):
+            refuse_if_workflow_busy(retry.plan, args.force)
+            sent = submit_phases(
+                retry.opts, retry.plan, retry.counts, array_limits(False)[:2], start=retry.phase, sources=retry.sources
+            )
+        _print_phases(sent)
     return 0
 
 
@@ -216,7 +247,7 @@ def _retry_workflow(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
     """The run's status, again every ``--watch`` seconds until nothing is left to wait for."""
     while True:
-        report = status_report(args.run_dir, args.all)
+        report = status_report(args.run_dir, args.all, args.verify)
         try:
             _print_json(report.data) if args.json else print(report.text)
             sys.stdout.flush()
@@ -252,9 +283,19 @@ def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
 
 
 def cmd_local(args: argparse.Namespace, script_args: list[str]) -> int:
-    failed = run_local(
-        args.script, script_args, args.shards, args.logs, args.parallel, args.strategy, args.phase_shards
-    )
+    def busy(plan: dict[str, Any]) -> None:  # local beside the run's queued or running array tasks: refused
+        if plan.get("kind") == "workflow":
+            refuse_if_workflow_busy(plan)
+        elif plan.get("run_dir"):
+            refuse_if_busy(plan["run_dir"])
+
+    try:
+        failed = run_local(
+            args.script, script_args, args.shards, args.logs, args.parallel, args.strategy, args.phase_shards,
+            busy=busy,
+        )  # fmt: skip
+    except LocalStopped as e:  # the shards ended (their summaries are in their logs); so does local
+        return e.exit_code
     return 1 if failed else 0
 
 
@@ -273,73 +314,6 @@ def cmd_shard(args: argparse.Namespace, _: list[str]) -> int:
 
 
 # --- parser -----------------------------------------------------------------------------------------
-
-
-DRY_RUN_HELP = "print the script(s) and sbatch command lines; submit nothing"
-
-
-def _phase_shards_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--phase-shards", metavar="PHASE=N,...", help="a workflow's shards per phase, e.g. find=4,write=16")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="curator-slurm",
-        description="Run data-curation pipelines sharded across Slurm job arrays. "
-        "A pipeline script's own arguments go after `--`.",
-    )
-    parser.add_argument("--version", action="version", version=f"curator-slurm {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    def command(name: str, text: str) -> argparse.ArgumentParser:
-        form = argparse.RawDescriptionHelpFormatter
-        return sub.add_parser(name, help=text, description=text, epilog=EXAMPLES.get(name), formatter_class=form)
-
-    p = command("submit", "submit a pipeline script as one or more Slurm arrays of N shards")
-    p.add_argument("script", help="the pipeline script (run unchanged in every array task)")
-    p.add_argument("--shards", type=int, required=True, help="number of shards (array tasks in all)")
-    p.add_argument("--run-dir", help="run directory (default: the pipeline's, inside the writer's output)")
-    add_option_arguments(p, sbatch=False)
-    _phase_shards_option(p)
-    add_option_arguments(p, sbatch=True)
-    p.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
-    p.add_argument("--json", action="store_true")
-
-    p = command("status", "progress of a run: source tasks done/failed/pending, throughput, ETA, jobs")
-    p.add_argument("run_dir")
-    p.add_argument("--all", action="store_true", help="show every shard")
-    p.add_argument("--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until nothing is pending")
-    p.add_argument("--json", action="store_true")
-
-    p = command("failures", "the failed source tasks of a run, with stage, error, files and log")
-    p.add_argument("run_dir")
-    p.add_argument("--traceback", action="store_true", help="show full tracebacks")
-    p.add_argument("--json", action="store_true")
-
-    p = command("retry", "resubmit only the source tasks of a run that are not done")
-    p.add_argument("run_dir")
-    p.add_argument("--shards", type=int, help="shards for the retry (default: about as large as the first run's)")
-    p.add_argument("--force", action="store_true", help="retry even while jobs of this run are queued or running")
-    add_option_arguments(p, sbatch=True, defaults_from_run=True)
-    p.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
-    p.add_argument("--json", action="store_true")
-
-    p = command("plan", "list a script's source tasks and show how they split over N shards (reads no data)")
-    p.add_argument("script")
-    p.add_argument("--shards", type=int, required=True)
-    p.add_argument("--json", action="store_true")
-
-    p = command("local", "run a script as N shard processes on this machine, as an array would")
-    p.add_argument("script")
-    p.add_argument("--shards", type=int, required=True)
-    p.add_argument("--parallel", type=int, help="processes at once (default: min(shards, CPUs))")
-    p.add_argument("--logs", help="directory for shard-<i>.log (default: a new temporary directory)")
-    add_option_arguments(p, sbatch=False)
-    _phase_shards_option(p)
-
-    p = command("shard", "print which shard this process would take, from the environment")
-    p.add_argument("--json", action="store_true")
-    return parser
 
 
 COMMANDS = {
@@ -378,6 +352,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of our output (`| head -1`) has all it wanted
         _silence_stdout()
         return 141  # what a shell reports for a process that SIGPIPE ended
+    except KeyboardInterrupt:  # Ctrl-C outside a run (planning, `status --watch`): a line, not a traceback
+        print(f"curator-slurm {args.command}: interrupted", file=sys.stderr)
+        return 130
     except (CuratorError, OSError) as e:  # bad input or a failing command; anything else is a bug: traceback
         print(f"curator-slurm {args.command}: {e}", file=sys.stderr)
         return 2

@@ -26,6 +26,7 @@ EXTRA_OF: dict[str, str] = {
     "justext": "web",
     "tokenizers": "tokenize",
     "spacy": "fineweb",
+    "tldextract": "fineweb",
     "fsspec": "fsspec",
 }
 

@@ -19,6 +19,7 @@ from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import PASSTHROUGH, CompositeStage, ProcessingStage
 from curator_slurm.stages.params import FINGERPRINT_SCHEME, fingerprint_params
 from curator_slurm.stages.writers import BaseWriter
+from curator_slurm.steps import next_step, not_my_step
 from curator_slurm.tasks import ID_SCHEME
 
 
@@ -102,26 +103,17 @@ class Pipeline:
                 "a spawned worker process is importing a script that runs a pipeline at import time; put the "
                 'run under `if __name__ == "__main__":` (or use workers=1)'
             )
+        options = options if options is not None else RunOptions.from_env()
+        step = next_step()  # the script's n-th run call (curator_slurm.steps)
         stages = self.build()
         spec = shard if shard is not None else ShardSpec.from_env()
-        options = options if options is not None else RunOptions.from_env()
         executor = executor or LocalExecutor()
         directory = run_dir or options.run_dir or default_run_dir(stages[-1])
         if options.plan_out:  # list the work for `curator-slurm plan/submit`; do none of it, and go on
             tasks = self._write_plan(options.plan_out, stages, directory)
-            return PipelineResult(
-                shard=spec,
-                stages=[],
-                output_files=[],
-                output_tasks=[],
-                source_tasks_total=len(tasks),
-                source_tasks_mine=0,
-                source_tasks_skipped=0,
-                done=0,
-                failed=[],
-                seconds=0.0,
-                run_dir=os.fspath(directory) if directory else None,
-            )
+            return _nothing(spec, directory, len(tasks))
+        if not_my_step(step, options.pipeline):  # a task of another step of this script: nothing to do here
+            return _nothing(spec, directory)
         ensure_logging()
         bound(spec.label, spec.job.label).info(
             f"pipeline {self.name!r}: {' -> '.join(s.name for s in stages)} on {type(executor).__name__} "
@@ -173,6 +165,23 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"Pipeline({self.name!r}, stages={[s.name for s in self.stages]})"
+
+
+def _nothing(spec: ShardSpec, directory: str | os.PathLike | None, total: int = 0) -> PipelineResult:
+    """The result of a run call that did no work here (plan mode, or another step's task)."""
+    return PipelineResult(
+        shard=spec,
+        stages=[],
+        output_files=[],
+        output_tasks=[],
+        source_tasks_total=total,
+        source_tasks_mine=0,
+        source_tasks_skipped=0,
+        done=0,
+        failed=[],
+        seconds=0.0,
+        run_dir=os.fspath(directory) if directory else None,
+    )
 
 
 def _decompose(stage: ProcessingStage) -> list[ProcessingStage]:

@@ -251,6 +251,9 @@ class RunOptions:
     #: ``CURATOR_PHASE``: set in the array tasks that `curator-slurm submit` starts for one phase of a
     #: workflow; ``Workflow.run`` then runs that phase's shard only.
     phase: str | None = None
+    #: ``CURATOR_PIPELINE``: set by `curator-slurm local/submit` in the tasks of one step of a script that
+    #: runs several pipelines or workflows (:mod:`curator_slurm.steps`): only that run call does its work.
+    pipeline: int | None = None
     #: ``CURATOR_LEDGER_WINDOW``: the ledger commits (makes outputs durable, then appends records with one
     #: fsync) every this many source tasks at most; 1 commits each on its own. A crash loses at most one
     #: window, whose tasks a resume does again.
@@ -280,6 +283,13 @@ def run_options(environ: Mapping[str, str] | None = None) -> RunOptions:
         grace_seconds=grace,
         plan_out=env.get("CURATOR_PLAN_OUT") or None,
         phase=(env.get("CURATOR_PHASE") or "").strip() or None,
+        pipeline=_int(
+            env,
+            "CURATOR_PIPELINE",
+            minimum=0,
+            fix="It is set by curator-slurm local/submit; unset it.",
+            error=SettingError,
+        ),
         ledger_window=window if window is not None else RunOptions.ledger_window,
         ledger_window_seconds=window_seconds,
     )

@@ -30,9 +30,11 @@ from .backends.run import BaseExecutor
 from .errors import CuratorError, PipelineBuildError
 from .pipeline import Pipeline, append_plan
 from .runs.ledger import load_status
+from .runs.liveness import marked
 from .runs.options import RunOptions
 from .runs.rundir import DEFAULT_RUN_DIR_NAME
 from .shard import ShardSpec
+from .steps import inside_step, next_step, not_my_step
 
 logger = logging.getLogger(__name__)
 
@@ -119,23 +121,39 @@ class Workflow:
         phase). A phase whose predecessor is not complete is refused with what is missing."""
         options = options if options is not None else RunOptions.from_env()
         spec = shard if shard is not None else ShardSpec.from_env()
+        step = next_step()  # the script's n-th run call (curator_slurm.steps)
         if options.plan_out:
             append_plan(options.plan_out, self.plan(options.plan_out))
             return WorkflowResult(planned=True)
+        if not_my_step(step, options.pipeline):  # a task of another step of this script: nothing to do here
+            return WorkflowResult()
         self._write_marker()
         todo = self.phases if options.phase is None else [self.phase(options.phase)]
         phase_options = dataclasses.replace(options, run_dir=None, phase=None)
         result = WorkflowResult()
         start = time.perf_counter()
+        with marked(self.run_root, f"workflow {self.name}"), inside_step():  # `status` sees it between phases
+            self._run_phases(todo, executor, spec, phase_options, result)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def _run_phases(
+        self,
+        todo: list[Phase],
+        executor: BaseExecutor | None,
+        spec: ShardSpec,
+        phase_options: RunOptions,
+        result: WorkflowResult,
+    ) -> None:
         for phase in todo:
             index = self.phases.index(phase)
             if index > 0:
                 self.require_complete(self.phases[index - 1], before=phase)
+                if not spec.manifest:  # from a manifest, submit/retry compared the files, the readers check them
+                    self.require_unchanged(self.phases[:index], before=phase)
             result.phases[phase.name] = phase.pipeline.run(
                 executor, shard=spec, run_dir=self.run_dir(phase), options=phase_options
             )
-        result.seconds = time.perf_counter() - start
-        return result
 
     def missing(self, phase: Phase) -> tuple[list[str], dict[str, dict[str, Any]]]:
         """The source tasks of ``phase`` that are not done, and the failure records among them.
@@ -166,6 +184,16 @@ class Workflow:
             f"first missing: {', '.join(missing[:3])}). Finish it first: re-run the script (done work is skipped), "
             f"or `curator-slurm retry {self.run_root}`; in an array, each phase must be its own array "
             "(`curator-slurm submit` does that)."
+        )
+
+    def require_unchanged(self, earlier: list[Phase], before: Phase) -> None:
+        """Refuse to start ``before`` when a file that an ``earlier`` phase read changed since (its rows
+        there and here would disagree: a file appended after the hash phase kept its duplicates)."""
+        from curator_slurm.runs.inputs import afresh_hint, check_recorded
+
+        check_recorded(
+            [(f"phase {p.name!r} of workflow {self.name!r}", self.run_dir(p)) for p in earlier],
+            afresh_hint(self.run_dir(before)),
         )
 
     # --- planning -----------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ def test_tasks_that_died_before_recording_anything_make_the_run_stalled(
     status = cli("status", str(run_dir))
     assert status.returncode == 1, status.stdout + status.stderr
     text = status.stdout
-    assert "12 pending" in text and "stalled" in text and "ETA" not in text
+    assert "12 pending" in text and "stopped:" in text and "ETA" not in text
     for i in (0, 1):
         log = run_dir / "logs" / f"{job}_{i}.log"
         assert f"array task {job}_{i} (shard {i}/2) ended FAILED without recording any work; log: {log}" in text

@@ -11,6 +11,8 @@ from .dedup import bench_exact_dedup, bench_fuzzy_signatures, bench_fuzzy_workfl
 from .executor import bench_executor, bench_small_files
 from .fasttext import bench_fasttext
 from .filters import bench_filters
+from .fineweb_filters import ROWS as DATATROVE_ROWS
+from .fineweb_filters import bench_datatrove_filters
 from .ledger import bench_ledger
 from .memory import bench_rss
 from .ray_executor import bench_ray
@@ -44,6 +46,7 @@ GROUPS: list[Group] = [
     Group(("10a", "10b", "10c", "10d"), bench_exact_dedup),
     Group(("13a", "13b", "13c", "13d", "13e"), bench_fuzzy_workflow),
     Group(tuple(f"h{i}" for i in range(1, 25)), bench_filters),
+    Group(tuple(DATATROVE_ROWS), bench_datatrove_filters),
     Group(("t1", "t1c", "t2", "t2c"), bench_tokens),
     Group(("t3",), bench_merge_rss),
     Group(("ft1", "ft2"), bench_fasttext),

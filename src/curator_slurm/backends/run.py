@@ -75,7 +75,8 @@ class BaseExecutor:
         run_dir = _usable_run_dir(run_dir, source, log)
         todo = _resume_filter(source, shard, run_dir, fingerprint or {}, options, log)
         remove_dead_temporaries(stages, log)
-        tally, stopped_by = self._process(stages, todo, shard, run_dir, options, log)
+        with _marked(run_dir, shard):  # `status` tells a running run from one whose processes are gone
+            tally, stopped_by = self._process(stages, todo, shard, run_dir, options, log)
         result = tally.result(source, len(todo), shard, time.perf_counter() - start, run_dir, stopped_by)
         log.info(result.summary())
         _raise_if_unfinished(result, options)
@@ -95,7 +96,7 @@ class BaseExecutor:
         tally = _Tally([StageStats(s.name) for s in stages], ProgressLog(len(todo), log, self.progress_interval))
         stop = StopSignal(options.grace_seconds, log)
         results: Iterable[SourceResult] = ()
-        with _ledger(run_dir, shard, options) as record:
+        with _ledger(run_dir, shard, options, todo) as record:
             try:
                 with stop:
                     results = (
@@ -207,7 +208,18 @@ def _resume_filter(
             raise
         raise clear from e
     state = run_dir.state(shard, [t.task_id for t in mine])  # only the ledger files that can hold their records
-    todo = [t for t in mine if t.task_id not in state.done]
+    done = {t.task_id for t in mine if t.task_id in state.done}
+    if source.manifest is None:  # a file that changed under done work is refused (with a manifest: at submit)
+        from curator_slurm.runs.inputs import check_listing
+
+        check_listing(run_dir.path, done, shard)
+    from curator_slurm.runs.verify import lost_outputs
+
+    lost = lost_outputs(run_dir.path, done, shard)  # done, but its outputs are gone: done again
+    if lost:
+        first = "; ".join(problems[0] for problems in list(lost.values())[:3])
+        log.warning(f"{shard.label}: doing {len(lost)} done source task(s) again, their outputs are gone: {first}")
+    todo = [t for t in mine if t.task_id not in done or t.task_id in lost]
     if len(todo) < len(mine):
         log.info(f"{shard.label}: skipping {len(mine) - len(todo)} source tasks already done in {run_dir.path}")
     return todo
@@ -230,15 +242,43 @@ def remove_dead_temporaries(stages: list[ProcessingStage], log: Any) -> None:
 
 
 @contextmanager
-def _ledger(run_dir: RunDir | None, shard: ShardSpec, options: RunOptions) -> Iterator[Callable[[SourceResult], None]]:
+def _marked(run_dir: RunDir | None, shard: ShardSpec) -> Iterator[None]:
+    """This process's marker in ``run_dir`` while it works there (:mod:`curator_slurm.runs.liveness`)."""
+    if run_dir is None:
+        yield
+        return
+    from curator_slurm.runs.liveness import marked
+
+    with marked(run_dir.path, shard.label):
+        yield
+
+
+@contextmanager
+def _ledger(
+    run_dir: RunDir | None, shard: ShardSpec, options: RunOptions, todo: list[Task]
+) -> Iterator[Callable[[SourceResult], None]]:
     """``record(result)`` for each finished source task: the one place where a run writes its ledger
-    (nothing without a run directory); the writer is closed when the run ends, however it ends."""
+    (nothing without a run directory); the writer is closed when the run ends, however it ends. A done
+    record keeps what its task's files were as the run started (``inputs``), for the next start to compare."""
     if run_dir is None:
         yield lambda result: None
         return
+    from curator_slurm.runs.inputs import input_states
+    from curator_slurm.runs.verify import written_files
+
+    read = input_states(todo)
     writer = run_dir.writer(shard, options)  # commits a window of records at a time
+
+    def record(result: SourceResult) -> None:
+        line = ledger_record(result)
+        if line["status"] == "done":
+            if read.get(result.source_id):
+                line["inputs"] = read[result.source_id]
+            line["written"] = written_files(result.outputs)  # for `status --verify` and a re-run to check
+        writer.write(line)
+
     try:
-        yield lambda result: writer.write(ledger_record(result))
+        yield record
     finally:
         writer.close()
 

@@ -68,7 +68,9 @@ class GraceExpired(BaseException):
 
 
 class StopSignal:
-    """Turns SIGTERM, SIGUSR1 and SIGUSR2 into "start no new source task" (preemption, time limits).
+    """Turns SIGTERM, SIGUSR1 and SIGUSR2 into "start no new source task" (preemption, time limits), and
+    Ctrl-C (SIGINT) too, so that it ends with the usual summary instead of a traceback; a second Ctrl-C
+    abandons the in-flight work at once (still with the summary).
 
     In-flight source tasks get ``grace`` seconds to finish; then :class:`GraceExpired` is raised in the
     driver: by the next ``should_stop()`` check of the executor's loop, or, when the driver is busy in a
@@ -77,7 +79,7 @@ class StopSignal:
     Handlers are installed only in the main thread and restored on exit.
     """
 
-    SIGNALS = STOP_SIGNALS
+    SIGNALS = (*STOP_SIGNALS, signal.SIGINT)
 
     def __init__(self, grace: float, log: Any) -> None:
         self.grace, self.log = grace, log
@@ -118,6 +120,9 @@ class StopSignal:
 
     def _stop(self, signum: int, frame: object) -> None:
         if self.signum is not None:
+            if signum == signal.SIGINT and not self._leaving:  # Ctrl-C again: do not wait for the grace period
+                self.deadline = time.monotonic()
+                raise GraceExpired()
             if self.expired() and not self._leaving:  # the timer's interruption (or a late signal) after the grace
                 raise GraceExpired()
             return
@@ -125,7 +130,7 @@ class StopSignal:
         self.deadline = time.monotonic() + self.grace
         self.log.warning(
             f"received {signal.Signals(signum).name}: starting no new source tasks; in-flight ones get "
-            f"{self.grace:.0f} s to finish"
+            f"{self.grace:.0f} s to finish" + (" (Ctrl-C again abandons them)" if signum == signal.SIGINT else "")
         )
         # A daemon thread, started only now: before a stop signal the driver has no thread of ours (its
         # workers are forked only while it runs none).

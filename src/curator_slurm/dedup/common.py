@@ -108,3 +108,14 @@ class RemoveDuplicates(ProcessingStage[DocumentBatch, DocumentBatch]):
             return task
         keep = ~np.isin(keys, dropped)
         return task.derive(filter_table(task.data, pa.array(keep)))
+
+
+#: What deduplication does with documents whose text is null, missing or empty (after normalisation):
+#: "dedup" (the default, as NeMo Curator hashes them): they are all one text, the first kept and the rest
+#: duplicates of it; "keep": every one is kept and none is anyone's duplicate.
+EMPTY_TEXT_CHOICES = ("dedup", "keep")
+
+
+def check_empty_text(empty_text: str) -> None:
+    if empty_text not in EMPTY_TEXT_CHOICES:
+        raise ValueError(f"empty_text={empty_text!r} must be one of {EMPTY_TEXT_CHOICES}")

@@ -35,7 +35,7 @@ from ..stages.readers import FileReader
 from ..stages.writers import BaseWriter
 from ..tasks import DocumentBatch
 from ..workflow import Phase, Workflow
-from .common import KEY, bucket_phase, write_phase
+from .common import KEY, bucket_phase, check_empty_text, write_phase
 
 DEFAULT_BUCKETS = 64
 
@@ -74,11 +74,20 @@ class ExactHash(ProcessingStage[DocumentBatch, DocumentBatch]):
 
     name = "exact_hash"
 
-    def __init__(self, text_field: str, buckets: int, id_field: str | None = None, normalize: bool = True) -> None:
+    def __init__(
+        self,
+        text_field: str,
+        buckets: int,
+        id_field: str | None = None,
+        normalize: bool = True,
+        empty_text: str = "dedup",
+    ) -> None:
+        check_empty_text(empty_text)
         self.text_field = text_field
         self.buckets = buckets
         self.id_field = id_field
         self.normalize = normalize
+        self.empty_text = empty_text
 
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], [self.text_field, *([self.id_field] if self.id_field else [])]
@@ -94,7 +103,8 @@ class ExactHash(ProcessingStage[DocumentBatch, DocumentBatch]):
                 raise InputError(f"{where}: no field {name!r}; the data has {table.column_names}")
         positions = document_positions(task)
         texts = table.column(self.text_field)
-        hashes = text_hashes(normalize_for_exact(texts) if self.normalize else texts)
+        normalized = normalize_for_exact(texts) if self.normalize else texts
+        hashes = text_hashes(normalized)
         columns: dict[str, Any] = {
             KEY: positions.keys,
             "path": positions.paths,
@@ -105,7 +115,11 @@ class ExactHash(ProcessingStage[DocumentBatch, DocumentBatch]):
         }
         if self.id_field:
             columns[self.id_field] = table.column(self.id_field)
-        return task.derive(pa.table(columns))
+        out = pa.table(columns)
+        if self.empty_text == "keep":  # no row in the shuffle: never a duplicate, never a survivor
+            length = call("utf8_length", call("coalesce", cast(normalized, pa.string()), ""))
+            out = out.filter(call("greater", length, 0))
+        return task.derive(out)
 
 
 def first_of_groups(group_columns: list[np.ndarray], keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -162,7 +176,9 @@ class ExactDuplicates(Workflow):
     """Remove (or, with ``identify_only``, list) exact duplicates of ``text_field`` across the whole input.
 
     ``reader`` is a ``JsonlReader``/``ParquetReader`` over the input and ``writer`` the writer of the
-    deduplicated corpus (its path is the output directory). ``work_dir`` (default ``<output>/.curator-work``)
+    deduplicated corpus (its path is the output directory). ``empty_text``: documents whose text is null,
+    missing or empty after normalisation are one text by default (``"dedup"``: the first kept, as NeMo
+    Curator's hash does); ``"keep"`` keeps every one of them. ``work_dir`` (default ``<output>/.curator-work``)
     holds the shuffle, the duplicate list and the phases' run directories, ``.curator-run/<phase>``.
     """
 
@@ -177,7 +193,9 @@ class ExactDuplicates(Workflow):
         normalize: bool = True,
         work_dir: str | os.PathLike | None = None,
         name: str = "exact-dedup",
+        empty_text: str = "dedup",
     ) -> None:
+        check_empty_text(empty_text)
         if buckets < 1:
             raise ValueError(f"buckets={buckets} must be >= 1")
         work = os.fspath(work_dir) if work_dir is not None else fs.join(writer.path, ".curator-work")
@@ -191,7 +209,7 @@ class ExactDuplicates(Workflow):
                 "hash",
                 Pipeline(f"{name}-hash")
                 .add_stage(hashing)
-                .add_stage(ExactHash(text_field, buckets, id_field, normalize))
+                .add_stage(ExactHash(text_field, buckets, id_field, normalize, empty_text))
                 .add_stage(BucketWriter(shuffle_dir)),
             ),
             bucket_phase("find", name, shuffle_dir, buckets, "hash", FindExactDuplicates(id_field), duplicates_dir),

@@ -46,7 +46,7 @@ from ..stages.writers import BaseWriter
 from ..tasks import DocumentBatch, FileGroupTask
 from ..workflow import Phase, Workflow
 from . import minhash
-from .common import KEY, SortedKeyWriter, bucket_phase, write_phase
+from .common import KEY, SortedKeyWriter, bucket_phase, check_empty_text, write_phase
 from .exact import _reader_with_fields
 from .fuzzy_ids import id_phases
 from .verify import EdgeShingles, VerifyEdges
@@ -76,7 +76,10 @@ class MinHashBands(ProcessingStage[DocumentBatch, DocumentBatch]):
         buckets: int,
         verify: bool,
         char_ngrams: int | None = None,
+        empty_text: str = "dedup",
     ) -> None:
+        check_empty_text(empty_text)
+        self.empty_text = empty_text
         self.text_field = text_field
         self.ngram = ngram
         self.bands = bands
@@ -107,6 +110,10 @@ class MinHashBands(ProcessingStage[DocumentBatch, DocumentBatch]):
         band_ids, values, row_keys = minhash.flatten_bands(
             minhash.band_hashes(signatures, self.bands, self.rows, self.seed), keys
         )
+        kept = None
+        if self.empty_text == "keep":  # a text with no shingle (null, empty) is nobody's near-duplicate
+            kept = ~np.isin(row_keys, keys[np.diff(offsets) == 0])
+            band_ids, values, row_keys = band_ids[kept], values[kept], row_keys[kept]
         columns: dict[str, Any] = {
             "band": band_ids,
             "value": values,
@@ -116,6 +123,7 @@ class MinHashBands(ProcessingStage[DocumentBatch, DocumentBatch]):
         if self.verify:
             small = signatures.astype(np.uint8)  # the lowest 8 bits of each value (b-bit MinHash)
             per_row = np.repeat(small, self.bands, axis=0)
+            per_row = per_row if kept is None else per_row[kept]
             columns["signature"] = pa.FixedSizeBinaryArray.from_buffers(
                 pa.binary(small.shape[1]), len(per_row), [None, pa.py_buffer(np.ascontiguousarray(per_row).tobytes())]
             )
@@ -310,6 +318,8 @@ class FuzzyDuplicates(Workflow):
     the list gets the input's ids of each document and of its survivor, ``<id_field>`` and
     ``group_<id_field>``, through two more phases (:mod:`.fuzzy_ids`). FineWeb's configuration (datatrove's
     defaults) is ``ngram=minhash.FINEWEB_NGRAM, bands=minhash.FINEWEB_BANDS, rows=minhash.FINEWEB_ROWS``.
+    ``empty_text``: documents with no shingle (null, missing or empty text) are one group by default
+    (``"dedup"``: the first kept); ``"keep"`` keeps every one of them.
     """
 
     def __init__(
@@ -329,7 +339,9 @@ class FuzzyDuplicates(Workflow):
         jaccard_check: str = "estimate",
         char_ngrams: int | None = None,
         id_field: str | None = None,
+        empty_text: str = "dedup",
     ) -> None:
+        check_empty_text(empty_text)
         _check_options(
             {"ngram": ngram, "bands": bands, "rows": rows, "buckets": buckets},
             jaccard_threshold,
@@ -355,7 +367,7 @@ class FuzzyDuplicates(Workflow):
                 "signatures",
                 Pipeline(f"{name}-signatures")
                 .add_stage(signature_reader)
-                .add_stage(MinHashBands(text_field, ngram, bands, rows, seed, buckets, verify, char_ngrams))
+                .add_stage(MinHashBands(text_field, ngram, bands, rows, seed, buckets, verify, char_ngrams, empty_text))
                 .add_stage(BucketWriter(bands_dir, compression=SHUFFLE_COMPRESSION)),
             ),
             bucket_phase(

@@ -29,9 +29,10 @@ def run_plan(script: str, script_args: Sequence[str], cwd: str | None = None) ->
     """Run ``script`` in plan mode (in ``cwd``, default this directory): it lists its source tasks and
     exits without reading data.
 
-    The result is the first plan line the script wrote (a script may run several pipelines; the first is
-    the one submitted), plus ``plans`` (every line), ``sources_table`` (the first pipeline's full source
-    tasks for a manifest, None when they cannot go into one) and ``phase_sources`` (a workflow's, by phase).
+    The result is the first plan line the script wrote, plus ``plans`` (one per step: every pipeline or
+    workflow run the script makes, see :mod:`curator_slurm.steps`), each with ``sources_table`` (a
+    pipeline's full source tasks for a manifest, None when they cannot go into one) and ``phase_sources``
+    (a workflow's, by phase), and ``glue`` (the script guards code with ``is_driver()``).
     """
     if not os.path.isfile(script):
         raise OptionError(f"{script}: no such pipeline script")
@@ -50,22 +51,28 @@ def run_plan(script: str, script_args: Sequence[str], cwd: str | None = None) ->
                 detail = "it finished without running a Pipeline"
             raise OptionError(f"listing the work of {script} failed (exit {proc.returncode}): {detail}")
         with open(out, encoding="utf-8") as f:
-            plans = [json.loads(line) for line in f if line.strip()]
-        # Read the source tables now, before the temporary directory goes. Not part of plan.json.
-        from curator_slurm.runs.manifest import read_sources
+            lines = [json.loads(line) for line in f if line.strip()]
+        glue = any(p.get("kind") == "glue" for p in lines)
+        plans = [_with_sources(p) for p in lines if p.get("kind") != "glue"]  # before the directory goes
+        if not plans:
+            raise OptionError(f"listing the work of {script} failed: it finished without running a Pipeline")
+        return {**plans[0], "plans": plans, "glue": glue}
 
-        sources_file = plans[0].get("sources_file")
-        table = read_sources(sources_file) if sources_file and plans[0].get("kind") == "pipeline" else None
-        phase_sources = {
-            phase["phase"]: read_sources(phase["sources_file"])
-            for phase in plans[0].get("phases", [])
-            if phase.get("sources_file")
-        }
-        for p in plans:
-            p.pop("sources_file", None)
-            for phase in p.get("phases", []):
-                phase.pop("sources_file", None)
-        return {**plans[0], "plans": plans, "sources_table": table, "phase_sources": phase_sources}
+
+def _with_sources(plan: dict[str, Any]) -> dict[str, Any]:
+    """One plan line with its source tables read (``sources_table``: a pipeline's full source tasks for a
+    manifest, None when they cannot go into one; ``phase_sources``: a workflow's, by phase); the files'
+    names are not kept (they are not part of plan.json)."""
+    from curator_slurm.runs.manifest import read_sources
+
+    sources_file = plan.pop("sources_file", None)
+    table = read_sources(sources_file) if sources_file and plan.get("kind") == "pipeline" else None
+    phase_sources = {}
+    for phase in plan.get("phases", []):
+        phase_file = phase.pop("sources_file", None)
+        if phase_file:
+            phase_sources[phase["phase"]] = read_sources(phase_file)
+    return {**plan, "sources_table": table, "phase_sources": phase_sources}
 
 
 def shard_loads(tasks: list[list[Any]], shards: int, strategy: str) -> list[tuple[int, float]]:
@@ -143,11 +150,16 @@ def format_plan(summary: dict[str, Any], has_bytes: bool) -> str:
     return "\n".join(lines)
 
 
+def plan_record(plan: dict[str, Any]) -> dict[str, Any]:
+    """``plan`` (as :func:`run_plan` gave it) as it is saved: without its source tables and other steps."""
+    return {k: v for k, v in plan.items() if k not in ("plans", "glue", "sources_table", "phase_sources")}
+
+
 def save_plan(run_dir: str, plan: dict[str, Any]) -> None:
     """Write ``plan`` (as :func:`run_plan` gave it, without its source tables) into ``run_dir``, where
     `status` counts the run's source tasks, `retry` finds those not done and a later phase checks this one."""
     os.makedirs(run_dir, exist_ok=True)
-    fs.atomic_write_text(os.path.join(run_dir, PLAN_FILE), json.dumps(plan))  # a reader never sees half a plan
+    fs.atomic_write_text(os.path.join(run_dir, PLAN_FILE), json.dumps(plan_record(plan)))  # never half a plan
 
 
 def manifest_note(info: Any, strategy: str | None) -> str:

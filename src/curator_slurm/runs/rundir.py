@@ -272,9 +272,11 @@ def _compare_sources(
     if not same_ids and have.get("count") == want["count"]:
         message = (
             f"{path}: this process lists the same number of source tasks as the first one "
-            f"({want['count']}) but with other ids (digest {have.get('digest')}, now {want['digest']}): the "
-            "source stage probably does not give deterministic ids (uuid4(), hash() of a string, a counter "
-            "over an unordered listing, a time stamp), so shards cannot agree on who does what"
+            f"({want['count']}) but with other ids (digest {have.get('digest')}, now {want['digest']}): either "
+            "an input file changed size and the source stage names its tasks by byte ranges (split_files / "
+            "blocksize: restore the file, or start over in a new run directory), or the source stage probably "
+            "does not give deterministic ids (uuid4(), hash() of a string, a counter over an unordered listing, a time "
+            "stamp), so shards cannot agree on who does what"
         )
         if not accept_new_inputs:
             raise RunDirError(

@@ -56,6 +56,8 @@ class DoneSummary:
     last_time: float = float("-inf")
     shards: dict[str, dict[str, Any]] = field(default_factory=dict)
     funnel: list[FunnelRow] = field(default_factory=list)
+    #: The array tasks (``<job>_<index>``) that wrote a record of any kind: they started and did work.
+    jobs: set[str] = field(default_factory=set)
 
 
 def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
@@ -73,6 +75,9 @@ def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
         if table is None or table.num_rows == 0:
             continue
         summary.records += table.num_rows
+        job, task = table.column("array_job_id")[0].as_py(), table.column("array_task_id")[0].as_py()
+        if job:  # a ledger file is one writer's: one array task
+            summary.jobs.add(f"{job}_{task}")
         times = table.column("time").to_pylist()
         known = [t for t in times if t is not None]
         if known:

@@ -6,14 +6,18 @@ workflow runs phase after phase, each as its own local array.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import IO, Any
 
 from curator_slurm.errors import OptionError
+from curator_slurm.runs.inputs import check_plan_inputs
+from curator_slurm.runs.liveness import marked, refuse_if_live
 from curator_slurm.runs.manifest import new_manifest_dir, write_manifest
 from curator_slurm.runs.plan import run_plan
 from curator_slurm.settings import job_environment
@@ -30,30 +34,103 @@ def run_local(
     phase_shards: str | None = None,
     out: IO[str] | None = None,
     err: IO[str] | None = None,
+    busy: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[int]:
     """Plan ``script`` once and run it as ``shards`` local processes (a workflow: each phase in order with
     its own shard count, ``phase_shards`` as ``--phase-shards`` takes it), logs in ``logs`` (default: a new
     temporary directory). Returns the
     shards that failed, of the last array run (a phase starts only when every shard of the one before
-    ended well). Progress goes to ``out`` (default stdout), the failed shards to ``err`` (default stderr)."""
+    ended well). Progress goes to ``out`` (default stdout), the failed shards to ``err`` (default stderr).
+    Refused while a process works in the run (``runs.liveness``), and when ``busy(plan)`` raises (the CLI
+    passes a check of the run's Slurm array tasks)."""
     if not os.path.isfile(script):
         raise OptionError(f"{script}: no such pipeline script")
     logs = logs or tempfile.mkdtemp(prefix="curator-local-")
     os.makedirs(logs, exist_ok=True)
     plan = run_plan(script, script_args)
+    for step in plan["plans"]:
+        check_plan_inputs(step)  # a file changed under done work: refused, as submit refuses it
+        refuse_if_live(_run_dirs(step), "`curator-slurm local`")
+        if busy is not None:
+            busy(step)
     out, err = out or sys.stdout, err or sys.stderr
     run = LocalArray(script, script_args, logs, parallel, strategy, out, err)
+    if not plan.get("run_dir"):
+        return _run_steps(plan, run, shards, strategy, phase_shards, out)
+    with marked(plan["run_dir"], f"curator-slurm local {script}"):  # between shards and phases too
+        return _run_steps(plan, run, shards, strategy, phase_shards, out)
+
+
+def _run_dirs(plan: dict[str, Any]) -> list[str]:
+    """The run directories of one step: a pipeline's, or a workflow's and its phases'."""
+    return [d for d in [plan.get("run_dir"), *(p.get("run_dir") for p in plan.get("phases", []))] if d]
+
+
+def _run_steps(
+    plan: dict[str, Any], run: LocalArray, shards: int, strategy: str | None, phase_shards: str | None, out: IO[str]
+) -> list[int]:
+    """Every step of the script (:mod:`curator_slurm.steps`) as its own local array(s), in order, each
+    task with ``CURATOR_PIPELINE`` naming its step; then, when the script has glue, the script once as a
+    plain process (it finds every step done and runs the glue)."""
+    steps = plan["plans"]
+    if len(steps) == 1 and not plan.get("glue"):
+        return _run_plan(steps[0], run, shards, strategy, phase_shards, out)
+    for k, step in enumerate(steps):
+        print(f"step {k} of {len(steps)}: {step.get('kind')} {step.get('pipeline')!r}", file=out)
+        failed = _run_plan(step, run, shards, strategy, phase_shards, out, {"CURATOR_PIPELINE": str(k)}, f"step{k}-")
+        if failed:
+            return failed
+    if plan.get("glue"):
+        print("the script once more, as the driver: its steps are done, its glue (is_driver()) runs", file=out)
+        failed = run(1, {}, "driver", driver=True)
+        _raise_if_stopped(run)
+        return failed
+    return []
+
+
+def _run_plan(
+    plan: dict[str, Any],
+    run: LocalArray,
+    shards: int,
+    strategy: str | None,
+    phase_shards: str | None,
+    out: IO[str],
+    step: dict[str, str] | None = None,
+    prefix: str = "",
+) -> list[int]:
+    """The local array(s) of one step ``plan``: one, or one per phase of a workflow; ``step`` in their
+    environment, ``prefix`` before their logs' names."""
+    step = step or {}
     if plan.get("kind") != "workflow":
-        return run(shards, _local_manifest(plan["sources_table"], plan.get("run_dir"), shards, strategy), "shard")
+        extra = _local_manifest(plan["sources_table"], plan.get("run_dir"), shards, strategy)
+        failed = run(shards, {**step, **extra}, f"{prefix}shard")
+        _raise_if_stopped(run)
+        return failed
     counts = phase_shard_counts(plan, shards, parse_phase_shards(phase_shards, [p["phase"] for p in plan["phases"]]))
     run_dirs = {p["phase"]: p.get("run_dir") for p in plan["phases"]}
     for phase, n in counts.items():
         print(f"phase {phase}:", file=out)
         extra = _local_manifest(plan["phase_sources"].get(phase), run_dirs[phase], n, strategy)
-        failed = run(n, {"CURATOR_PHASE": phase, **extra}, f"{phase}-shard")
+        failed = run(n, {**step, "CURATOR_PHASE": phase, **extra}, f"{prefix}{phase}-shard")
+        _raise_if_stopped(run)
         if failed:
             return failed
     return []
+
+
+def _raise_if_stopped(run: LocalArray) -> None:
+    """A stop signal ends `local` (no later phase starts): :class:`LocalStopped` names it."""
+    if run.stopped_by is not None:
+        raise LocalStopped(run.stopped_by)
+
+
+class LocalStopped(Exception):
+    """`curator-slurm local` was stopped by a signal (its name is the argument) after its shards ended."""
+
+    @property
+    def exit_code(self) -> int:
+        """What a shell reports for a process that the signal ended: 128 + its number."""
+        return 128 + int(signal.Signals[self.args[0]])
 
 
 def _local_manifest(table: Any, run_dir: str | None, shards: int, strategy: str | None) -> dict[str, str]:
@@ -83,34 +160,54 @@ class LocalArray:
         self.script, self.script_args, self.logs = script, list(script_args), logs
         self.parallel, self.strategy, self.out, self.err = parallel, strategy, out, err
         self.job = f"local{os.getpid()}"
+        #: The name of the signal that stopped the last array (SIGTERM, SIGINT), or None.
+        self.stopped_by: str | None = None
 
-    def __call__(self, n: int, extra: dict[str, str], name: str) -> list[int]:
+    def __call__(self, n: int, extra: dict[str, str], name: str, driver: bool = False) -> list[int]:
         """Run ``n`` shard processes with ``extra`` in their environment, logs in ``<logs>/<name>-<i>.log``;
-        the shards that failed."""
+        the shards that failed (or were stopped, or never started because a stop signal came first). With
+        ``driver``, one plain process of the script (no shard, no step: it runs the script's glue).
+
+        SIGTERM and SIGINT (Ctrl-C) are forwarded to the running shards, which finish their in-flight work
+        as an array task would; no new shard starts, and this waits for every one to end, so none outlives
+        it. The shards run in their own sessions, so Ctrl-C at a terminal reaches them once, through here."""
         parallel = self.parallel or min(n, os.cpu_count() or 1)
         running: dict[int, tuple[subprocess.Popen[bytes], IO[bytes]]] = {}
         codes: dict[int, int] = {}
         todo = list(range(n))[::-1]
         print(f"running {n} shards of {self.script}, {parallel} at a time; logs in {self.logs}", file=self.out)
-        while todo or running:
-            while todo and len(running) < parallel:
-                i = todo.pop()
-                log = open(os.path.join(self.logs, f"{name}-{i}.log"), "wb")  # noqa: SIM115 - closed when it ends
-                proc = subprocess.Popen(
-                    [sys.executable, self.script, *self.script_args],
-                    env=self.environment(i, n, extra),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-                running[i] = (proc, log)
-            for i, (proc, log) in list(running.items()):
-                if proc.poll() is not None:
-                    log.close()
-                    codes[i] = proc.returncode
-                    del running[i]
-                    ok = "ok" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
-                    print(f"shard {i}/{n}: {ok}", file=self.out)
-            time.sleep(0.05)
+        with _forwarded_signals(lambda: [p for p, _ in running.values()]) as received:
+            while todo or running:
+                while todo and len(running) < parallel and not received:
+                    i = todo.pop()
+                    log = open(os.path.join(self.logs, f"{name}-{i}.log"), "wb")  # noqa: SIM115 - closed when it ends
+                    proc = subprocess.Popen(
+                        [sys.executable, self.script, *self.script_args],
+                        env=job_environment() if driver else self.environment(i, n, extra),
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                    running[i] = (proc, log)
+                for i, (proc, log) in list(running.items()):
+                    if proc.poll() is not None:
+                        log.close()
+                        codes[i] = proc.returncode
+                        del running[i]
+                        ok = "ok" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
+                        print(f"shard {i}/{n}: {ok}", file=self.out)
+                if received and not running:
+                    break
+                time.sleep(0.05)
+        if received:
+            self.stopped_by = signal.Signals(received[0]).name
+            print(
+                f"stopped by {self.stopped_by}: {sum(1 for c in codes.values() if c == 0)} of {n} shards finished, "
+                f"{sum(1 for c in codes.values() if c != 0)} stopped or failed, {len(todo)} never started; the same "
+                "command resumes the run (done work is skipped)",
+                file=self.err,
+            )
+            return sorted({*(i for i, c in codes.items() if c != 0), *todo})
         failed = sorted(i for i, c in codes.items() if c != 0)
         if failed:
             print(
@@ -137,3 +234,25 @@ class LocalArray:
         if self.strategy:
             env["CURATOR_SHARD_STRATEGY"] = self.strategy
         return env
+
+
+@contextmanager
+def _forwarded_signals(children: Callable[[], list[subprocess.Popen[bytes]]]) -> Iterator[list[int]]:
+    """While in the body, SIGTERM and SIGINT are passed on to ``children()`` and noted in the list yielded
+    (the body stops starting shards and waits for the running ones); the old handlers come back after."""
+    received: list[int] = []
+
+    def forward(signum: int, frame: object) -> None:
+        received.append(signum)
+        for proc in children():
+            if proc.poll() is None:
+                proc.send_signal(signum)
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    for sig in saved:
+        signal.signal(sig, forward)
+    try:
+        yield received
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)

@@ -97,7 +97,9 @@ class SubmitOptions:
         if self.nodes_per_task < 1:
             raise OptionError(f"--nodes-per-task {self.nodes_per_task}: must be >= 1")
         if self.signal is not None:
-            check_signal(self.signal)
+            check_signal(self.signal, self.time)
+        if self.time is not None:
+            time_limit_seconds(self.time)  # refuse what sbatch would refuse, before anything is written
 
     @property
     def logs_dir(self) -> str:
@@ -164,9 +166,10 @@ def option_values(parsed: argparse.Namespace | Mapping[str, Any]) -> dict[str, A
 _SIGNAL = re.compile(r"^(?:(?P<where>[RB]{1,2}):)?(?P<sig>[A-Za-z0-9]+)(?:@(?P<seconds>[^@]*))?$")
 
 
-def check_signal(value: str) -> None:
+def check_signal(value: str, time: str | None = None) -> None:
     """Refuse an ``--signal`` value sbatch would reject or misread: ``[{R|B}:]<signal>[@<seconds>]``, the
-    signal a name (``USR1``, ``SIGUSR1``) or number, the seconds a whole number from 0 to 65535."""
+    signal a name (``USR1``, ``SIGUSR1``) or number, the seconds a whole number from 0 to 65535; and, with a
+    ``time`` limit, a warning meant to come earlier than the task starts (Slurm would send it at once)."""
     import signal
 
     fix = "use [B:]SIGNAL[@SECONDS], e.g. B:USR1@300 (SIGUSR1 to the batch step 300 s before the time limit)"
@@ -181,3 +184,53 @@ def check_signal(value: str) -> None:
     seconds = match.group("seconds")
     if seconds is not None and not (seconds.isdigit() and int(seconds) <= 65535):
         raise OptionError(f"--signal {value!r}: {seconds!r} is not a number of seconds from 0 to 65535; {fix}")
+    limit = time_limit_seconds(time) if time else None
+    if seconds is not None and limit is not None and int(seconds) >= limit:
+        raise OptionError(
+            f"--signal {value!r} asks for the signal {seconds} s before the time limit, but --time {time} is only "
+            f"{limit} s: the task would be told to stop as it starts. Give a warning shorter than the limit, e.g. "
+            f"@{max(1, limit // 2)}, or a longer --time"
+        )
+
+
+#: With --requeue and no --signal: SIGUSR1 to the pipeline this many seconds before the time limit ...
+REQUEUE_WARNING_SECONDS = 120
+
+
+def requeue_signal(time: str | None) -> tuple[str, str | None]:
+    """The ``--signal`` that --requeue without one asks for, and a note when the time limit made it earlier
+    than the usual 120 s: a warning 120 s before a limit of 60 s would come before the task starts, so
+    it is then half the limit."""
+    limit = time_limit_seconds(time) if time else None
+    if limit is None or limit > 2 * REQUEUE_WARNING_SECONDS:
+        return f"B:USR1@{REQUEUE_WARNING_SECONDS}", None
+    seconds = max(1, limit // 2)
+    return f"B:USR1@{seconds}", (
+        f"--requeue with --time {time} ({limit} s): the stop-and-requeue signal goes {seconds} s before the limit "
+        f"(B:USR1@{seconds}), not the usual {REQUEUE_WARNING_SECONDS} s; pass --signal to choose"
+    )
+
+
+_TIME = re.compile(r"^(?:(?P<days>\d+)-)?(?P<rest>\d+(?::\d+){0,2})$")
+
+
+def time_limit_seconds(text: str) -> int | None:
+    """Slurm's ``--time`` in seconds (``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S``); None for
+    no limit (``UNLIMITED``, ``infinite``, ``-1``); a clear error for what sbatch would reject."""
+    value = text.strip()
+    if value.lower() in ("unlimited", "infinite", "-1"):
+        return None
+    match = _TIME.match(value)
+    if not match:
+        raise OptionError(
+            f"--time {text!r}: not a Slurm time limit; use MINUTES, MM:SS, HH:MM:SS or DAYS-HH[:MM[:SS]], e.g. 2:00:00"
+        )
+    parts = [int(p) for p in match.group("rest").split(":")]
+    if match.group("days") is not None:  # D-H, D-H:M, D-H:M:S
+        h, m, s = [*parts, 0, 0][:3]
+        return int(match.group("days")) * 86400 + h * 3600 + m * 60 + s
+    if len(parts) == 1:
+        return parts[0] * 60
+    if len(parts) == 2:
+        return parts[0] * 60 + parts[1]
+    return parts[0] * 3600 + parts[1] * 60 + parts[2]

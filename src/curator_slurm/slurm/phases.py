@@ -17,9 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from curator_slurm import fs
-from curator_slurm.errors import CuratorError
-from curator_slurm.runs.plan import save_plan
-from curator_slurm.slurm.submit import ArrayChunk, Submission, SubmitOptions, split_shards, submit
+from curator_slurm.errors import CuratorError, OptionError
+from curator_slurm.runs.plan import plan_record
+from curator_slurm.slurm.control import active_jobs
+from curator_slurm.slurm.submit import ArrayChunk, Submission, SubmitOptions, load_submissions, split_shards, submit
 
 
 class PhaseOptionError(CuratorError, ValueError):
@@ -94,11 +95,29 @@ def submit_phases(
             from curator_slurm.runs.manifest import attach_manifest
 
             opts, _ = attach_manifest(opts, sources[phase["phase"]], "submit", dry_run=False)
-        save_plan(opts.run_dir, {**phase, "workflow_plan": plan})
+        plan_json = json.dumps({**phase, "workflow_plan": plan_record(plan)})
+        fs.atomic_write_text(os.path.join(opts.run_dir, "plan.json"), plan_json)  # a reader never sees half
         record = send(opts, split_shards(opts.shards, *limits), "submit")
         done.append((phase["phase"], record))
         previous = [str(a["job_id"]) for a in record.arrays]
     return done
+
+
+def workflow_jobs(plan: dict[str, Any]) -> list[str]:
+    """The job ids of every submission of every phase of ``plan``."""
+    return [str(a["job_id"]) for p in plan["phases"] for sub in load_submissions(p["run_dir"]) for a in sub["arrays"]]
+
+
+def refuse_if_workflow_busy(plan: dict[str, Any], force: bool = False) -> None:
+    """One submission at a time per workflow, as per run (``refuse_if_busy``): refused while a task of any
+    phase is queued or running, unless ``force``."""
+    busy = active_jobs(workflow_jobs(plan))
+    if busy and not force:
+        raise OptionError(
+            f"{len(busy)} task(s) of workflow {plan['workflow']!r} are still queued or running "
+            f"({', '.join(busy[:5])}); a second submission would do their work twice. Wait "
+            f"(curator-slurm status {plan['run_dir']}), scancel them, or, for retry, pass --force"
+        )
 
 
 def preview_phases(
@@ -125,7 +144,9 @@ def save_submission(run_root: str, base: SubmitOptions, counts: dict[str, int], 
 
     write_marker(run_root, plan["workflow"], [p["phase"] for p in plan["phases"]])
     path = os.path.join(run_root, WORKFLOW_SUBMISSION)
-    fs.atomic_write_text(path, json.dumps({"options": dataclasses.asdict(base), "counts": counts, "plan": plan}))
+    fs.atomic_write_text(
+        path, json.dumps({"options": dataclasses.asdict(base), "counts": counts, "plan": plan_record(plan)})
+    )
 
 
 def load_submission(run_root: str) -> tuple[SubmitOptions, dict[str, int], dict[str, Any]] | None:

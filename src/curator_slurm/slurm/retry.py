@@ -15,13 +15,18 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from curator_slurm.errors import OptionError
+from curator_slurm.runs.inputs import check_plan_inputs, plan_inputs
 from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.manifest import ManifestInfo, attach_manifest
 from curator_slurm.runs.plan import PLAN_FILE, check_before_submit, planned_task_ids, run_plan
 from curator_slurm.runs.rundir import source_record
 from curator_slurm.runs.sharding import write_source_list
-from curator_slurm.slurm.control import active_jobs
-from curator_slurm.slurm.phases import first_incomplete_phase, load_submission
+from curator_slurm.runs.verify import lost_outputs
+from curator_slurm.slurm.phases import (
+    first_incomplete_phase,
+    load_submission,
+    refuse_if_workflow_busy,
+)
 from curator_slurm.slurm.submit import SubmitOptions, load_submissions, refuse_if_busy
 
 #: Options a retry never takes from the command line: the run's own.
@@ -57,7 +62,8 @@ def plan_retry(
         raise OptionError(f"{run_dir} has no submission to retry; submit it first with curator-slurm submit")
     all_ids = planned_task_ids(run_dir)
     state = load_status(run_dir)
-    remaining = [t for t in all_ids if t not in state.done]
+    lost = lost_outputs(run_dir, {t for t in all_ids if t in state.done})  # done, but the outputs are gone
+    remaining = [t for t in all_ids if t not in state.done or t in lost]
     if not remaining:
         return RetryPlan(None, total=len(all_ids), remaining=0, failed=0)
     refuse_if_busy(run_dir, force)
@@ -69,9 +75,10 @@ def plan_retry(
     opts = SubmitOptions.from_record(
         previous, script=last["script"], script_args=last["script_args"], shards=shards, run_dir=run_dir
     ).with_arguments(options, keep=_KEEP)
-    opts = replace(opts, env=(("CURATOR_SOURCE_LIST", source_list),))
+    opts = replace(opts, env=(("CURATOR_SOURCE_LIST", source_list),), sbatch_args=_without_dependency(opts.sbatch_args))
     plan = run_plan(opts.script, opts.script_args, cwd=opts.workdir)
     sources = plan.pop("sources_table", None)
+    plan_inputs(sources, run_dir)  # the files as they are now, against what the run read
     if sources is not None:
         opts = replace(opts, strategy=opts.strategy or "balanced")
     check_before_submit(opts, plan, manifest=sources is not None)
@@ -92,6 +99,12 @@ def plan_retry(
     return RetryPlan(opts, manifest=info, **counts)
 
 
+def _without_dependency(args: tuple[str, ...]) -> tuple[str, ...]:
+    """sbatch arguments without a dependency on earlier jobs (a phase's on the phase before): the jobs a
+    retry would wait for have ended, and Slurm would cancel it at once (``--kill-on-invalid-dep``)."""
+    return tuple(a for a in args if not a.startswith(("--dependency", "--kill-on-invalid-dep")))
+
+
 @dataclass(frozen=True)
 class WorkflowRetry:
     """What a retry of a workflow submits: from ``phase`` (``missing`` of its source tasks not done) on,
@@ -103,6 +116,8 @@ class WorkflowRetry:
     plan: dict[str, Any]
     phase: str | None
     missing: int = 0
+    #: Each phase's planned source tasks (a table for its manifest), as the retry planned them.
+    sources: dict[str, Any] | None = None
 
     @property
     def later(self) -> list[str]:
@@ -125,14 +140,12 @@ def plan_workflow_retry(
     if incomplete is None:
         return WorkflowRetry(base, counts, plan, None)
     phase, missing = incomplete
-    busy = active_jobs(
-        [str(a["job_id"]) for p in plan["phases"] for sub in load_submissions(p["run_dir"]) for a in sub["arrays"]]
-    )
-    if busy and not force:
-        raise OptionError(
-            f"{len(busy)} task(s) of this workflow are still queued or running ({', '.join(busy[:5])}); "
-            "wait, scancel them, or pass --force"
-        )
+    refuse_if_workflow_busy(plan, force)
     if shards:
         counts = {**counts, phase: shards}
-    return WorkflowRetry(base.with_arguments(options, keep=_KEEP), counts, plan, phase, missing)
+    opts = base.with_arguments(options, keep=_KEEP)
+    # Plan again, as the first submission did: each phase's tasks then load a manifest whose files were
+    # compared with what every phase read (a file appended since is refused here, not read by the tasks).
+    fresh = run_plan(opts.script, opts.script_args, cwd=opts.workdir).get("phase_sources") or {}
+    check_plan_inputs(plan, fresh)
+    return WorkflowRetry(opts, counts, plan, phase, missing, sources=fresh)

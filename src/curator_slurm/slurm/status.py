@@ -14,6 +14,7 @@ from typing import Any
 
 from curator_slurm.errors import RunDirError
 from curator_slurm.runs.ledger import LEDGER_DIR, load_status
+from curator_slurm.runs.liveness import live_processes
 from curator_slurm.runs.plan import PLAN_FILE, PLAN_REMEDY
 from curator_slurm.runs.rundir import (
     DEFAULT_RUN_DIR_NAME,
@@ -24,7 +25,9 @@ from curator_slurm.runs.rundir import (
     read_json,
 )
 from curator_slurm.runs.summary import shard_row, summarise_done
+from curator_slurm.runs.verify import verify_run
 from curator_slurm.slurm.control import ACTIVE_STATES, ENDED_BADLY_STATES, job_states
+from curator_slurm.slurm.status_text import format_failures, format_status, format_workflow_status, shard_order
 from curator_slurm.slurm.submit import SUBMISSIONS_FILE, load_submissions
 
 
@@ -56,8 +59,9 @@ def _planned_total(run_dir: str) -> int | None:
     return None
 
 
-def collect_status(run_dir: str) -> dict[str, Any]:
-    """Everything `status` shows, as data (the keys are those of ``status --json``)."""
+def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
+    """Everything `status` shows, as data (the keys are those of ``status --json``); with ``verify``, also
+    whether every done source task's outputs are still there and its inputs unchanged (``verified``)."""
     check_run_dir(run_dir)
     state = load_status(run_dir)
     failed = state.failed
@@ -99,18 +103,17 @@ def collect_status(run_dir: str) -> dict[str, Any]:
             if task["shard"] in shards and shards[task["shard"]].get("state") is None:
                 shards[task["shard"]]["state"] = task["state"]
     running = sum(1 for t in tasks if t["state"] in ACTIVE_STATES)
-    # Pending work with nothing queued or running will never finish by itself: no ETA, but the tasks that
-    # ended without doing it and the retry command.
-    stalled = bool(pending) and states is not None and running == 0
-    recorded = {label for label, row in shards.items() if row["done"] or row["failed"]}
+    live = live_processes(run_dir)
+    # Pending work with nothing queued or running (no array task, no process of this host: those killed
+    # left their markers behind) will never finish by itself: stopped, no ETA. Unknown when the run has
+    # jobs and Slurm cannot be asked.
+    working = running + live.running
+    stalled = bool(pending) and working == 0 and (states is not None or not job_ids)
+    recorded = summary.jobs | {
+        f"{r['array_job_id']}_{r['array_task_id']}" for r in failed.values() if r.get("array_job_id")
+    }
     last = tasks[-1]["submission"] if tasks else None
-    # Array tasks that ended badly: those of any submission while work is left, and always those of the
-    # newest one (its tasks were meant to finish the run; it is not complete while they failed).
-    ended = [
-        {**t, "recorded": t["shard"] in recorded}
-        for t in tasks
-        if t["state"] in ENDED_BADLY_STATES and (pending or failed or t["submission"] == last)
-    ]
+    ended = ended_tasks(tasks, recorded, bool(pending or failed), last)
     return {
         "run_dir": os.path.abspath(run_dir),
         "total": total,
@@ -125,13 +128,34 @@ def collect_status(run_dir: str) -> dict[str, Any]:
         "docs_per_second": rows_in / elapsed if elapsed > 0 else None,
         "eta_seconds": None if stalled else pending / rate if rate and pending else (0.0 if not pending else None),
         "stalled": stalled,
+        "stopped": stalled,
+        "active": working + (1 if states is None and job_ids else 0),
+        "processes": {"alive": list(live.alive), "elsewhere": list(live.elsewhere), "gone": list(live.gone)},
         "shards": sorted(shards.values(), key=shard_order),
         "jobs": job_ids,
         "job_states": active,
         "ended_tasks": ended,
         "last_submission_failed": sum(1 for t in ended if t["submission"] == last),
         "funnel": [row.as_dict() for row in summary.funnel],
+        "verified": verify_run(run_dir) if verify else None,
     }
+
+
+def ended_tasks(
+    tasks: list[dict[str, Any]], recorded: set[str], work_left: bool, last: str | None
+) -> list[dict[str, Any]]:
+    """The array tasks that ended badly: those of any submission while work is left, and always those of
+    the newest one (``last``: its tasks were meant to finish the run; it is not complete while they
+    failed), each with whether it ``recorded`` work (its ``<job>_<index>`` wrote a ledger record) and
+    ``started`` (it left a log: one cancelled while it waited never started, and has no log to point at)."""
+    ended = []
+    for t in tasks:
+        if t["state"] in ENDED_BADLY_STATES and (work_left or t["submission"] == last):
+            started = os.path.exists(t["log"])
+            ended.append(
+                {**t, "recorded": t["job"] in recorded, "started": started, "log": t["log"] if started else None}
+            )
+    return ended
 
 
 def array_tasks(run_dir: str, submissions: list[dict[str, Any]], states: dict[str, str] | None) -> list[dict[str, Any]]:
@@ -156,18 +180,13 @@ def array_tasks(run_dir: str, submissions: list[dict[str, Any]], states: dict[st
     return tasks
 
 
-def shard_order(row: dict[str, Any]) -> tuple[int, int, str]:
-    """By shard count, then index: ``2/16`` before ``10/16``, and the shards of one count together."""
-    index, _, count = str(row["shard"]).partition("/")
-    if index.isdigit() and count.isdigit():
-        return int(count), int(index), ""
-    return -1, -1, str(row["shard"])
-
-
 def status_exit_code(status: dict[str, Any]) -> int:
-    """1 when some source task failed, the run is stalled (work pending, nothing queued or running), or
-    an array task of the newest submission ended badly; else 0 (complete, or still going)."""
-    return 1 if status["failed"] or status["stalled"] or status["last_submission_failed"] else 0
+    """1 when some source task failed, the run is stopped (work pending, nothing queued or running), an
+    array task of the newest submission ended badly, or ``--verify`` found lost outputs or changed inputs;
+    else 0 (complete, or still going)."""
+    verified = status.get("verified") or {}
+    bad = verified.get("lost_outputs") or verified.get("changed_inputs")
+    return 1 if status["failed"] or status["stalled"] or status["last_submission_failed"] or bad else 0
 
 
 @dataclass(frozen=True)
@@ -183,28 +202,39 @@ class StatusReport:
     workflow: bool
 
 
-def status_report(run_dir: str, show_all: bool = False) -> StatusReport:
-    """:func:`collect_status` of ``run_dir``, or of every phase when it is a workflow's, with its text."""
+def status_report(run_dir: str, show_all: bool = False, verify: bool = False) -> StatusReport:
+    """:func:`collect_status` of ``run_dir``, or of every phase when it is a workflow's, with its text.
+    Settled (``--watch`` stops) when nothing can change any more: nothing pending, or nothing running."""
     phases = workflow_phase_dirs(run_dir)
     if phases is None:
-        s = collect_status(run_dir)
+        s = collect_status(run_dir, verify)
         settled = s["pending"] == 0 or s["stalled"]
         return StatusReport(s, format_status(s, show_all), status_exit_code(s), settled, workflow=False)
-    statuses = workflow_status(phases)
-    data = {"workflow": run_dir, "phases": statuses}
-    text = format_workflow_status(statuses, show_all)
-    return StatusReport(data, text, workflow_exit_code(statuses), workflow_settled(statuses), workflow=True)
+    statuses = workflow_status(phases, verify)
+    stopped = workflow_stopped(statuses, live_processes(run_dir).running)
+    data = {"workflow": run_dir, "phases": statuses, "stopped": stopped}
+    text = format_workflow_status(statuses, show_all, run_dir if stopped else None)
+    code = max(workflow_exit_code(statuses), 1 if stopped else 0)
+    return StatusReport(data, text, code, stopped or workflow_settled(statuses), workflow=True)
 
 
-def workflow_status(phases: list[tuple[str, str]]) -> dict[str, dict[str, Any] | None]:
+def workflow_status(phases: list[tuple[str, str]], verify: bool = False) -> dict[str, dict[str, Any] | None]:
     """The status of each phase (``workflow_phase_dirs``), in order; None for a phase whose run directory
     does not exist yet (not started)."""
-    return {name: collect_status(d) if os.path.isdir(d) else None for name, d in phases}
+    return {name: collect_status(d, verify) if os.path.isdir(d) else None for name, d in phases}
 
 
 def workflow_exit_code(statuses: dict[str, dict[str, Any] | None]) -> int:
     """:func:`status_exit_code` of the worst phase that started."""
     return max((status_exit_code(s) for s in statuses.values() if s is not None), default=0)
+
+
+def workflow_stopped(statuses: dict[str, dict[str, Any] | None], root_processes: int) -> bool:
+    """Whether a workflow is stopped: its last phase is not complete, and nothing of it is queued or
+    running (no array task of any phase, no process in any phase's run directory or in the workflow's)."""
+    last = list(statuses.values())[-1]
+    complete = last is not None and last["pending"] == 0 and not last["failed"]
+    return not complete and root_processes == 0 and all(s is None or s["active"] == 0 for s in statuses.values())
 
 
 def workflow_settled(statuses: dict[str, dict[str, Any] | None]) -> bool:
@@ -213,76 +243,6 @@ def workflow_settled(statuses: dict[str, dict[str, Any] | None]) -> bool:
     last = list(statuses.values())[-1]
     finished = last is not None and last["pending"] == 0
     return finished or any(s is not None and (s["stalled"] or s["failed"]) for s in statuses.values())
-
-
-def format_workflow_status(statuses: dict[str, dict[str, Any] | None], show_all: bool) -> str:
-    """The text of `curator-slurm status` for a workflow: each phase's, under its name."""
-    return "\n".join(
-        f"== phase {name}: not started" if s is None else f"== phase {name}\n{format_status(s, show_all)}"
-        for name, s in statuses.items()
-    )
-
-
-def format_status(status: dict[str, Any], show_all: bool) -> str:
-    """The text of `curator-slurm status` for ``status`` (from :func:`collect_status`); without
-    ``show_all`` a large run shows only the shards with failures and the slowest ones."""
-
-    def num(value: float | None, fmt: str = "{:.1f}") -> str:
-        return "-" if value is None else fmt.format(value)
-
-    lines = [
-        f"run directory {status['run_dir']}",
-        f"source tasks: {status['total']} total, {status['done']} done, {status['failed']} failed, "
-        f"{status['pending']} pending ({status['percent']:.1f}% done)",
-    ]
-    eta = "stalled" if status["stalled"] else f"ETA {num(status['eta_seconds'], '{:.0f}')} s"
-    lines.append(
-        f"documents: {status['rows_in']} in, {status['rows_out']} out; throughput "
-        f"{num(status['docs_per_second'], '{:.0f}')} docs/s, {num(status['tasks_per_second'], '{:.2f}')} tasks/s; {eta}"
-    )
-    if status.get("tokens") is not None:
-        lines.append(f"tokens: {status['tokens']} in the outputs of the done source tasks")
-    if status["funnel"]:
-        lines.append(f"funnel of the done source tasks, all shards: {'docs in':>10} {'docs out':>10} {'dropped':>10}")
-        for row in status["funnel"]:
-            dropped = row["dropped"] if row["rows_in"] else "-"
-            lines.append(f"  {row['stage']:<45} {row['rows_in']:>10} {row['rows_out']:>10} {dropped:>10}")
-    if status["job_states"] is not None:
-        states = ", ".join(f"{n} {s}" for s, n in sorted(status["job_states"].items())) or "none known to Slurm"
-        lines.append(f"array tasks of jobs {', '.join(status['jobs']) or '-'}: {states}")
-    ended = status["ended_tasks"]
-    for t in ended if show_all else ended[:10]:
-        what = "after recording some work" if t["recorded"] else "without recording any work"
-        lines.append(f"array task {t['job']} (shard {t['shard']}) ended {t['state']} {what}; log: {t['log']}")
-    if len(ended) > 10 and not show_all:
-        lines.append(f"... and {len(ended) - 10} more array tasks that ended badly (--all lists them)")
-    if status["last_submission_failed"] and not status["pending"] and not status["failed"]:
-        lines.append(
-            f"not complete: {status['last_submission_failed']} array task(s) of the last submission ended badly "
-            "(see their logs above), although every source task is recorded done"
-        )
-    if status["stalled"]:
-        lines.append(
-            f"stalled: {status['pending']} source tasks pending and no job of this run is queued or running; "
-            f"see the logs above and `curator-slurm failures {status['run_dir']}`, then "
-            f"`curator-slurm retry {status['run_dir']}`"
-        )
-    shards = status["shards"]
-    if shards:
-        shown = shards
-        if not show_all and len(shards) > 20:
-            incomplete = [s for s in shards if s["failed"]]
-            slowest = sorted(shards, key=lambda s: -s["seconds"])[:5]
-            shown = sorted({s["shard"]: s for s in incomplete + slowest}.values(), key=shard_order)
-            lines.append(f"shards with failures and the 5 slowest of {len(shards)} (--all for every shard):")
-        lines.append(f"{'shard':>10} {'done':>6} {'failed':>6} {'seconds':>9} {'docs in':>10}  job")
-        for s in shown:
-            state = f" {s['state']}" if s.get("state") else ""
-            lines.append(
-                f"{s['shard']:>10} {s['done']:>6} {s['failed']:>6} {s['seconds']:>9.1f} {s['rows_in']:>10}  "
-                f"{s['job'] or '-'}{state}"
-            )
-    return "\n".join(lines)
 
 
 def failure_rows(run_dir: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -321,7 +281,7 @@ def failure_rows(run_dir: str) -> tuple[list[dict[str, Any]], list[dict[str, Any
     tasks = [
         _failure_row(
             error=f"array task {t['job']} ended {t['state']}"
-            + ("" if t["recorded"] else " without recording any work")
+            + (" before it started" if not t["started"] else "" if t["recorded"] else " without recording any work")
             + (f": the run directory refused it: {refused[t['job']]['error']}" if t["job"] in refused else ""),
             shard=t["shard"],
             job=t["job"],
@@ -337,24 +297,15 @@ def _failure_row(**values: Any) -> dict[str, Any]:
     return {k: values.get(k) for k in keys}
 
 
-def format_failures(rows: list[dict[str, Any]], tasks: list[dict[str, Any]], traceback: bool) -> str:
-    """The text of `curator-slurm failures` for :func:`failure_rows`' ``rows`` and ended array ``tasks``."""
-    if not rows and not tasks:
-        return "no failed source tasks"
-    lines = [f"- {r['error']} (shard {r['shard']}); log: {r['log']}" for r in tasks]
-    if not rows:
-        lines.append("no failed source tasks recorded; the array tasks above ended before recording theirs")
-        return "\n".join(lines)
-    lines.append(f"{len(rows)} failed source task(s):")
-    for r in rows:
-        lines.append(
-            f"- {r['source']} [{r['stage']}] after {r['attempts']} attempt(s), shard {r['shard']} on {r['host']}"
-        )
-        lines.append(f"  error: {(r['error'] or '').splitlines()[0] if r['error'] else ''}")
-        if r["files"]:
-            lines.append(f"  files: {', '.join(map(str, r['files']))}")
-        if r["log"]:
-            lines.append(f"  log:   {r['log']}")
-        if traceback and r["traceback"]:
-            lines.append("  " + r["traceback"].rstrip().replace("\n", "\n  "))
-    return "\n".join(lines)
+__all__ = [
+    "StatusReport",
+    "check_run_dir",
+    "collect_status",
+    "failure_rows",
+    "format_failures",
+    "format_status",
+    "format_workflow_status",
+    "shard_order",
+    "status_report",
+    "workflow_phase_dirs",
+]

@@ -22,11 +22,12 @@ from typing import Any
 from curator_slurm.errors import CuratorError, OptionError, RunDirError
 from curator_slurm.settings import job_environment
 from curator_slurm.slurm.control import ACTIVE_STATES, ENDED_BADLY_STATES, active_jobs, job_states  # noqa: F401
-from curator_slurm.slurm.options import SubmitOptions, option_fields
+from curator_slurm.slurm.options import SubmitOptions, option_fields, requeue_signal
 from curator_slurm.slurm.ray_script import ray_cluster_block
 
 SUBMISSIONS_FILE = "submissions.jsonl"
-#: With --requeue and no --signal: SIGUSR1 to the pipeline 120 s before the time limit.
+#: With --requeue and no --signal: SIGUSR1 to the pipeline 120 s before the time limit (earlier for a short
+#: limit, see ``requeue_signal``).
 DEFAULT_REQUEUE_SIGNAL = "B:USR1@120"
 
 
@@ -141,7 +142,7 @@ def render_script(opts: SubmitOptions, chunk: ArrayChunk) -> str:
         lines.append(_directive("ntasks-per-node", 1))
     if opts.requeue and opts.signal is None:
         # requeueing is triggered by a warning signal (SIGTERM is also scancel's): ask for one
-        lines.append(_directive("signal", DEFAULT_REQUEUE_SIGNAL))
+        lines.append(_directive("signal", requeue_signal(opts.time)[0]))
     if opts.requeue:
         lines.append("#SBATCH --requeue")
         lines.append("#SBATCH --open-mode=append")  # keep the log of every attempt, not just the last

@@ -1,0 +1,242 @@
+"""What each source task was computed from, so that an input that changes under a run is refused instead of
+mixed in (issue #24.1).
+
+Source task ids name the work (a file's path relative to the reader's root), not its content: a file
+appended after a workflow's hash phase keeps its id, and its write phase would read rows the hash phase
+never saw (duplicates kept, `status` at 100 %). So a source task's done record in the ledger carries the
+size and modification time of every file it read (``inputs``: paths, sizes, mtimes, taken as it started),
+and every later start compares the files again:
+
+- a process that lists its sources (a resume, a `local` shard, a task without a manifest) compares the
+  files of its source tasks that are recorded done (a file of a task not done yet may change: it is read
+  as it is now, e.g. a broken input fixed before the re-run);
+- a workflow phase also compares every file the phases before it read (all of their tasks are done),
+  unless it runs from a manifest (then `submit`/`retry` compared them, and the readers check each file
+  against its planned size as they open it);
+- `submit` and `retry` compare the plan's files with what the run (every phase of a workflow) recorded
+  before anything is queued.
+
+A change is refused naming the file and what changed (size, time, gone), with how to start afresh. Files
+that are not local paths (``s3://...``) are not compared. Files added or removed are the business of
+``sources.json`` (``CURATOR_ACCEPT_NEW_INPUTS``); a changed file under done work is never accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.json as pj
+
+from curator_slurm.errors import RunDirError
+from curator_slurm.runs.ledger import complete_lines, ledger_files
+
+#: (size, mtime_ns) of each file, by absolute path.
+Stats = dict[str, tuple[int, int]]
+_FILES = pa.struct(
+    [("paths", pa.list_(pa.string())), ("sizes", pa.list_(pa.int64())), ("mtimes", pa.list_(pa.int64()))]
+)
+#: The columns of a ledger record read here (the rest is not parsed): what a done task read and wrote.
+_SCHEMA = pa.schema([("source", pa.string()), ("status", pa.string()), ("inputs", _FILES), ("written", _FILES)])
+
+
+class InputsChangedError(RunDirError):
+    """An input file changed (or went) since a run (or the phase of a workflow before) read it."""
+
+
+def task_files(tasks: Iterable[Any]) -> list[str]:
+    """The local files that the source tasks ``tasks`` read (the ``data`` of file groups), each once."""
+    files: set[str] = set()
+    for t in tasks:
+        data = getattr(t, "data", None)
+        if isinstance(data, list):
+            files.update(os.path.abspath(p) for p in data if isinstance(p, str) and "://" not in p)
+    return sorted(files)
+
+
+def stat_files(paths: Iterable[str]) -> Stats:
+    """(size, mtime_ns) of each of ``paths`` that exists."""
+    out: Stats = {}
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        out[p] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def input_states(tasks: Iterable[Any]) -> dict[str, dict[str, list[Any]]]:
+    """For each source task (by id), what its done record keeps of the files it reads: their paths, sizes
+    and modification times now (before it is processed)."""
+    out = {}
+    for t in tasks:
+        stats = stat_files(task_files([t]))
+        out[t.task_id] = {
+            "paths": list(stats),
+            "sizes": [s for s, _ in stats.values()],
+            "mtimes": [m for _, m in stats.values()],
+        }
+    return out
+
+
+def recorded_inputs(run_dir: str, sources: set[str] | None = None, shard: Any = None) -> Stats:
+    """The files that the done source tasks of ``run_dir`` (those in ``sources``, default all; with
+    ``shard``, read from its ledger files only) were computed from, each with the size and time of the
+    last done record that names it."""
+    out: Stats = {}
+    for record in done_records(run_dir, sources, shard).values():
+        read = record.get("inputs") or {}
+        columns = (read.get("paths") or [], read.get("sizes") or [], read.get("mtimes") or [])
+        for p, size, mtime in zip(*columns, strict=False):
+            out[p] = (int(size), int(mtime))
+    return out
+
+
+def done_records(run_dir: str, sources: set[str] | None = None, shard: Any = None) -> dict[str, dict[str, Any]]:
+    """The last done record of each done source task of ``run_dir`` (of those in ``sources``, default
+    all), with only ``inputs`` and ``written`` parsed: what it read, and what it wrote (absolute paths and
+    sizes). Records written before these were kept have neither. With ``shard`` (a ``ShardSpec``) only
+    the ledger files that may hold its tasks' records are read, as ``load_status`` does."""
+    out: dict[str, dict[str, Any]] = {}
+    if not os.path.isdir(run_dir) or (sources is not None and not sources):
+        return out
+    for name in ledger_files(run_dir, shard, sources if shard is not None else None):
+        for record in _done_rows(name):
+            if sources is None or record.get("source") in sources:
+                out[record["source"]] = record
+    return out
+
+
+def _done_rows(path: str) -> list[dict[str, Any]]:
+    """The done records of one ledger file that carry ``inputs`` or ``written`` (only those columns)."""
+    data = complete_lines(path)
+    if b'"inputs"' not in data and b'"written"' not in data:
+        return []
+    try:
+        table = pj.read_json(
+            pa.BufferReader(data),
+            read_options=pj.ReadOptions(use_threads=False),
+            parse_options=pj.ParseOptions(explicit_schema=_SCHEMA, unexpected_field_behavior="ignore"),
+        )
+        rows = table.to_pylist()
+    except pa.ArrowInvalid:  # a damaged line in the middle: record by record
+        rows = []
+        for line in data.splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return [r for r in rows if isinstance(r, dict) and r.get("status") == "done" and r.get("source")]
+
+
+def changes(recorded: Mapping[str, tuple[int, int]], now: Stats, paths: Iterable[str] | None = None) -> list[str]:
+    """What changed in each of ``paths`` (default: every recorded file) that the record holds: one phrase
+    per file, naming it."""
+    out = []
+    for p in sorted(recorded if paths is None else (q for q in paths if q in recorded)):
+        size, mtime = recorded[p]
+        if p not in now:
+            out.append(f"{p}: no longer exists (it was {size} bytes)")
+        elif now[p][0] != size:
+            out.append(f"{p}: is {now[p][0]} bytes, was {size}")
+        elif now[p][1] != mtime:
+            out.append(f"{p}: was modified (same size, {size} bytes, new modification time)")
+    return out
+
+
+def refuse(found: Sequence[str], seen_by: str, afresh: str) -> None:
+    """Raise :class:`InputsChangedError` for the changes ``found`` (if any): what changed, who saw it
+    before, and how to start afresh (``afresh``)."""
+    if not found:
+        return
+    more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+    raise InputsChangedError(
+        f"{len(found)} input file(s) changed since {seen_by} read them: {'; '.join(found[:3])}{more}. What was "
+        "done from the old content would be mixed with the new (e.g. duplicates kept). Restore the file(s), "
+        f"or start afresh: {afresh}"
+    )
+
+
+def afresh_hint(run_dir: str) -> str:
+    """How to start afresh from ``run_dir``: a workflow's whole run directory, else the run's."""
+    parent = os.path.dirname(os.path.abspath(run_dir))
+    if os.path.exists(os.path.join(parent, "workflow.json")):
+        return (
+            f"delete the workflow's run directory {parent} and its intermediate files in {os.path.dirname(parent)}, "
+            "and the output; or write to a new output directory"
+        )
+    return f"delete {run_dir} and the outputs it records, or write to a new output directory"
+
+
+def check_listing(run_dir: str, done: set[str], shard: Any = None) -> None:
+    """For a process that listed its source tasks: refuse when a file that one of them recorded ``done``
+    (in ``run_dir``; with ``shard``, its ledger files only) was computed from changed since."""
+    if not done:
+        return
+    recorded = recorded_inputs(run_dir, done, shard)
+    refuse(changes(recorded, stat_files(recorded)), f"the run in {run_dir}", afresh_hint(run_dir))
+
+
+def check_recorded(run_dirs: Sequence[tuple[str, str]], afresh: str) -> None:
+    """Refuse when a file that any done source task of ``run_dirs`` (``(who, run dir)``, e.g. the phases
+    before this one) read changed since: each such file is looked at again."""
+    for who, directory in run_dirs:
+        recorded = recorded_inputs(directory)
+        refuse(changes(recorded, stat_files(recorded)), who, afresh)
+
+
+def plan_inputs(
+    table: pa.Table | None, run_dir: str, others: Sequence[tuple[str, str]] = (), who: str | None = None
+) -> None:
+    """At `submit`/`retry`: the files of a plan's sources ``table`` against what the done work of
+    ``run_dir`` (and of ``others``, e.g. the other phases of a workflow) read, refused when one changed."""
+    files = table_files(table)
+    if not files:
+        return
+    now = stat_files(files)
+    for label, directory in [(who or f"the run in {run_dir}", run_dir), *others]:
+        refuse(changes(recorded_inputs(directory), now, files), label, afresh_hint(run_dir))
+
+
+def check_plan_inputs(plan: Mapping[str, Any], sources: Mapping[str, Any] | None = None) -> None:
+    """What `submit`, `retry` and `local` check before starting anything: the files of a plan (as
+    ``run_plan`` gives it) against what the done work of the run read; for a workflow, each phase's
+    planned files (``sources``, by phase; default the plan's ``phase_sources``) against what every phase read."""
+    if plan.get("kind") != "workflow":
+        if plan.get("run_dir"):
+            plan_inputs(plan.get("sources_table"), plan["run_dir"])
+        return
+    tables = sources if sources is not None else plan.get("phase_sources") or {}
+    dirs = [(p["phase"], p["run_dir"]) for p in plan["phases"]]
+    label = {n: f"phase {n!r} of workflow {plan['workflow']!r}" for n, _ in dirs}
+    for name, directory in dirs:
+        others = [(label[n], d) for n, d in dirs if n != name]
+        plan_inputs(tables.get(name), directory, others, who=label[name])
+
+
+def table_files(table: pa.Table | None) -> list[str]:
+    """The files of a plan's sources table (``runs.manifest.SCHEMA``), each once."""
+    if table is None:
+        return []
+    return sorted({os.path.abspath(p) for group in table.column("data").to_pylist() for p in group if "://" not in p})
+
+
+__all__ = [
+    "InputsChangedError",
+    "afresh_hint",
+    "changes",
+    "check_listing",
+    "check_plan_inputs",
+    "check_recorded",
+    "done_records",
+    "input_states",
+    "plan_inputs",
+    "recorded_inputs",
+    "stat_files",
+    "table_files",
+    "task_files",
+]

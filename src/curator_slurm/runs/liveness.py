@@ -1,0 +1,148 @@
+"""Which processes are working in a run directory right now, as facts `status` can check (issue #24.7).
+
+A run's Slurm array tasks are known by their job ids (``submissions.jsonl``) and asked of squeue; a run
+started any other way (a plain ``python script.py``, `curator-slurm local`, a workflow between phases) has
+no job to ask about. So every process that works in a run directory leaves a marker there while it does,
+``live/<host>-<pid>``, holding its host, pid and the process's start time, and removes it as it ends. A
+process killed with SIGKILL cannot remove its marker; `status` then finds the pid gone (or reused by a
+process that started later) and knows the run is stopped, not "pending with an ETA". A marker of another
+host cannot be checked from here and counts as alive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+
+LIVE_DIR = "live"
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot, from /proc), None where unknown or when
+    the process has ended (a zombie, not reaped yet, does no work): with the pid it tells a process from a
+    later one that reused its pid."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
+
+
+@contextmanager
+def marked(run_dir: str, what: str) -> Iterator[None]:
+    """While in the body, ``run_dir`` holds this process's marker (``what`` says what it does there)."""
+    host, pid = socket.gethostname(), os.getpid()
+    directory = os.path.join(run_dir, LIVE_DIR)
+    path = os.path.join(directory, f"{host}-{pid}")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        _prune(directory, host)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"host": host, "pid": pid, "start": _start_time(pid), "what": what}, f)
+    except OSError:  # a read-only or full run directory: the run reports that itself; status then knows less
+        path = ""
+    try:
+        yield
+    finally:
+        if path:
+            with suppress(OSError):
+                os.unlink(path)
+
+
+def _prune(directory: str, host: str) -> None:
+    """Remove the markers of processes of this host that ended without removing them (killed)."""
+    for name in os.listdir(directory):
+        if not name.startswith(f"{host}-"):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            with open(path, encoding="utf-8") as f:
+                marker = json.load(f)
+            if not _same_process(int(marker["pid"]), marker.get("start")):
+                os.unlink(path)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+
+
+@dataclass(frozen=True)
+class Live:
+    """The processes of a run directory: ``alive`` (checked on this host), ``elsewhere`` (markers of other
+    hosts, which cannot be checked from here) and ``gone`` (markers of processes that ended without
+    removing them: killed)."""
+
+    alive: tuple[str, ...] = ()
+    elsewhere: tuple[str, ...] = ()
+    gone: tuple[str, ...] = ()
+
+    @property
+    def running(self) -> int:
+        """How many may still be working."""
+        return len(self.alive) + len(self.elsewhere)
+
+
+def live_processes(run_dir: str) -> Live:
+    """What the markers in ``run_dir`` say, each checked against the processes of this host."""
+    directory = os.path.join(run_dir, LIVE_DIR)
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return Live()
+    host = socket.gethostname()
+    alive, elsewhere, gone = [], [], []
+    for name in names:
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8") as f:
+                marker = json.load(f)
+            pid = int(marker["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # being written, or removed while we looked
+        label = f"{marker.get('host')}:{pid} ({marker.get('what')})"
+        if marker.get("host") != host:
+            elsewhere.append(label)
+        elif _same_process(pid, marker.get("start")):
+            alive.append(label)
+        else:
+            gone.append(label)
+    return Live(tuple(alive), tuple(elsewhere), tuple(gone))
+
+
+def _same_process(pid: int, start: str | None) -> bool:
+    """Whether ``pid`` is still the process that wrote a marker (same start time, where it is known)."""
+    if start is not None:
+        return _start_time(pid) == start
+    return _pid_exists(pid)
+
+
+def refuse_if_live(run_dirs: list[str], what: str) -> None:
+    """Refuse to start ``what`` while a process (of this host, or one that cannot be checked) works in
+    any of ``run_dirs``: both would take the same source tasks and do them twice."""
+    for directory in run_dirs:
+        live = live_processes(directory)
+        if live.running:
+            from curator_slurm.errors import OptionError
+
+            raise OptionError(
+                f"{live.running} process(es) are working in {directory} right now "
+                f"({', '.join((*live.alive, *live.elsewhere)[:3])}); {what} beside them would do their source "
+                "tasks twice. Wait for them (curator-slurm status), or stop them first"
+            )
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+__all__ = ["LIVE_DIR", "Live", "live_processes", "marked", "refuse_if_live"]

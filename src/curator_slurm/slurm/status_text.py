@@ -1,0 +1,161 @@
+"""The text `curator-slurm status` and `failures` print, from the data of :mod:`curator_slurm.slurm.status`."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def shard_order(row: dict[str, Any]) -> tuple[int, int, str]:
+    """By shard count, then index: ``2/16`` before ``10/16``, and the shards of one count together."""
+    index, _, count = str(row["shard"]).partition("/")
+    if index.isdigit() and count.isdigit():
+        return int(count), int(index), ""
+    return -1, -1, str(row["shard"])
+
+
+def format_workflow_status(
+    statuses: dict[str, dict[str, Any] | None], show_all: bool, stopped_root: str | None = None
+) -> str:
+    """The text of `curator-slurm status` for a workflow: each phase's, under its name, and a last line
+    when it is stopped (``stopped_root``, its run directory)."""
+    lines = [
+        f"== phase {name}: not started" if s is None else f"== phase {name}\n{format_status(s, show_all)}"
+        for name, s in statuses.items()
+    ]
+    if stopped_root is not None:
+        waiting = next((name for name, s in statuses.items() if s is None or s["pending"] or s["failed"]), None)
+        lines.append(
+            f"stopped: phase {waiting} is not complete and nothing of this workflow is queued or running; resume "
+            f"with `curator-slurm retry {stopped_root}` (submitted runs) or by running the script again (done "
+            "work is skipped)"
+        )
+    return "\n".join(lines)
+
+
+def format_status(status: dict[str, Any], show_all: bool) -> str:
+    """The text of `curator-slurm status` for ``status`` (from :func:`collect_status`); without
+    ``show_all`` a large run shows only the shards with failures and the slowest ones."""
+
+    def num(value: float | None, fmt: str = "{:.1f}") -> str:
+        return "-" if value is None else fmt.format(value)
+
+    lines = [
+        f"run directory {status['run_dir']}",
+        f"source tasks: {status['total']} total, {status['done']} done, {status['failed']} failed, "
+        f"{status['pending']} pending ({status['percent']:.1f}% done)",
+    ]
+    eta = "stopped" if status["stalled"] else f"ETA {num(status['eta_seconds'], '{:.0f}')} s"
+    lines.append(
+        f"documents: {status['rows_in']} in, {status['rows_out']} out; throughput "
+        f"{num(status['docs_per_second'], '{:.0f}')} docs/s, {num(status['tasks_per_second'], '{:.2f}')} tasks/s; {eta}"
+    )
+    if status.get("tokens") is not None:
+        lines.append(f"tokens: {status['tokens']} in the outputs of the done source tasks")
+    if status["funnel"]:
+        lines.append(f"funnel of the done source tasks, all shards: {'docs in':>10} {'docs out':>10} {'dropped':>10}")
+        for row in status["funnel"]:
+            dropped = row["dropped"] if row["rows_in"] else "-"
+            lines.append(f"  {row['stage']:<45} {row['rows_in']:>10} {row['rows_out']:>10} {dropped:>10}")
+    if status["job_states"] is not None:
+        states = ", ".join(f"{n} {s}" for s, n in sorted(status["job_states"].items())) or "none known to Slurm"
+        lines.append(f"array tasks of jobs {', '.join(status['jobs']) or '-'}: {states}")
+    ended = status["ended_tasks"]
+    for t in ended if show_all else ended[:10]:
+        if not t["started"]:
+            lines.append(f"array task {t['job']} (shard {t['shard']}) ended {t['state']} before it started (no log)")
+            continue
+        what = "after recording some work" if t["recorded"] else "without recording any work"
+        lines.append(f"array task {t['job']} (shard {t['shard']}) ended {t['state']} {what}; log: {t['log']}")
+    if len(ended) > 10 and not show_all:
+        lines.append(f"... and {len(ended) - 10} more array tasks that ended badly (--all lists them)")
+    if status["last_submission_failed"] and not status["pending"] and not status["failed"]:
+        lines.append(
+            f"not complete: {status['last_submission_failed']} array task(s) of the last submission ended badly "
+            "(see their logs above), although every source task is recorded done"
+        )
+    if status["stalled"] and status["jobs"]:
+        lines.append(
+            f"stopped: {status['pending']} source tasks pending and no job of this run is queued or running "
+            f"(nor any process of it); see the logs above and `curator-slurm failures {status['run_dir']}`, then "
+            f"`curator-slurm retry {_retry_target(status['run_dir'])}`"
+        )
+    elif status["stalled"]:
+        gone = status["processes"]["gone"]
+        killed = f" ({len(gone)} ended without finishing: {', '.join(gone[:3])})" if gone else ""
+        lines.append(
+            f"stopped: {status['pending']} source tasks pending and no process of this run is running{killed}; "
+            "run the same command again to resume (done work is skipped)"
+        )
+    lines.extend(_verify_lines(status.get("verified")))
+    shards = status["shards"]
+    if shards:
+        shown = shards
+        if not show_all and len(shards) > 20:
+            incomplete = [s for s in shards if s["failed"]]
+            slowest = sorted(shards, key=lambda s: -s["seconds"])[:5]
+            shown = sorted({s["shard"]: s for s in incomplete + slowest}.values(), key=shard_order)
+            lines.append(f"shards with failures and the 5 slowest of {len(shards)} (--all for every shard):")
+        lines.append(f"{'shard':>10} {'done':>6} {'failed':>6} {'seconds':>9} {'docs in':>10}  job")
+        for s in shown:
+            state = f" {s['state']}" if s.get("state") else ""
+            lines.append(
+                f"{s['shard']:>10} {s['done']:>6} {s['failed']:>6} {s['seconds']:>9.1f} {s['rows_in']:>10}  "
+                f"{s['job'] or '-'}{state}"
+            )
+    return "\n".join(lines)
+
+
+def _retry_target(run_dir: str) -> str:
+    """What to give `retry` for ``run_dir``: a workflow phase is retried through its workflow."""
+    from curator_slurm.workflow import workflow_phases
+
+    root = os.path.dirname(os.path.abspath(run_dir))
+    phases = workflow_phases(root) or []
+    return root if os.path.basename(os.path.abspath(run_dir)) in phases else run_dir
+
+
+def _verify_lines(verified: dict[str, Any] | None) -> list[str]:
+    """What `status --verify` found, as lines (none without --verify)."""
+    if verified is None:
+        return []
+    lost, changed = verified["lost_outputs"], verified["changed_inputs"]
+    if not lost and not changed:
+        return ["verified: every done source task's outputs exist with their recorded sizes, and its inputs "
+                "are unchanged"]  # fmt: skip
+    lines = []
+    if lost:
+        first = "; ".join(p[0] for p in list(lost.values())[:3])
+        lines.append(
+            f"not complete: {len(lost)} done source task(s) lost outputs ({first}); running the same command "
+            "again (or `curator-slurm retry`) does them again"
+        )
+    if changed:
+        lines.append(
+            f"not complete: {len(changed)} input file(s) changed since done work read them ({'; '.join(changed[:3])})"
+            "; restore them, or start afresh in a new output directory"
+        )
+    return lines
+
+
+def format_failures(rows: list[dict[str, Any]], tasks: list[dict[str, Any]], traceback: bool) -> str:
+    """The text of `curator-slurm failures` for :func:`failure_rows`' ``rows`` and ended array ``tasks``."""
+    if not rows and not tasks:
+        return "no failed source tasks"
+    lines = [f"- {r['error']} (shard {r['shard']})" + (f"; log: {r['log']}" if r["log"] else "") for r in tasks]
+    if not rows:
+        lines.append("no failed source tasks recorded; the array tasks above ended before recording theirs")
+        return "\n".join(lines)
+    lines.append(f"{len(rows)} failed source task(s):")
+    for r in rows:
+        lines.append(
+            f"- {r['source']} [{r['stage']}] after {r['attempts']} attempt(s), shard {r['shard']} on {r['host']}"
+        )
+        lines.append(f"  error: {(r['error'] or '').splitlines()[0] if r['error'] else ''}")
+        if r["files"]:
+            lines.append(f"  files: {', '.join(map(str, r['files']))}")
+        if r["log"]:
+            lines.append(f"  log:   {r['log']}")
+        if traceback and r["traceback"]:
+            lines.append("  " + r["traceback"].rstrip().replace("\n", "\n  "))
+    return "\n".join(lines)
