@@ -212,7 +212,7 @@ def _resume_filter(
     if source.manifest is None:  # a file that changed under done work is refused (with a manifest: at submit)
         from curator_slurm.runs.inputs import check_listing
 
-        check_listing(run_dir.path, done, shard)
+        check_listing(run_dir.path, done, shard, mine)
     from curator_slurm.runs.verify import lost_outputs
 
     lost = lost_outputs(run_dir.path, done, shard)  # done, but its outputs are gone: done again
