@@ -60,6 +60,11 @@ class OptionError(CuratorError, ValueError):
     """A bad option value (a command-line option or a :class:`~curator_slurm.slurm.submit.SubmitOptions` field)."""
 
 
+class OutputError(CuratorError, OSError):
+    """An output (or run) directory cannot be written: no permission, a read-only filesystem, a file in the way.
+    The message names the place and the fix; retrying cannot help, so no executor retries it."""
+
+
 class OutputSpaceError(CuratorError, OSError):
     """The filesystem of an output or run directory is full, or its quota is used up (ENOSPC, EDQUOT)."""
 

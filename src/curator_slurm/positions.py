@@ -13,12 +13,12 @@ are known only for batches whose rows are still those the reader read: ask befor
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
+from . import fs
 from .errors import InputError
 from .stages._kernels import cast
 from .tasks import DocumentBatch, id_paths
@@ -87,9 +87,9 @@ def rows_before(path: str, offset: int, counter: type | None = None) -> int:
         return int(counter.rows_before(path, offset))
     from .stages.readers import jsonl_rows_before, parquet_rows_before
 
-    return parquet_rows_before(path, offset) if path.endswith(".parquet") else jsonl_rows_before(path, offset)
+    return parquet_rows_before(path, offset) if path.lower().endswith(".parquet") else jsonl_rows_before(path, offset)
 
 
 def relative_path(path: str, root: str | None) -> str:
     """``path`` as positions name it: relative to ``root`` with ``/`` separators."""
-    return id_paths([os.path.abspath(path)], root)[0]
+    return id_paths([fs.absolute(path)], root)[0]

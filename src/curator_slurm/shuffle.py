@@ -17,16 +17,17 @@ written atomically (hidden temporary name, then rename), so a re-run rewrites th
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
 
+from . import fs
 from ._lazy import LazyModule
 from .errors import InputError
 from .stages._kernels import call, filter_table
 from .stages.base import ProcessingStage
-from .stages.writers import atomic_write
 from .tasks import DocumentBatch, EmptyTask, FileGroupTask, content_id
 
 pq = LazyModule("pyarrow.parquet")
@@ -57,7 +58,7 @@ class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
     def __init__(
         self, path: str | os.PathLike, column: str, group_rows: int | None = None, compression: str = "zstd"
     ) -> None:
-        self.path = os.fspath(path)
+        self.path = os.fspath(path) if fs.is_local(os.fspath(path)) else fs.absolute(path)
         self.column = column
         self.group_rows = group_rows
         self.compression = compression
@@ -69,7 +70,15 @@ class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
         return ["data"], []
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
-        os.makedirs(self.path, exist_ok=True)
+        fs.makedirs(self.path)
+
+    def remove_temporaries(self, pids: Collection[int]) -> list[str]:
+        """The temporary files that processes ``pids`` (workers killed while writing) left in ``path``, deleted."""
+        return fs.remove_temporaries(self.path, pids)
+
+    def remove_dead_temporaries(self) -> fs.Cleanup:
+        """What writers on this host that are gone left half-written in ``path``, deleted (on resume)."""
+        return fs.remove_dead_temporaries(self.path)
 
     def process(self, task: DocumentBatch) -> FileGroupTask:
         table = task.data
@@ -83,7 +92,7 @@ class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
         else:
             bounds = np.arange(self.group_rows, table.num_rows, self.group_rows)
         pieces = np.split(np.arange(table.num_rows), bounds) if table.num_rows else []
-        final = os.path.join(self.path, f"{task.source_id or task.task_id}.parquet")
+        final = fs.join(self.path, f"{task.source_id or task.task_id}.parquet")
 
         def write(f: BinaryIO) -> None:
             writer = pq.ParquetWriter(f, table.schema, compression=self.compression, write_statistics=[self.column])
@@ -95,7 +104,7 @@ class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
             finally:
                 writer.close()
 
-        atomic_write(final, write)
+        fs.atomic_write(final, write)
         return FileGroupTask(
             task_id=task.task_id,
             dataset_name=task.dataset_name,
@@ -141,7 +150,7 @@ class BucketSource(ProcessingStage[EmptyTask, FileGroupTask]):
                 task_id=content_id(self.shuffle_name, f"bucket={b}"),
                 dataset_name=self.shuffle_name,
                 data=[],
-                metadata={"bucket": b, "shuffle_dir": os.path.abspath(self.path), "bytes": 1},
+                metadata={"bucket": b, "shuffle_dir": fs.absolute(self.path), "bytes": 1},
             )
             for b in range(self.buckets)
         ]
@@ -149,11 +158,7 @@ class BucketSource(ProcessingStage[EmptyTask, FileGroupTask]):
 
 def shuffle_files(directory: str) -> list[str]:
     """The finished files of a shuffle directory (hidden temporaries excluded), sorted."""
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    return sorted(os.path.join(directory, n) for n in names if n.endswith(".parquet") and not n.startswith("."))
+    return fs.finished_files(directory, ".parquet")
 
 
 #: Footers already parsed in this process: a bucket task opens every file of the shuffle, and one worker
@@ -166,12 +171,15 @@ _FOOTER_CACHE_SIZE = 8192
 def column_ranges(path: str, column: str) -> tuple[Any, list[tuple[int, int] | None]]:
     """The footer of a Parquet file and, per row group, the (min, max) statistics of ``column`` (None for an
     empty group or one without statistics)."""
-    st = os.stat(path)
-    key = (path, st.st_size, st.st_mtime_ns, column)
+    if fs.is_local(path):
+        st = os.stat(path)
+        key = (path, st.st_size, st.st_mtime_ns, column)
+    else:  # an object is never rewritten in place under one name by a run: its size tells versions apart
+        key = (path, fs.size(path), 0, column)
     cached = _FOOTERS.get(key)
     if cached is not None:
         return cached
-    meta = pq.read_metadata(path)
+    meta = pq.read_metadata(path if fs.is_local(path) else fs.open_input(path))
     index = meta.schema.to_arrow_schema().get_field_index(column)
     ranges: list[tuple[int, int] | None] = []
     for i in range(meta.num_row_groups):
@@ -192,7 +200,7 @@ def read_overlapping(path: str, column: str, low: int, high: int, columns: list[
     groups = [i for i, r in enumerate(ranges) if r is not None and r[0] <= high and r[1] >= low]
     if not groups:
         return None
-    with pq.ParquetFile(path, metadata=meta) as f:
+    with pq.ParquetFile(path if fs.is_local(path) else fs.open_input(path), metadata=meta) as f:
         return f.read_row_groups(groups, columns=columns, use_threads=False)  # small groups: threads cost more
 
 

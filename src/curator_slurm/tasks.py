@@ -15,6 +15,8 @@ from typing import Any, Generic, TypeVar
 import pyarrow as pa
 import xxhash
 
+from . import fs
+
 T = TypeVar("T")
 
 #: Seed of every id hash in the project. Changing it changes every output name: never do that.
@@ -30,7 +32,7 @@ def id_paths(absolute: list[str], root: str | None) -> list[str]:
     """What a file group's id hashes: the paths relative to ``root`` (always with ``/``), else as given."""
     if root is None:
         return absolute
-    return [os.path.relpath(p, root).replace(os.sep, "/") for p in absolute]
+    return [fs.relative(p, root) for p in absolute]
 
 
 def content_id(*parts: str) -> str:
@@ -124,13 +126,14 @@ class FileGroupTask(Task[list[str]]):
 
         With ``root`` (the directory a reader was pointed at), the id hashes the paths relative to it, so the
         same data reached through another mount point, or moved, keeps its ids (and its outputs' names, and
-        what the ledger says is done). Without it the absolute paths are hashed. ``data`` is always absolute.
+        what the ledger says is done). Without it the absolute paths are hashed. ``data`` is always absolute (a
+        URI keeps its scheme: :func:`curator_slurm.fs.absolute`).
         """
-        absolute = sorted(os.path.abspath(p) for p in paths)
+        absolute = sorted(fs.absolute(p) for p in paths)
         if "bytes" not in metadata:
-            metadata["bytes"] = sum(os.path.getsize(p) for p in absolute)
+            metadata["bytes"] = sum(fs.size(p) for p in absolute)
         if root is not None:
-            metadata["root"] = os.path.abspath(root)
+            metadata["root"] = fs.absolute(root)
         return cls(
             task_id=content_id(*id_paths(absolute, metadata.get("root"))),
             dataset_name=dataset_name,
@@ -145,10 +148,10 @@ class FileGroupTask(Task[list[str]]):
         """The piece ``[start, end)`` of one file: it holds the lines (JSONL) or row groups (Parquet) that
         start in that range. Its id hashes the path (relative to ``root`` when given) and the range, so
         pieces of one file never share an id with it or each other."""
-        absolute = os.path.abspath(path)
+        absolute = fs.absolute(path)
         metadata.update(bytes=end - start, byte_range=[start, end])
         if root is not None:
-            metadata["root"] = os.path.abspath(root)
+            metadata["root"] = fs.absolute(root)
         return cls(
             task_id=content_id(*id_paths([absolute], metadata.get("root")), f"bytes={start}-{end}"),
             dataset_name=dataset_name,

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import fs
 from .backends.adapter import list_sources
 from .backends.results import PipelineResult
 from .backends.run import BaseExecutor
@@ -238,10 +239,7 @@ def write_marker(run_root: str, name: str, phases: list[str]) -> None:
                 return
     except (OSError, ValueError):
         pass
-    tmp = os.path.join(run_root, f".{WORKFLOW_FILE}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(payload, f)
-    os.replace(tmp, path)
+    fs.atomic_write_text(path, json.dumps(payload))
 
 
 def planned_ids(run_dir: str) -> list[str] | None:

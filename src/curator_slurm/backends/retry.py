@@ -8,14 +8,21 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from curator_slurm.errors import InputError, OutputSpaceError, is_out_of_space, out_of_space
+from curator_slurm.errors import InputError, OutputError, OutputSpaceError, is_out_of_space, out_of_space
 from curator_slurm.stages.base import ProcessingStage
-from curator_slurm.stages.writers import BaseWriter
 from curator_slurm.tasks import FailedTask, Task
 
-#: Errors that retrying cannot help, so they fail on the first attempt: bad data (:class:`InputError`), a
-#: programming error in a stage (a wrong argument or attribute, an undefined name, a missing module).
-NOT_RETRIED: tuple[type[BaseException], ...] = (InputError, TypeError, AttributeError, NameError, ImportError)
+#: Errors that retrying cannot help, so they fail on the first attempt: bad data (:class:`InputError`), an
+#: output place that cannot be written (:class:`OutputError`: no permission, read-only), a programming error
+#: in a stage (a wrong argument or attribute, an undefined name, a missing module).
+NOT_RETRIED: tuple[type[BaseException], ...] = (
+    InputError,
+    OutputError,
+    TypeError,
+    AttributeError,
+    NameError,
+    ImportError,
+)
 
 #: The longest wait between two attempts, however many there were.
 MAX_RETRY_DELAY = 60.0
@@ -124,11 +131,13 @@ def remove_dead_writers_files(stages: list[ProcessingStage], pids: Collection[in
     Both executors call it when a worker dies."""
     removed = 0
     for stage in stages:
-        if isinstance(stage, BaseWriter) and pids:
-            names = stage.remove_temporaries(pids)
+        remove = getattr(stage, "remove_temporaries", None)  # writers, the shuffle's sorted-file writer
+        if remove is not None and pids:
+            names = remove(pids)
             if names:
                 removed += len(names)
-                log.info(f"removed {len(names)} temporary file(s) that killed workers left in {stage.path}")
+                where = getattr(stage, "path", stage.name)
+                log.info(f"removed {len(names)} temporary file(s) that killed workers left in {where}")
     return removed
 
 

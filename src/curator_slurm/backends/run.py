@@ -18,6 +18,7 @@ from curator_slurm.backends.adapter import BaseStageAdapter, list_sources, manif
 from curator_slurm.backends.results import PipelineResult, ProgressLog, SourceResult, StageStats
 from curator_slurm.backends.signals import GraceExpired, StopSignal, requeue
 from curator_slurm.errors import Interrupted, PipelineFailedError, RunDirError, ShardConfigError
+from curator_slurm.fs import output_error
 from curator_slurm.logs import bound
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import RunDir
@@ -74,6 +75,7 @@ class BaseExecutor:
         source = self.run_source_stage(stages[0], shard, log)  # first: a bad input path must not claim a run dir
         run_dir = _usable_run_dir(run_dir, source, log)
         todo = _resume_filter(source, shard, run_dir, fingerprint or {}, options, log)
+        remove_dead_temporaries(stages, log)
         with _marked(run_dir, shard):  # `status` tells a running run from one whose processes are gone
             tally, stopped_by = self._process(stages, todo, shard, run_dir, options, log)
         result = tally.result(source, len(todo), shard, time.perf_counter() - start, run_dir, stopped_by)
@@ -201,12 +203,17 @@ def _resume_filter(
     except (RunDirError, ShardConfigError) as e:
         run_dir.record_refusal(shard, e)  # an array task's log is not where `failures` looks
         raise
+    except OSError as e:  # a read-only output, a file where the directory belongs: say so, no traceback
+        clear = output_error(e, run_dir.path)
+        if clear is e:
+            raise
+        raise clear from e
     state = run_dir.state(shard, [t.task_id for t in mine])  # only the ledger files that can hold their records
     done = {t.task_id for t in mine if t.task_id in state.done}
     if source.manifest is None:  # a file that changed under done work is refused (with a manifest: at submit)
         from curator_slurm.runs.inputs import check_listing
 
-        check_listing(run_dir.path, done, shard)
+        check_listing(run_dir.path, done, shard, mine)
     from curator_slurm.runs.verify import lost_outputs
 
     lost = lost_outputs(run_dir.path, done, shard)  # done, but its outputs are gone: done again
@@ -217,6 +224,22 @@ def _resume_filter(
     if len(todo) < len(mine):
         log.info(f"{shard.label}: skipping {len(mine) - len(todo)} source tasks already done in {run_dir.path}")
     return todo
+
+
+def remove_dead_temporaries(stages: list[ProcessingStage], log: Any) -> None:
+    """Before any work: delete what writers on this host that are gone (kill -9, a node's OOM killer, a crashed
+    earlier run of any executor) left half-written in the stages' output directories, and say what was left
+    (temporary files of other hosts' writers, which may be alive). Every stage that writes files through
+    :func:`curator_slurm.fs.atomic_write` and defines ``remove_dead_temporaries()`` takes part."""
+    for stage in stages:
+        clean = getattr(stage, "remove_dead_temporaries", None)
+        if clean is None:
+            continue
+        cleanup = clean()
+        if cleanup.removed:
+            log.info(cleanup.describe())
+        elif cleanup.other_hosts:
+            log.warning(cleanup.describe())
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .. import fs
 from .._lazy import LazyModule
 from ..positions import document_positions
 from ..shuffle import SortedFileWriter, read_overlapping
@@ -71,13 +72,9 @@ def write_phase(name: str, reader: ProcessingStage, duplicates_dir: str, writer:
 def keys_in_range(directory: str, low: int, high: int) -> np.ndarray:
     """Every key in ``[low, high]`` listed by the sorted key files of ``directory`` (row groups whose
     statistics overlap the range are read; others are skipped, their footers parsed once per process)."""
-    try:
-        names = sorted(n for n in os.listdir(directory) if n.endswith(".parquet") and not n.startswith("."))
-    except FileNotFoundError:
-        return np.empty(0, np.int64)
     found = []
-    for name in names:
-        table = read_overlapping(os.path.join(directory, name), KEY, low, high, columns=[KEY])
+    for path in fs.finished_files(directory, ".parquet"):
+        table = read_overlapping(path, KEY, low, high, columns=[KEY])
         if table is not None:
             keys = table.column(KEY).to_numpy()
             found.append(keys[(keys >= low) & (keys <= high)])

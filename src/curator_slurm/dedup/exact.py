@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .. import fs
 from ..errors import InputError
 from ..positions import document_positions
 from ..shuffle import BUCKET, BucketWriter, bucket_of
@@ -197,9 +198,9 @@ class ExactDuplicates(Workflow):
         check_empty_text(empty_text)
         if buckets < 1:
             raise ValueError(f"buckets={buckets} must be >= 1")
-        work = os.fspath(work_dir) if work_dir is not None else os.path.join(writer.path, ".curator-work")
-        shuffle_dir = os.path.join(work, "shuffle", "hash")
-        duplicates_dir = writer.path if identify_only else os.path.join(work, "duplicates")
+        work = os.fspath(work_dir) if work_dir is not None else fs.join(writer.path, ".curator-work")
+        shuffle_dir = fs.join(work, "shuffle", "hash")
+        duplicates_dir = writer.path if identify_only else fs.join(work, "duplicates")
         hashing = _reader_with_fields(reader, [text_field, *([id_field] if id_field else [])])
         from ..pipeline import Pipeline
 

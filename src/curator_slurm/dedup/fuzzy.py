@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .. import fs
 from .._lazy import LazyModule
 from ..errors import InputError
 from ..positions import ROW_BITS, document_positions
@@ -192,16 +193,15 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
         return ["data"], None
 
     def _edges(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        names = sorted(n for n in os.listdir(self.edges_dir) if n.endswith(".parquet") and not n.startswith("."))
-        for name in names:
-            with pq.ParquetFile(os.path.join(self.edges_dir, name)) as f:
+        for path in fs.finished_files(self.edges_dir, ".parquet"):
+            with pq.ParquetFile(path if fs.is_local(path) else fs.open_input(path)) as f:
                 for batch in f.iter_batches(batch_size=1 << 20, columns=[KEY, "v"]):
                     yield batch.column(0).to_numpy(), batch.column(1).to_numpy()
 
     def process(self, task: FileGroupTask) -> DocumentBatch:
         from .components import duplicate_members
 
-        keys, groups = duplicate_members(self._edges) if os.path.isdir(self.edges_dir) else (np.empty(0, np.int64),) * 2
+        keys, groups = duplicate_members(self._edges) if fs.isdir(self.edges_dir) else (np.empty(0, np.int64),) * 2
         if self.survivors:  # each group's first document too, as key == group_key (fuzzy_ids finds its id)
             first = np.unique(groups)
             keys, groups = np.concatenate([keys, first]), np.concatenate([groups, first])
@@ -209,7 +209,7 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
         if self.input_paths is not None:
             files = list_files(self.input_paths, self.extensions)
             root = input_root(self.input_paths)
-            names = np.array([os.path.relpath(f, root).replace(os.sep, "/") for f in files], dtype=object)
+            names = np.array([fs.relative(f, root) for f in files], dtype=object)
             mask = (1 << ROW_BITS) - 1
             columns.update(
                 path=pa.array(names[keys >> ROW_BITS] if len(keys) else [], pa.string()),
@@ -264,7 +264,7 @@ def _exact_check_phases(
     """``edge-shingles`` and ``verify``: the exact Jaccard check of the candidate edges (:mod:`.verify`)."""
     from ..pipeline import Pipeline
 
-    shingles_dir = os.path.join(work, "shuffle", "edge-shingles")
+    shingles_dir = fs.join(work, "shuffle", "edge-shingles")
     return [
         Phase(
             "edge-shingles",
@@ -351,12 +351,12 @@ class FuzzyDuplicates(Workflow):
             identify_only,
         )
         exact = jaccard_check == "exact"
-        work = os.fspath(work_dir) if work_dir is not None else os.path.join(writer.path, ".curator-work")
-        bands_dir = os.path.join(work, "shuffle", "bands")
-        edges_dir = os.path.join(work, "edges")
-        endpoints_dir = os.path.join(work, "candidates")
-        duplicates_dir = writer.path if identify_only else os.path.join(work, "duplicates")
-        members_dir = os.path.join(work, "members") if id_field else duplicates_dir
+        work = os.fspath(work_dir) if work_dir is not None else fs.join(writer.path, ".curator-work")
+        bands_dir = fs.join(work, "shuffle", "bands")
+        edges_dir = fs.join(work, "edges")
+        endpoints_dir = fs.join(work, "candidates")
+        duplicates_dir = writer.path if identify_only else fs.join(work, "duplicates")
+        members_dir = fs.join(work, "members") if id_field else duplicates_dir
         signature_reader = _reader_with_fields(reader, [text_field])  # refuses a reader that is not a FileReader
         partitioner = signature_reader.partitioner
         from ..pipeline import Pipeline
@@ -386,7 +386,8 @@ class FuzzyDuplicates(Workflow):
             phases += _exact_check_phases(name, signature_reader, shingles, work, buckets, jaccard_threshold, edges_dir)
         survivors = id_field is not None  # the id phases look up the survivors' ids too
         paths = partitioner.file_paths if identify_only else None
-        phases.append(_components_phase(name, edges_dir, paths, partitioner.file_extensions, survivors, members_dir))
+        patterns = list(partitioner.patterns) if partitioner.patterns else None  # the names the reader lists
+        phases.append(_components_phase(name, edges_dir, paths, patterns, survivors, members_dir))
         if id_field:
             phases += id_phases(name, signature_reader, id_field, members_dir, work, duplicates_dir)
         if not identify_only:

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from curator_slurm import fs
+
 
 def best_sync_method() -> str:
     """``syncfs`` where it reports write-back errors (Linux >= 5.8), else ``fsync``."""
@@ -48,7 +50,9 @@ def make_durable(paths: Sequence[str], method: str = "fsync") -> None:
     ``fsync``: an fsync of each file (on a fresh descriptor, which flushes the file's dirty pages whoever
     wrote them on this node) and of each directory. ``syncfs``: one ``syncfs`` per filesystem the files
     are on, which writes back the files and the directory entries together, far cheaper for many small
-    files (but it also waits for anything else dirty on that filesystem)."""
+    files (but it also waits for anything else dirty on that filesystem). Objects on a store (URIs) are
+    durable once their write completed, so only local paths are synced."""
+    paths = [p for p in paths if fs.is_local(p)]
     if not paths:
         return
     directories = sorted({os.path.dirname(os.path.abspath(p)) for p in paths})

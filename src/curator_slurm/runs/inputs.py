@@ -172,13 +172,36 @@ def afresh_hint(run_dir: str) -> str:
     return f"delete {run_dir} and the outputs it records, or write to a new output directory"
 
 
-def check_listing(run_dir: str, done: set[str], shard: Any = None) -> None:
+def check_listing(run_dir: str, done: set[str], shard: Any = None, tasks: Iterable[Any] = ()) -> None:
     """For a process that listed its source tasks: refuse when a file that one of them recorded ``done``
-    (in ``run_dir``; with ``shard``, its ledger files only) was computed from changed since."""
+    (in ``run_dir``; with ``shard``, its ledger files only) was computed from changed since.
+
+    With the listed ``tasks``, each done task's recorded files are compared with the files it lists *now*,
+    in order: the same data reached through another mount point or moved elsewhere (its ids hash paths
+    relative to the reader's root, so it keeps them) is compared by size alone when its path differs (a move
+    or another mount keeps the size; only an unmoved file can be held to its modification time too)."""
     if not done:
         return
-    recorded = recorded_inputs(run_dir, done, shard)
-    refuse(changes(recorded, stat_files(recorded)), f"the run in {run_dir}", afresh_hint(run_dir))
+    listed = {t.task_id: task_files([t]) for t in tasks if t.task_id in done}
+    records = done_records(run_dir, done, shard)
+    recorded: Stats = {}
+    moved: list[str] = []
+    for source, record in records.items():
+        read = record.get("inputs") or {}
+        columns = (read.get("paths") or [], read.get("sizes") or [], read.get("mtimes") or [])
+        now = listed.get(source)
+        if now is not None and len(now) == len(columns[0]) and now != sorted(columns[0]):
+            for path, size, (old, _, _) in zip(now, columns[1], zip(*columns, strict=False), strict=False):
+                current = stat_files([path]).get(path)
+                if current is None or current[0] != int(size):
+                    was = f"was {size} bytes as {old}"
+                    moved.append(f"{path}: " + ("no longer exists" if current is None else f"is {current[0]} bytes")
+                                 + f" ({was})")  # fmt: skip
+            continue
+        for path, size, mtime in zip(*columns, strict=False):
+            recorded[path] = (int(size), int(mtime))
+    found = moved + changes(recorded, stat_files(recorded))
+    refuse(found, f"the run in {run_dir}", afresh_hint(run_dir))
 
 
 def check_recorded(run_dirs: Sequence[tuple[str, str]], afresh: str) -> None:

@@ -37,6 +37,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from curator_slurm import fs
 from curator_slurm.errors import ShardConfigError
 from curator_slurm.runs.sharding import balanced_assignment, hash_assignment
 from curator_slurm.shard import ShardSpec
@@ -102,7 +103,7 @@ def sources_table(tasks: Sequence[Task]) -> pa.Table | None:
         ids.append(t.task_id)
         names.append(t.dataset_name)
         data.append(t.data)
-        sizes.append([os.path.getsize(p) for p in t.data])
+        sizes.append([fs.size(p) for p in t.data])
         metadata.append(text)
         weights.append(int(t.weight))
     columns = [ids, names, data, sizes, metadata, weights]
@@ -162,7 +163,7 @@ def write_manifest(
         raise ValueError(f"{len(owner)} shard numbers for {table.num_rows} source tasks")
     parent, name = os.path.split(os.path.abspath(directory))
     os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".{name}.tmp-{os.getpid()}")
+    tmp = os.path.join(parent, fs.temp_name(name))  # says its writer, like every temporary name
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     try:

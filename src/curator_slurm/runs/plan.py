@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from curator_slurm import fs
 from curator_slurm.errors import OptionError
 from curator_slurm.runs.sharding import balanced_assignment, format_bytes, hash_assignment
 from curator_slurm.settings import job_environment
@@ -158,8 +159,7 @@ def save_plan(run_dir: str, plan: dict[str, Any]) -> None:
     """Write ``plan`` (as :func:`run_plan` gave it, without its source tables) into ``run_dir``, where
     `status` counts the run's source tasks, `retry` finds those not done and a later phase checks this one."""
     os.makedirs(run_dir, exist_ok=True)
-    with open(os.path.join(run_dir, PLAN_FILE), "w", encoding="utf-8") as f:
-        json.dump(plan_record(plan), f)
+    fs.atomic_write_text(os.path.join(run_dir, PLAN_FILE), json.dumps(plan_record(plan)))  # never half a plan
 
 
 def manifest_note(info: Any, strategy: str | None) -> str:

@@ -13,12 +13,12 @@ same list of source tasks, which is why it is opt-in.
 from __future__ import annotations
 
 import heapq
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import xxhash
 
+from curator_slurm import fs
 from curator_slurm.errors import PipelineBuildError
 from curator_slurm.shard import ShardSpec
 from curator_slurm.tasks import Task
@@ -126,14 +126,4 @@ def read_source_list(path: str) -> set[str]:
 
 def write_source_list(path: str, task_ids: Sequence[str]) -> None:
     """Write ids one per line, atomically, so shards never read half a list."""
-    directory, name = os.path.split(path)
-    tmp = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.writelines(t + "\n" for t in sorted(task_ids))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    fs.atomic_write_text(path, "".join(t + "\n" for t in sorted(task_ids)))

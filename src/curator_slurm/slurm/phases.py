@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from curator_slurm import fs
 from curator_slurm.errors import CuratorError, OptionError
 from curator_slurm.runs.plan import plan_record
 from curator_slurm.slurm.control import active_jobs
@@ -94,8 +95,8 @@ def submit_phases(
             from curator_slurm.runs.manifest import attach_manifest
 
             opts, _ = attach_manifest(opts, sources[phase["phase"]], "submit", dry_run=False)
-        with open(os.path.join(opts.run_dir, "plan.json"), "w", encoding="utf-8") as f:
-            json.dump({**phase, "workflow_plan": plan_record(plan)}, f)
+        plan_json = json.dumps({**phase, "workflow_plan": plan_record(plan)})
+        fs.atomic_write_text(os.path.join(opts.run_dir, "plan.json"), plan_json)  # a reader never sees half
         record = send(opts, split_shards(opts.shards, *limits), "submit")
         done.append((phase["phase"], record))
         previous = [str(a["job_id"]) for a in record.arrays]
@@ -143,10 +144,9 @@ def save_submission(run_root: str, base: SubmitOptions, counts: dict[str, int], 
 
     write_marker(run_root, plan["workflow"], [p["phase"] for p in plan["phases"]])
     path = os.path.join(run_root, WORKFLOW_SUBMISSION)
-    tmp = os.path.join(run_root, f".{WORKFLOW_SUBMISSION}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"options": dataclasses.asdict(base), "counts": counts, "plan": plan_record(plan)}, f)
-    os.replace(tmp, path)
+    fs.atomic_write_text(
+        path, json.dumps({"options": dataclasses.asdict(base), "counts": counts, "plan": plan_record(plan)})
+    )
 
 
 def load_submission(run_root: str) -> tuple[SubmitOptions, dict[str, int], dict[str, Any]] | None:

@@ -12,6 +12,23 @@ import json
 
 import pyarrow as pa
 
+from .. import fs
+
+
+class _RepeatedKey(Exception):
+    """A JSON object names one key twice (pyarrow refuses it; Python's json would keep the last silently)."""
+
+
+def _no_repeated_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return record
+
 
 def _json_kind(value: object) -> str:
     if isinstance(value, bool):
@@ -42,7 +59,7 @@ def locate_jsonl_error(
     does not fit the declared ``schema``. ``data`` is the part of the file that was read, if not all
     of it, starting on line ``first_line``."""
     if data is None:
-        with pa.input_stream(path, compression="detect") as stream:
+        with fs.open_decompressed(path) as stream:
             data = stream.read()
     declared = {f.name: f.type for f in schema} if schema is not None else {}
     first_kind: dict[str, tuple[str, int]] = {name: (_declared_kind(t), 0) for name, t in declared.items()}
@@ -54,9 +71,11 @@ def locate_jsonl_error(
         except UnicodeDecodeError as e:
             return f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start}); re-encode the file as UTF-8"
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_pairs_hook=_no_repeated_keys)
         except json.JSONDecodeError as e:
             return f"{path}:{lineno}: malformed JSON ({e.msg} at column {e.colno}); fix or remove that line"
+        except _RepeatedKey as e:
+            return f"{path}:{lineno}: field {e.args[0]!r} appears twice in one record; keep one of them"
         if not isinstance(record, dict):
             return f"{path}:{lineno}: not a JSON object (a {_json_kind(record)}); each line must be one object"
         for key, value in record.items():
@@ -80,7 +99,7 @@ def locate_jsonl_error(
 def line_number(path: str, offset: int) -> int:
     """The 1-based number of the line that starts at byte ``offset`` (for error messages only)."""
     count, left = 1, offset
-    with open(path, "rb") as f:
+    with fs.open_input(path) as f:
         while left > 0:
             chunk = f.read(min(left, 16 << 20))
             if not chunk:

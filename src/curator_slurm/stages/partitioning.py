@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from itertools import pairwise
 from typing import Any
 
+from .. import fs
 from ..errors import InputError
 from ..tasks import EmptyTask, FileGroupTask
 from .base import ProcessingStage
@@ -39,36 +40,53 @@ def list_files(
     extensions: Iterable[str] | None = None,
     recursive: bool = True,
 ) -> list[str]:
-    """Sorted, de-duplicated absolute paths of the files under ``paths``.
+    """Sorted, de-duplicated absolute paths (or URIs) of the files under ``paths`` (see :func:`list_inputs`)."""
+    exts = list(extensions) if extensions else None
+    patterns = fs.name_patterns(exts, compressed=False) if exts else None
+    return list_inputs(paths, patterns, recursive, fs.describe_names(exts, False) if exts else "").files
 
-    Hidden files (a leading dot, which is how writers name unfinished files) are skipped in
-    directories; an explicitly named file is always taken.
+
+def list_inputs(
+    paths: str | os.PathLike | Iterable[str | os.PathLike],
+    patterns: tuple[str, ...] | None,
+    recursive: bool = True,
+    wanted: str = "",
+) -> fs.Listing:
+    """The files under ``paths`` whose names ``patterns`` take (:func:`fs.name_patterns`: endings
+    in any case, compressions, globs; ``wanted`` says which, for messages), with their sizes; every file
+    left out is logged in one line.
+
+    Hidden files (a leading dot, which is how writers name unfinished files) are skipped in directories; an
+    explicitly named file is always taken. Symbolic links to directories are followed, each directory and
+    file listed once (a cycle or a second link to it is logged). A dangling link or a FIFO is an error.
     """
     roots = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not roots:
         raise InputError("no input paths given; pass a file or directory")
-    exts = tuple(e if e.startswith(".") else "." + e for e in extensions) if extensions else None
-    found: set[str] = set()
-    for root in map(os.fspath, roots):
-        if os.path.isfile(root):
-            found.add(os.path.abspath(root))
-            continue
-        if not os.path.isdir(root):
-            raise InputError(f"{root}: no such file or directory; check the input path")
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")) if recursive else []
-            for name in filenames:
-                if name.startswith(".") or (exts and not name.endswith(exts)):
-                    continue
-                found.add(os.path.abspath(os.path.join(dirpath, name)))
-    if not found:
-        wanted = f" ending in {', '.join(exts)}" if exts else ""
-        raise InputError(f"{', '.join(map(os.fspath, roots))}: no files{wanted} found; check the path and extensions")
-    return sorted(found)
+    listing = fs.list_tree([os.fspath(r) for r in roots], patterns, recursive)
+    wanted = f" {wanted}" if wanted and patterns else ""
+    if listing.skipped:
+        logger.warning(
+            f"skipped {len(listing.skipped)} file(s) not{wanted}: {_names(listing.skipped)}; pass "
+            "file_extensions=[...] (endings or globs) to read them"
+        )
+    if listing.hidden:
+        logger.info(f"skipped {len(listing.hidden)} hidden name(s) (a leading dot): {_names(listing.hidden)}")
+    for path, first in listing.repeated:
+        logger.warning(f"{path}: already listed as {first} (a symbolic link cycle or a second link); read once")
+    if not listing.sizes:
+        where = ", ".join(map(os.fspath, roots))
+        raise InputError(f"{where}: no files{wanted} found; check the path and extensions")
+    return listing
+
+
+def _names(paths: list[str], most: int = 10) -> str:
+    shown = ", ".join(fs.basename(p) for p in paths[:most])
+    return shown + (f" and {len(paths) - most} more" if len(paths) > most else "")
 
 
 #: Endings of files that can only be read from their start: never split into byte ranges.
-COMPRESSED_ENDINGS = (".gz", ".bz2", ".zst", ".zstd", ".lz4", ".xz", ".br")
+COMPRESSED_ENDINGS = tuple(fs.COMPRESSIONS)
 
 
 def byte_ranges(size: int, blocksize: int) -> list[tuple[int, int]]:
@@ -97,6 +115,9 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
     #: Compressed endings whose files can still be cut at record boundaries (a reader sets it: the WARC
     #: reader's multi-member ``.warc.gz``); other compressed files stay whole.
     splittable_endings: tuple[str, ...] = ()
+    #: The names taken follow from ``file_extensions`` and the reader (which the fingerprint records); the
+    #: expanded patterns and their description stay out, so the fingerprint is what it was before them.
+    fingerprint_exclude = frozenset({"_patterns", "_wanted"})
 
     def __init__(
         self,
@@ -107,6 +128,8 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
         limit: int | None = None,
         recursive: bool = True,
         split_files: bool = False,
+        patterns: tuple[str, ...] | None = None,
+        wanted: str = "",
     ) -> None:
         if files_per_partition is not None and blocksize is not None:
             raise ValueError("give files_per_partition or blocksize, not both")
@@ -125,6 +148,15 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
         self.limit = limit
         self.recursive = recursive
         self.split_files = split_files
+        # The names listed: a reader's own patterns (compressions, any case), else the extensions' (any case).
+        # Private, so the fingerprint (file_extensions) stays what it was before patterns existed.
+        self._patterns = patterns or (fs.name_patterns(self.file_extensions, False) if self.file_extensions else None)
+        self._wanted = wanted or (fs.describe_names(self.file_extensions, False) if self.file_extensions else "")
+
+    @property
+    def patterns(self) -> tuple[str, ...] | None:
+        """The lower-case endings and globs of the file names this stage lists (None: every name)."""
+        return self._patterns
 
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], []
@@ -135,8 +167,8 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
         return {k: v for k, v in super().params().items() if k != "file_paths"}
 
     def process(self, task: EmptyTask) -> list[FileGroupTask]:
-        files = list_files(self.file_paths, self.file_extensions, self.recursive)
-        sizes = {f: os.path.getsize(f) for f in files}
+        listing = list_inputs(self.file_paths, self._patterns, self.recursive, self._wanted)
+        files, sizes = listing.files, listing.sizes
         # A group is a list of whole files, or (path, start, end) for a piece of a split file.
         groups: list[list[str] | tuple[str, int, int]] = []
         if self.blocksize is not None:
@@ -145,7 +177,7 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
             whole_but_large = 0
             for f in files:
                 if sizes[f] > self.blocksize and self.split_files:
-                    if f.endswith(COMPRESSED_ENDINGS) and not f.endswith(self.splittable_endings):
+                    if f.lower().endswith(COMPRESSED_ENDINGS) and not f.lower().endswith(self.splittable_endings):
                         whole_but_large += 1
                     else:
                         if current:
@@ -172,7 +204,11 @@ class FilePartitioningStage(ProcessingStage[EmptyTask, FileGroupTask]):
             groups = groups[: self.limit]
         dataset = task.dataset_name
         if not dataset and isinstance(self.file_paths, (str, os.PathLike)):
-            dataset = os.path.basename(os.path.normpath(os.fspath(self.file_paths)))
+            dataset = (
+                fs.basename(fs.absolute(self.file_paths))
+                if fs.is_uri(self.file_paths)
+                else os.path.basename(os.path.normpath(os.fspath(self.file_paths)))
+            )
         root = input_root(self.file_paths)
         index = {f: i for i, f in enumerate(files)}  # a file's place in the sorted listing (document keys)
         return [
@@ -190,5 +226,5 @@ def input_root(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> str:
     given); for several paths, their deepest common directory. Source task ids and document positions
     hash paths relative to it, so they survive a move or another mount point of the same data."""
     roots = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    dirs = [p if os.path.isdir(p) else os.path.dirname(p) for p in (os.path.abspath(os.fspath(r)) for r in roots)]
-    return os.path.commonpath(dirs) if dirs else os.getcwd()
+    dirs = [p if fs.isdir(p) else fs.dirname(p) for p in (fs.absolute(r) for r in roots)]
+    return fs.common_root(dirs) if dirs else os.getcwd()

@@ -5,20 +5,19 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
 
+from .. import fs
 from .._lazy import LazyModule
 from ..errors import InputError
 from ..tasks import DocumentBatch, FileGroupTask
 from .base import CompositeStage, ProcessingStage
-from .jsonl_errors import line_number, locate_jsonl_error
-from .partitioning import FilePartitioningStage
+from .jsonl import MAX_LINE_BYTES, jsonl_rows_before, read_jsonl
+from .partitioning import FilePartitioningStage, parse_size
 
-pj = LazyModule("pyarrow.json")
 pq = LazyModule("pyarrow.parquet")
 
 #: A reader's ``schema``: a pyarrow schema, or field name -> pyarrow type or type name ("int64").
@@ -44,88 +43,6 @@ def to_schema(schema: SchemaLike) -> pa.Schema:
     return pa.schema(fields)
 
 
-#: pyarrow's JSON reader infers types per block; big blocks make that both faster and steadier.
-_JSON_BLOCK_SIZE = 16 << 20
-
-
-def lines_in_range(path: str, start: int, end: int) -> tuple[bytes, int]:
-    """The bytes of the lines of ``path`` that start in ``[start, end)``, and the offset of the first.
-
-    Each line belongs to the range holding its first byte, so ranges that tile a file read every line
-    exactly once, however the cuts fall: a line cut by ``start`` was read by the range before, and
-    the last line starting before ``end`` is read to its end."""
-    with open(path, "rb") as f:
-        if start > 0:
-            # Skip to the first line that starts at or after ``start``: reading from the byte before
-            # it to the next newline consumes only that newline if a line starts right at ``start``.
-            f.seek(start - 1)
-            f.readline()
-        begin = f.tell()
-        if begin >= end:
-            return b"", begin
-        data = f.read(end - begin)
-        if data and not data.endswith(b"\n"):
-            data += f.readline()
-    return data, begin
-
-
-def read_jsonl(
-    path: str,
-    fields: list[str] | None = None,
-    byte_range: tuple[int, int] | None = None,
-    schema: pa.Schema | None = None,
-) -> pa.Table | None:
-    """Read one JSONL file (optionally .gz/.zst/.bz2), with errors that name the file and line.
-
-    With ``byte_range``, only the lines that start in that range of an uncompressed file; None when
-    no record starts there (a range inside one long line, or only blank lines). ``schema`` fixes the
-    types of the fields it names (absent ones read as nulls of that type); others are inferred."""
-    data: bytes | None = None
-    begin = 0
-    if byte_range is not None:
-        data, begin = lines_in_range(path, *byte_range)
-        if not data.strip():
-            return None
-        where = f"{path} (bytes {byte_range[0]}-{byte_range[1]})"
-    elif os.path.getsize(path) == 0:
-        raise InputError(f"{path}: file is empty (0 bytes); remove it or regenerate it")
-    else:
-        where = path
-    declared = set(schema.names) if schema is not None else set()
-    try:
-        table = _parse_json(path, data, schema)
-        # pyarrow turns ISO-8601-looking strings into timestamps; keep the text as it was written. Reading
-        # column_names decodes every key, which is where pyarrow 14 (not validate) finds one not in UTF-8.
-        types = zip(table.column_names, table.schema.types, strict=True)
-        dates = [name for name, type_ in types if pa.types.is_timestamp(type_) and name not in declared]
-        if dates:
-            strings = pa.schema([*(schema or []), *((name, pa.string()) for name in dates)])
-            table = _parse_json(path, data, strings).select(table.column_names)
-        table.validate(full=True)  # pyarrow does not check UTF-8 while parsing JSON
-    except (pa.ArrowInvalid, UnicodeDecodeError) as e:
-        located = locate_jsonl_error(path, data, line_number(path, begin) if begin else 1, schema)
-        if located:
-            raise InputError(located) from e
-        if "Empty JSON file" in str(e):
-            raise InputError(f"{where}: no JSON records (only blank lines); remove it or regenerate it") from e
-        raise InputError(f"{where}: cannot read as JSONL ({e})") from e
-    if table.num_columns == 0:
-        if byte_range is not None:
-            return None
-        raise InputError(f"{path}: no JSON records (only blank lines); remove it or regenerate it")
-    return _select(table, fields, where)
-
-
-def _parse_json(path: str, data: bytes | None = None, explicit: pa.Schema | None = None) -> pa.Table:
-    """``path`` (or ``data``, the part of it read) parsed; ``explicit`` fixes the types of its fields."""
-    parse = pj.ParseOptions(explicit_schema=explicit, unexpected_field_behavior="infer") if explicit else None
-    options = pj.ReadOptions(block_size=_JSON_BLOCK_SIZE)
-    if data is not None:
-        return pj.read_json(pa.BufferReader(data), read_options=options, parse_options=parse)
-    with pa.input_stream(path, compression="detect") as stream:
-        return pj.read_json(stream, read_options=options, parse_options=parse)
-
-
 @contextlib.contextmanager
 def _parquet_errors(path: str, where: str) -> Iterator[None]:
     """pyarrow's low-level errors while reading a Parquet file, as one InputError that names it."""
@@ -147,45 +64,21 @@ def read_parquet(path: str, fields: list[str] | None = None) -> pa.Table:
     """Read one Parquet file, turning pyarrow's low-level errors into one that names the file."""
     with _parquet_errors(path, path):
         if fields is not None:
-            _require_fields(fields, pq.read_schema(path).names, path)
-        return pq.read_table(path, columns=fields)
+            _require_fields(fields, pq.read_schema(_source(path)).names, path)
+        return pq.read_table(_source(path), columns=fields)
 
 
-_BLANK_LINE = re.compile(rb"(?m)^[ \t\r\f\v]*\n")
-
-
-def jsonl_rows_before(path: str, offset: int) -> int:
-    """How many records of a JSONL file start before byte ``offset``: non-blank lines that start before it
-    (a piece reads the lines that start inside it, so this is the row of its first document)."""
-    if offset <= 0:
-        return 0
-    rows = 0
-    with open(path, "rb") as f:
-        left, carry = offset, b""
-        while left > 0:
-            chunk = f.read(min(left, 16 << 20))
-            if not chunk:
-                break
-            left -= len(chunk)
-            data = carry + chunk
-            cut = data.rfind(b"\n") + 1  # count whole lines only; the rest joins the next chunk
-            whole, carry = data[:cut], data[cut:]
-            rows += whole.count(b"\n") - len(_BLANK_LINE.findall(whole))
-        if carry:  # a line that starts before offset and runs past it belongs to the piece before
-            while not carry.strip() and not carry.endswith(b"\n"):
-                more = f.read(4096)
-                if not more:
-                    break
-                carry += more.split(b"\n", 1)[0] + (b"\n" if b"\n" in more else b"")
-            rows += bool(carry.strip())
-    return rows
+def _source(path: str) -> Any:
+    """What pyarrow's Parquet functions read: a local path as it is, a URI opened through the layer (its row
+    groups and footer then come by ranged reads)."""
+    return path if fs.is_local(path) else fs.open_input(path)
 
 
 def parquet_rows_before(path: str, offset: int) -> int:
     """How many rows of a Parquet file lie in the row groups that start before byte ``offset``."""
     if offset <= 0:
         return 0
-    with pq.ParquetFile(path) as f:
+    with pq.ParquetFile(_source(path)) as f:
         meta = f.metadata
         groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
         return sum(g.num_rows for g in groups if row_group_start(g) < offset)
@@ -207,11 +100,11 @@ def read_parquet_range(path: str, start: int, end: int, fields: list[str] | None
     """The row groups of a Parquet file that start in ``[start, end)``; None when none does (row groups
     are not cut, so a range smaller than one row group may hold none)."""
     where = f"{path} (bytes {start}-{end})"
-    with _parquet_errors(path, where), pq.ParquetFile(path) as parquet:
+    with _parquet_errors(path, where), pq.ParquetFile(_source(path)) as parquet:
         _require_fields(fields, parquet.schema_arrow.names, where)
         meta = parquet.metadata
         # A start at or past the end (metadata that is off) belongs to the last piece, so no row is lost.
-        last = end >= os.path.getsize(path)
+        last = end >= fs.size(path)
         starts = [row_group_start(meta.row_group(i)) for i in range(meta.num_row_groups)]
         groups = [i for i, at in enumerate(starts) if start <= at and (at < end or last)]
         if not groups:
@@ -246,13 +139,12 @@ def _check_planned_sizes(task: FileGroupTask) -> None:
     if not sizes:
         return
     for path, planned in zip(task.data, sizes, strict=False):
-        try:
-            now = os.path.getsize(path)
-        except FileNotFoundError:
+        if not fs.exists(path):
             raise InputError(
                 f"{path}: the file was removed after the run was planned (at submit); restore it, "
                 "or submit the run again to plan the inputs as they are now"
-            ) from None
+            )
+        now = fs.size(path)
         if now != planned:
             raise InputError(
                 f"{path}: the file is {now} bytes but was {planned} when the run was planned (at submit); "
@@ -320,13 +212,17 @@ class FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
 class JsonlReaderStage(FileReaderStage):
     name = "jsonl_reader"
 
+    #: The longest line read (bytes); an instance attribute only when set, so runs that keep the default keep
+    #: the fingerprint they had before the option existed.
+    max_line_bytes: int = MAX_LINE_BYTES
+
     def read_file(self, path: str) -> pa.Table:
-        table = read_jsonl(path, self.fields, schema=self._schema)
+        table = read_jsonl(path, self.fields, schema=self._schema, max_line_bytes=self.max_line_bytes)
         assert table is not None  # only a byte range can hold no record
         return table
 
     def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
-        return read_jsonl(path, self.fields, (start, end), self._schema)
+        return read_jsonl(path, self.fields, (start, end), self._schema, self.max_line_bytes)
 
     @classmethod
     def rows_before(cls, path: str, offset: int) -> int:
@@ -354,7 +250,13 @@ class FileReader(CompositeStage[FileGroupTask, DocumentBatch]):
     ``default_extensions`` and whether it ``can_split`` files into byte ranges; deduplication workflows take
     any such reader (they call :meth:`with_fields` and use ``partitioner``)."""
 
+    #: The endings listed when no ``file_extensions`` is given. What the run fingerprint records (as the
+    #: partitioner's ``file_extensions``); the names actually taken are :attr:`read_extensions`.
     default_extensions: tuple[str, ...] = ()
+    #: The endings taken by default, in any case (``.JSONL``); with :attr:`decompresses`, each also followed by
+    #: any compression ending the layer decodes (:data:`fs.COMPRESSIONS`). Empty: as default.
+    read_extensions: tuple[str, ...] = ()
+    decompresses = False
     reader_class: type[FileReaderStage] = FileReaderStage
     can_split = False  # whether the reader reads byte ranges (split_files)
     infers_types = False  # whether column types come from the data (so a schema can fix them)
@@ -380,6 +282,7 @@ class FileReader(CompositeStage[FileGroupTask, DocumentBatch]):
                 f"{type(self).__name__}(schema=...): these files carry their own types; cast columns in a stage "
                 "if they differ between files"
             )
+        wanted = file_extensions or self.read_extensions or self.default_extensions
         self.partitioner = FilePartitioningStage(
             file_paths,
             files_per_partition=files_per_partition,
@@ -387,6 +290,8 @@ class FileReader(CompositeStage[FileGroupTask, DocumentBatch]):
             file_extensions=file_extensions or list(self.default_extensions),
             limit=limit,
             split_files=split_files,
+            patterns=fs.name_patterns(wanted, self.decompresses) if wanted else None,
+            wanted=fs.describe_names(wanted, self.decompresses) if wanted else "",
         )
         self.reader = self.reader_class(fields, schema)
 
@@ -403,13 +308,44 @@ class FileReader(CompositeStage[FileGroupTask, DocumentBatch]):
 
 class JsonlReader(FileReader):
     """Read JSONL files (plain or compressed) into document batches, one batch per file group, or
-    per piece of a file with ``split_files=True`` and ``blocksize``."""
+    per piece of a file with ``split_files=True`` and ``blocksize``.
+
+    Takes ``.jsonl``, ``.json`` and ``.ndjson`` in any case, plain or compressed (gz, bz2, xz, zst/zstd, lz4,
+    br); other files under the path are skipped and listed in one log line (``file_extensions`` takes endings
+    or globs instead). ``max_line_bytes`` is the longest line read (256 MiB by default); a longer one fails
+    its task naming the file and line."""
 
     name = "jsonl_reader"
     default_extensions = (".jsonl", ".json", ".jsonl.gz", ".jsonl.zst", ".json.gz")
+    read_extensions = (*default_extensions, ".ndjson")
+    decompresses = True
     reader_class = JsonlReaderStage
     can_split = True
     infers_types = True
+
+    def __init__(
+        self,
+        file_paths: str | os.PathLike | list[str],
+        files_per_partition: int | None = None,
+        blocksize: int | str | None = None,
+        fields: list[str] | None = None,
+        file_extensions: list[str] | None = None,
+        limit: int | None = None,
+        split_files: bool = False,
+        schema: SchemaLike | None = None,
+        max_line_bytes: int | str = MAX_LINE_BYTES,
+    ) -> None:
+        super().__init__(
+            file_paths, files_per_partition, blocksize, fields, file_extensions, limit, split_files, schema
+        )
+        try:
+            limit_bytes = parse_size(max_line_bytes)
+        except ValueError:
+            raise ValueError(f"max_line_bytes={max_line_bytes!r} is not a size; write e.g. '512MiB'") from None
+        if limit_bytes != MAX_LINE_BYTES:
+            if limit_bytes >= 1 << 31:
+                raise ValueError(f"max_line_bytes={max_line_bytes!r}: pyarrow reads blocks below 2 GiB; use less")
+            self.reader.max_line_bytes = limit_bytes  # type: ignore[attr-defined]
 
 
 class ParquetReader(FileReader):

@@ -5,19 +5,19 @@ reads ``.warc``, ``.warc.gz`` and ``.warc.zst``). The HTTP header of a response 
 block, so that a record cut short by the end of the file (FastWARC hands out the part that is there) is told
 from a whole one, and a broken HTTP header costs one record, not the file.
 
-File access goes through :func:`open_input` and :func:`input_size` only (a filesystem layer replaces them).
+File access goes through :func:`open_input`, :func:`read_at` and :func:`input_size`, over :mod:`curator_slurm.fs`.
 """
 
 from __future__ import annotations
 
 import codecs
-import os
 import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
+from .. import fs
 from .._lazy import LazyModule
 
 fastwarc = LazyModule("fastwarc.warc")
@@ -29,20 +29,18 @@ _SCAN_CHUNK = 1 << 20
 
 
 def open_input(path: str) -> IO[bytes]:
-    """A binary file object for ``path`` (the one place a WARC reader opens a file)."""
-    return open(path, "rb")  # the caller closes it
+    """A seekable binary file for ``path`` (the filesystem layer's: local, or ranged reads of a URI)."""
+    return fs.open_input(path)
 
 
 def input_size(path: str) -> int:
     """The size of ``path`` in bytes."""
-    return os.path.getsize(path)
+    return fs.size(path)
 
 
 def read_at(path: str, offset: int, size: int) -> bytes:
     """``size`` bytes of ``path`` from ``offset`` (fewer at the end of the file): a ranged read."""
-    with open_input(path) as f:
-        f.seek(offset)
-        return f.read(size)
+    return fs.read_range(path, offset, size)
 
 
 @dataclass

@@ -3,7 +3,8 @@
 Each batch becomes one file named by its lineage: the id of the source task it descends from plus its
 position among that source task's outputs (see :func:`output_stem`), never an id a stage happened to
 give it, so a re-run names every output the same way. A file is written under a hidden temporary name
-in the same directory and renamed into place. So a crash never leaves a
+in the same directory and renamed into place (:func:`fs.atomic_write`; on an object store, one
+whole-object write). So a crash never leaves a
 partial file under a final name, a re-run overwrites the same names with the same bytes, and many
 independent processes can write into one directory. Writers never delete anything.
 
@@ -24,8 +25,9 @@ from typing import Any, BinaryIO
 
 import pyarrow as pa
 
+from .. import fs
 from .._lazy import LazyModule
-from ..errors import is_out_of_space, out_of_space
+from ..fs import TMP_MARK, atomic_write, remove_temporaries
 from ..tasks import DocumentBatch, FileGroupTask, Task
 from .base import ProcessingStage
 
@@ -37,7 +39,18 @@ from .base import ProcessingStage
 _parquet = LazyModule("pyarrow._parquet")
 pq = LazyModule("pyarrow.parquet")
 
-TMP_MARK = ".tmp-"
+__all__ = [
+    "LINEAGE_KEY",
+    "TMP_MARK",
+    "BaseWriter",
+    "JsonlWriter",
+    "ParquetWriter",
+    "atomic_write",
+    "defer_output_sync",
+    "output_stem",
+    "output_sync_deferred",
+    "remove_temporaries",
+]
 
 #: ``task.metadata`` key under which the stage adapter records a task's position within its source task:
 #: ``""`` while every stage so far gave one output per input, else the output's index at each stage
@@ -75,48 +88,6 @@ def output_sync_deferred() -> bool:
     return _sync_deferred > 0
 
 
-def atomic_write(final_path: str, write: Any, sync: bool = True) -> None:
-    """Call ``write(binary_file)`` on a hidden temporary file, fsync it (unless ``sync`` is False: the
-    caller makes it durable later), then rename it to ``final_path``."""
-    directory, name = os.path.split(final_path)
-    tmp = os.path.join(directory, f".{name}{TMP_MARK}{os.getpid()}-{os.urandom(4).hex()}")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            if sync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, final_path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if is_out_of_space(e):  # a full disk is not a crash: say where and what to do
-            raise out_of_space(e, os.path.abspath(directory or ".")) from e
-        raise
-
-
-def remove_temporaries(directory: str, pids: Collection[int]) -> list[str]:
-    """Delete the temporary files that :func:`atomic_write` in processes ``pids`` left in ``directory``
-    (a process killed while writing cannot remove its own); return their names. Nothing else is
-    touched: only hidden names ending in ``.tmp-<pid>-<8 hex digits>`` for one of ``pids``."""
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    removed = []
-    for name in names:
-        _, mark, tail = name.rpartition(TMP_MARK)
-        pid, _, suffix = tail.partition("-")
-        if not (name.startswith(".") and mark and pid.isdigit() and int(pid) in pids and len(suffix) == 8):
-            continue
-        try:
-            os.unlink(os.path.join(directory, name))
-        except FileNotFoundError:
-            continue
-        removed.append(name)
-    return removed
-
-
 def _json_default(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
@@ -129,7 +100,7 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
     extension = ""
 
     def __init__(self, path: str | os.PathLike, fields: list[str] | None = None) -> None:
-        self.path = os.fspath(path)
+        self.path = os.fspath(path) if fs.is_local(os.fspath(path)) else fs.absolute(path)
         self.fields = list(fields) if fields else None
 
     def inputs(self) -> tuple[list[str], list[str]]:
@@ -139,14 +110,19 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
         return ["data"], []
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
-        os.makedirs(self.path, exist_ok=True)
+        fs.makedirs(self.path)
 
     def remove_temporaries(self, pids: Collection[int]) -> list[str]:
         """The temporary files that processes ``pids`` (killed while writing) left in ``path``, deleted."""
         return remove_temporaries(self.path, pids)
 
+    def remove_dead_temporaries(self) -> fs.Cleanup:
+        """The temporary files that writers on this host which are gone left in ``path``, deleted (a resume
+        calls it, whichever executor runs it); others' are left and counted."""
+        return fs.remove_dead_temporaries(self.path)
+
     def output_path(self, task: DocumentBatch) -> str:
-        return os.path.join(self.path, output_stem(task) + self.extension)
+        return fs.join(self.path, output_stem(task) + self.extension)
 
     def write_table(self, table: pa.Table, f: BinaryIO) -> None:
         raise NotImplementedError
@@ -159,7 +135,7 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
         final = self.output_path(task)
         written = [final]
         if table.num_rows or self.write_empty:
-            os.makedirs(self.path, exist_ok=True)
+            fs.makedirs(self.path)
             # The sink's outputs are the ones a run ledger records, so it may leave their fsync to the ledger.
             sync = not (self.is_sink_stage and output_sync_deferred())
             atomic_write(final, lambda f: self.write_table(table, f), sync=sync)

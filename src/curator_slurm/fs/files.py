@@ -1,0 +1,202 @@
+"""Reading files through the layer: sizes, kinds, whole or ranged reads, decompression by name, directories.
+
+Local files go through the ``os`` module and ``open`` (as before: seekable, fsync-able, symlinks and FIFOs
+visible); URIs through ``pyarrow.fs`` (an S3 object opened for reading is read with ranged GETs, never
+downloaded whole). Errors the user can act on (a missing file, a dangling link, a FIFO, no permission)
+become :class:`~curator_slurm.errors.InputError` or :class:`~curator_slurm.errors.OutputError` naming the
+path and the fix; retrying cannot help them, so no executor retries them.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from ..errors import InputError, OutputError
+from .paths import is_local, resolve
+
+#: Compressed endings the readers decode, lower case, each with the codec that decodes it: pyarrow's stream
+#: codecs, and Python's ``lzma`` for xz (pyarrow has none). A name matches in any case (``.GZ``).
+COMPRESSIONS: dict[str, str] = {
+    ".gz": "gzip",
+    ".gzip": "gzip",
+    ".bz2": "bz2",
+    ".xz": "xz",
+    ".zst": "zstd",
+    ".zstd": "zstd",
+    ".lz4": "lz4",
+    ".br": "brotli",
+}
+
+
+def compression_of(path: str) -> str | None:
+    """The codec of ``path`` by its ending (any case), or None for an uncompressed file."""
+    lower = path.lower()
+    for ending, codec in COMPRESSIONS.items():
+        if lower.endswith(ending):
+            return codec
+    return None
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """What the layer knows of one file: its canonical path or URI and its size in bytes."""
+
+    path: str
+    size: int
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a directory" if stat.S_ISDIR(mode) else "a special file"
+
+
+def local_info(path: str) -> FileInfo:
+    """The size of the regular file ``path``; a missing file, a dangling symlink or a FIFO/socket/device is an
+    InputError that says which (a FIFO would otherwise read as an empty file, or block for ever)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise InputError(
+                f"{path}: a symbolic link to {os.readlink(path)!r}, which does not exist; fix or remove the link"
+            ) from None
+        raise InputError(f"{path}: no such file; was it removed after the run started?") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied; make the file readable for this user") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{path}: {_kind(st.st_mode)}, not a regular file; curator-slurm reads regular files only")
+    return FileInfo(path, st.st_size)
+
+
+def info(path: str) -> FileInfo:
+    """:func:`local_info`, or the object's size for a URI (a missing object is an InputError naming it)."""
+    if is_local(path):
+        return local_info(path)
+    import pyarrow.fs as pafs
+
+    filesystem, inner = resolve(path)
+    found = filesystem.get_file_info(inner)
+    if found.type != pafs.FileType.File:
+        raise InputError(f"{path}: no such object (or it is a prefix, not an object); check the URI")
+    return FileInfo(path, int(found.size))
+
+
+def size(path: str) -> int:
+    """The size of ``path`` in bytes (see :func:`info`)."""
+    if is_local(path):
+        try:
+            return os.path.getsize(path)
+        except OSError:
+            return local_info(path).size  # the clear error
+    return info(path).size
+
+
+def exists(path: str) -> bool:
+    if is_local(path):
+        return os.path.exists(path)
+    import pyarrow.fs as pafs
+
+    filesystem, inner = resolve(path)
+    return filesystem.get_file_info(inner).type != pafs.FileType.NotFound
+
+
+def isdir(path: str) -> bool:
+    if is_local(path):
+        return os.path.isdir(path)
+    import pyarrow.fs as pafs
+
+    filesystem, inner = resolve(path)
+    return filesystem.get_file_info(inner).type == pafs.FileType.Directory
+
+
+def open_input(path: str) -> BinaryIO:
+    """``path`` opened for reading, seekable (a URI as a random-access file read by ranged requests)."""
+    if is_local(path):
+        local_info(path)  # a FIFO would block open() for ever; a dangling link, no permission: say which
+        try:
+            return open(path, "rb")
+        except PermissionError:
+            raise InputError(f"{path}: permission denied; make the file readable for this user") from None
+    filesystem, inner = resolve(path)
+    return filesystem.open_input_file(inner)  # type: ignore[no-any-return]
+
+
+def read_range(path: str, start: int, length: int) -> bytes:
+    """``length`` bytes of ``path`` from byte ``start`` (fewer at its end): one ranged GET on object stores."""
+    with open_input(path) as f:
+        f.seek(start)
+        return f.read(length)
+
+
+def open_decompressed(path: str) -> Any:
+    """A stream of ``path``'s bytes, decompressed by its ending (:data:`COMPRESSIONS`, any case). A local
+    file is read by pyarrow's native stream (no Python in the loop), xz through Python's ``lzma``."""
+    import pyarrow as pa
+
+    codec = compression_of(path)
+    if is_local(path):
+        local_info(path)  # a FIFO would block, a dangling link say nothing useful: refuse them first
+        try:
+            raw = pa.input_stream(path) if codec == "xz" else pa.input_stream(path, compression=codec)
+        except PermissionError:
+            raise InputError(f"{path}: permission denied; make the file readable for this user") from None
+    else:
+        filesystem, inner = resolve(path)
+        raw = filesystem.open_input_stream(inner)
+        if codec not in (None, "xz"):
+            raw = pa.CompressedInputStream(raw, codec)
+    if codec == "xz":
+        import lzma
+
+        return lzma.open(raw, "rb")
+    return raw
+
+
+def makedirs(path: str) -> None:
+    """Create the directory ``path`` and its parents (object stores have none to create). A read-only
+    place is an :class:`OutputError` that names it, not a traceback."""
+    if not is_local(path):
+        filesystem, inner = resolve(path)
+        filesystem.create_dir(inner, recursive=True)
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise output_error(e, path) from e
+
+
+def output_error(error: OSError, path: str) -> OSError:
+    """An OSError met while writing ``path`` (or into it), as an :class:`OutputError` that names the place
+    and the fix when the user must act (no permission, a read-only filesystem, a file where a directory
+    belongs); other errors are returned as they are (out-of-space is handled by the callers' own rule)."""
+    where = error.filename or path
+    if isinstance(error, PermissionError) or error.errno == errno.EROFS:
+        what = "read-only filesystem" if error.errno == errno.EROFS else "permission denied"
+        new = OutputError(
+            f"{where}: cannot write there ({what}); choose a writable output directory or fix its permissions"
+        )
+    elif isinstance(error, (FileExistsError, NotADirectoryError)):
+        blocker = os.fspath(where)
+        while blocker not in ("", "/") and not os.path.exists(blocker):
+            blocker = os.path.dirname(blocker)
+        new = OutputError(
+            f"{blocker}: a file is in the way of the directory {path}; remove it or choose another output path"
+        )
+    else:
+        return error
+    new.errno = error.errno
+    return new
+
+
+def read_bytes(path: str) -> bytes:
+    """The whole of ``path`` (small files: manifests, plans)."""
+    with open_input(path) as f:
+        return f.read()

@@ -1,0 +1,160 @@
+"""Paths and URIs: what a user writes (``data/in``, ``/abs/in``, ``file:///abs/in``, ``s3://bucket/in``) turned
+into one canonical string, and into the ``pyarrow.fs`` filesystem that serves it.
+
+Local paths are the common case and stay exactly what they were before this layer existed: absolute paths,
+made by :func:`os.path.abspath`, served by the ``os`` module. Source task ids and output names hash paths
+relative to the reader's root, so the canonical form of a local path must never change. A URI keeps its
+scheme (``s3://b/k`` never becomes ``<cwd>/s3:/b/k``) and is served by ``pyarrow.fs``, imported only then:
+``pyarrow.fs`` loads the S3, GCS, Azure and HDFS bindings and ``ssl`` (about 25 ms in every array task).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import threading
+from typing import Any
+
+#: ``scheme://``: RFC 3986 schemes; a Windows drive (``C:\\``) has no ``//`` and one letter, so it is not one.
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
+
+
+def scheme(path: str | os.PathLike) -> str | None:
+    """The URI scheme of ``path`` in lower case (``"s3"``), ``None`` for a plain local path. ``file://`` is a
+    scheme here too; :func:`is_local` says whether the ``os`` module serves it."""
+    match = _SCHEME.match(os.fspath(path))
+    return match.group(1).lower() if match else None
+
+
+def is_uri(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is served by ``pyarrow.fs`` rather than the ``os`` module (not local, see :func:`is_local`)."""
+    return not is_local(path)
+
+
+def is_local(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is on a local (POSIX, possibly shared) filesystem: a plain path or a ``file://`` URI."""
+    return scheme(path) in (None, "file")
+
+
+def absolute(path: str | os.PathLike) -> str:
+    """The canonical form of ``path``: an absolute local path (what :func:`os.path.abspath` gives, as before;
+    a ``file://`` URI becomes its path), or the URI with its scheme in lower case and no trailing or doubled
+    slashes (``s3://bucket/a/b``)."""
+    text = os.fspath(path)
+    kind = scheme(text)
+    if kind is None:
+        return os.path.abspath(text)
+    rest = text[len(kind) + 3 :]
+    if kind == "file":
+        return os.path.abspath(rest or "/")
+    parts = [p for p in rest.split("/") if p and p != "."]
+    return f"{kind}://" + "/".join(parts)
+
+
+def join(base: str, *names: str) -> str:
+    """``base`` joined with ``names`` (``os.path.join`` locally, ``/`` for a URI)."""
+    if is_local(base):
+        return os.path.join(base, *names)
+    return "/".join([base.rstrip("/"), *(n.strip("/") for n in names)])
+
+
+def split(path: str) -> tuple[str, str]:
+    """(directory, name) of ``path``; for a URI the directory keeps the scheme."""
+    if is_local(path):
+        return os.path.split(path)
+    prefix, _, rest = path.rstrip("/").partition("://")
+    head, _, tail = rest.rpartition("/")
+    return f"{prefix}://{head}", tail
+
+
+def dirname(path: str) -> str:
+    return split(path)[0]
+
+
+def basename(path: str) -> str:
+    return split(path)[1]
+
+
+def relative(path: str, root: str) -> str:
+    """``path`` relative to ``root`` with ``/`` separators: what source task ids and positions hash. Local
+    paths exactly as :func:`os.path.relpath` gave them before; URIs compare as text under one scheme."""
+    if is_local(path) and is_local(root):
+        return os.path.relpath(path, root).replace(os.sep, "/")
+    base, target = absolute(root), absolute(path)
+    if scheme(base) != scheme(target):
+        raise ValueError(f"{path} is not under {root}: they are on different filesystems")
+    return posixpath.relpath(target.split("://", 1)[1], base.split("://", 1)[1] or "/")
+
+
+def common_root(paths: list[str]) -> str:
+    """The deepest directory that holds every one of ``paths`` (all local, or all URIs of one scheme)."""
+    if all(is_local(p) for p in paths):
+        return os.path.commonpath(paths)
+    kinds = {scheme(p) for p in paths}
+    if len(kinds) != 1:
+        raise ValueError(f"input paths on different filesystems cannot share a root: {', '.join(paths)}")
+    kind = kinds.pop()
+    return f"{kind}://" + posixpath.commonpath([p.split("://", 1)[1] for p in paths])
+
+
+#: scheme://authority -> (filesystem, what the URI holds before the filesystem's own path): ``""`` for s3
+#: (its paths are ``bucket/key``), the authority and its slash for schemes whose paths leave it out.
+_FILESYSTEMS: dict[str, tuple[Any, str]] = {}
+_LOCK = threading.Lock()
+
+
+def _filesystem(text: str) -> tuple[Any, str, str]:
+    """(filesystem, prefix, key) of the canonical URI ``text``: ``scheme://`` + prefix + the path inside it."""
+    import pyarrow.fs as pafs
+
+    kind = scheme(text)
+    rest = text.split("://", 1)[1]
+    key = f"{kind}://{rest.split('/', 1)[0]}"
+    with _LOCK:
+        cached = _FILESYSTEMS.get(key)
+    if cached is None:
+        try:
+            filesystem, inner = pafs.FileSystem.from_uri(text)
+        except (ValueError, NotImplementedError) as e:  # pyarrow knows no such scheme: try fsspec
+            filesystem, inner = _from_fsspec(text, str(kind), e)
+        inner = inner.lstrip("/") if not rest.startswith("/") else inner
+        prefix = rest[: len(rest) - len(inner)] if inner and rest.endswith(inner) else ""
+        with _LOCK:
+            cached = _FILESYSTEMS.setdefault(key, (filesystem, prefix))
+    return cached[0], cached[1], key
+
+
+def resolve(path: str | os.PathLike) -> tuple[Any, str]:
+    """``(pyarrow.fs.FileSystem, path inside it)`` for ``path``. One filesystem object per scheme and
+    authority (bucket) per process, so connections are reused. Other fsspec schemes (``gs://``, ``hf://``)
+    go through fsspec when it is installed; an unknown scheme is a ValueError naming it."""
+    text = absolute(path)
+    if scheme(text) is None:
+        import pyarrow.fs as pafs
+
+        return pafs.LocalFileSystem(), text
+    filesystem, prefix, _ = _filesystem(text)
+    rest = text.split("://", 1)[1]
+    return filesystem, rest[len(prefix) :] if rest.startswith(prefix) else rest
+
+
+def uri_of(like: str, inner: str) -> str:
+    """The URI of ``inner``, a path inside the filesystem that serves the URI ``like`` (what a listing gives)."""
+    text = absolute(like)
+    _, prefix, _ = _filesystem(text)
+    return f"{scheme(text)}://{prefix}{inner.lstrip('/')}"
+
+
+def _from_fsspec(text: str, kind: str, why: BaseException) -> tuple[Any, str]:
+    try:
+        import fsspec
+    except ImportError:
+        raise ValueError(
+            f"{text}: pyarrow has no filesystem for {kind}:// ({why}); install fsspec and the package for "
+            f"{kind}:// (e.g. gcsfs, huggingface_hub) to read it through fsspec"
+        ) from None
+    import pyarrow.fs as pafs
+
+    filesystem, inner = fsspec.core.url_to_fs(text)
+    return pafs.PyFileSystem(pafs.FSSpecHandler(filesystem)), inner

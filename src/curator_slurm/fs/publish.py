@@ -1,0 +1,218 @@
+"""Publishing a finished file atomically, and removing what a killed writer left half-written.
+
+Locally (and on a shared POSIX filesystem) a file is written under a hidden temporary name in its final
+directory, fsynced, then renamed into place: a final name only ever holds a whole file. The temporary
+name says who wrote it: ``.<final name>.tmp-<pid>-<8 hex>-<start>-<boot>@<host>``, where ``start`` is the
+writer's start time (clock ticks since boot, from ``/proc/<pid>/stat``) and ``boot`` the first 8 hex digits
+of the kernel's boot id. On its own host, a writer is gone when the machine booted since (another boot id),
+or no process has that pid, or the process with that pid started at another time (the pid was reused), so a
+resume on that host can remove the file with certainty; files of other hosts are left alone (their writer
+may be alive there) and reported.
+
+Object stores have no rename: there a finished file is written whole, as one object (the bytes are spooled
+to a local temporary file first, then uploaded in one stream that completes at its end), so a killed writer
+leaves no object under a final name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from ..errors import is_out_of_space, out_of_space
+from .files import output_error
+from .paths import is_local, resolve
+
+#: What every temporary name holds after the final name (tests and cleanup look for it).
+TMP_MARK = ".tmp-"
+
+_TEMP = re.compile(
+    r"^\.(?P<final>.+)\.tmp-(?P<pid>\d+)-(?P<rand>[0-9a-f]{8})(?:-(?P<start>\d+)-(?P<boot>[0-9a-f]{8})@(?P<host>.+))?$"
+)
+
+
+def _host() -> str:
+    import socket  # on first use: array tasks that write nothing do not pay for it
+
+    return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "localhost"
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip().replace("-", "")[:8]
+    except OSError:
+        return "00000000"
+
+
+def _start_time(pid: int) -> int | None:
+    """The start time of process ``pid`` (clock ticks since boot, field 22 of ``/proc/<pid>/stat``), None if
+    there is no such process (or no ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()  # the command name may hold spaces and parentheses
+    return int(fields[19]) if len(fields) > 19 else None
+
+
+_TOKEN: tuple[int, str] | None = None
+
+
+def writer_token() -> str:
+    """``<pid>`` and, after the random part, ``<start>-<boot>@<host>`` for this process (recomputed after a fork)."""
+    global _TOKEN
+    pid = os.getpid()
+    if _TOKEN is None or _TOKEN[0] != pid:
+        _TOKEN = (pid, f"{_start_time(pid) or 0}-{_boot_id()}@{_host()}")
+    return _TOKEN[1]
+
+
+def temp_name(final_name: str) -> str:
+    """The hidden temporary name under which this process writes ``final_name`` (see the module docstring)."""
+    return f".{final_name}{TMP_MARK}{os.getpid()}-{os.urandom(4).hex()}-{writer_token()}"
+
+
+def atomic_write(final_path: str, write: Callable[[BinaryIO], Any], sync: bool = True) -> None:
+    """Call ``write(binary_file)`` and publish what it wrote as ``final_path``, whole or not at all.
+
+    Locally: a hidden temporary file in the same directory, fsynced (unless ``sync`` is False: the caller
+    makes it durable later, e.g. a run ledger for a window of tasks), renamed to ``final_path``; on any
+    error it is removed. A full disk, a read-only directory or no permission is an error naming the place.
+    On an object store: one whole-object write (see the module docstring)."""
+    if not is_local(final_path):
+        _write_object(final_path, write)
+        return
+    directory, name = os.path.split(final_path)
+    tmp = os.path.join(directory, temp_name(name))
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, final_path)
+    except BaseException as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        if is_out_of_space(e):  # a full disk is not a crash: say where and what to do
+            raise out_of_space(e, os.path.abspath(directory or ".")) from e  # type: ignore[arg-type]
+        if isinstance(e, OSError) and output_error(e, final_path) is not e:
+            raise output_error(e, os.path.abspath(directory or ".")) from e
+        raise
+
+
+def atomic_write_text(final_path: str, text: str, sync: bool = True) -> None:
+    """:func:`atomic_write` of UTF-8 text."""
+    data = text.encode("utf-8")
+    atomic_write(final_path, lambda f: f.write(data), sync=sync)
+
+
+def _write_object(uri: str, write: Callable[[BinaryIO], Any]) -> None:
+    import tempfile
+
+    filesystem, inner = resolve(uri)
+    with tempfile.TemporaryFile(prefix="curator-upload-") as spool:
+        write(spool)  # type: ignore[arg-type]
+        spool.seek(0)
+        try:
+            stream = filesystem.open_output_stream(inner)
+        except FileNotFoundError:  # a filesystem with real directories (object stores have none to make)
+            filesystem.create_dir(inner.rpartition("/")[0], recursive=True)
+            stream = filesystem.open_output_stream(inner)
+        with stream as out:
+            while chunk := spool.read(8 << 20):
+                out.write(chunk)
+
+
+@dataclass(frozen=True)
+class Cleanup:
+    """What :func:`remove_dead_temporaries` did in one directory: names removed, and names left because their
+    writer is on another host (or wrote before names said who) or still alive here."""
+
+    directory: str
+    removed: list[str] = field(default_factory=list)
+    other_hosts: list[str] = field(default_factory=list)
+    alive: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        parts = [f"removed {len(self.removed)} temporary file(s) of dead writers in {self.directory}"]
+        if self.other_hosts:
+            parts.append(
+                f"left {len(self.other_hosts)} of writers on other hosts or of unknown writers "
+                f"(remove them by hand once no run writes there): {', '.join(self.other_hosts[:5])}"
+            )
+        if self.alive:
+            parts.append(f"left {len(self.alive)} of live writers")
+        return "; ".join(parts)
+
+
+def _writer_gone(pid: int, start: int, boot: str) -> bool:
+    """Whether the writer (``pid``, started at ``start`` in the boot ``boot``) on this host is gone."""
+    if boot != _boot_id():
+        return True
+    now = _start_time(pid)
+    if now is not None:
+        return now != start
+    if os.path.isdir("/proc"):
+        return True
+    try:  # no /proc (not Linux): the pid alone says it
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def remove_dead_temporaries(directory: str) -> Cleanup:
+    """Delete the temporary files that writers on this host which are gone (killed while writing) left in
+    ``directory``; leave those of live writers and of other hosts. Object stores have none (nothing is
+    written under a temporary name there)."""
+    result = Cleanup(directory)
+    if not is_local(directory):
+        return result
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.startswith(".") and TMP_MARK in n)
+    except (FileNotFoundError, NotADirectoryError):
+        return result
+    host = _host()
+    for name in names:
+        match = _TEMP.match(name)
+        if match is None:
+            continue
+        if match["host"] is None or match["host"] != host:
+            result.other_hosts.append(name)
+        elif _writer_gone(int(match["pid"]), int(match["start"]), match["boot"]):
+            try:
+                os.unlink(os.path.join(directory, name))
+            except FileNotFoundError:
+                continue
+            result.removed.append(name)
+        else:
+            result.alive.append(name)
+    return result
+
+
+def remove_temporaries(directory: str, pids: Collection[int]) -> list[str]:
+    """Delete the temporary files that processes ``pids`` of this host (killed workers of this process)
+    left in ``directory``; return their names. Nothing else is touched."""
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    host, removed = _host(), []
+    for name in names:
+        match = _TEMP.match(name)
+        if match is None or int(match["pid"]) not in pids or match["host"] not in (None, host):
+            continue
+        try:
+            os.unlink(os.path.join(directory, name))
+        except FileNotFoundError:
+            continue
+        removed.append(name)
+    return removed
