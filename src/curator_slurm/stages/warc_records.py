@@ -5,7 +5,7 @@ reads ``.warc``, ``.warc.gz`` and ``.warc.zst``). The HTTP header of a response 
 block, so that a record cut short by the end of the file (FastWARC hands out the part that is there) is told
 from a whole one, and a broken HTTP header costs one record, not the file.
 
-File access goes through :func:`open_input`, :func:`read_at` and :func:`input_size`, over :mod:`curator_slurm.fs`.
+File access goes through :func:`open_input`, :func:`read_at` and :func:`input_size`, over the filesystem layer (``fs``).
 """
 
 from __future__ import annotations
