@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 from curator_slurm import LocalExecutor, Pipeline, ShardSpec
 from curator_slurm.chain import PhaseOutputsReader
 from curator_slurm.dedup.exact import ExactDuplicates
+from curator_slurm.dedup.fuzzy import FuzzyDuplicates
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetWriter, ScoreFilter, WordCountFilter
 from curator_slurm.workflow import Phase, Workflow
@@ -86,6 +87,31 @@ def test_sharded_phases_equal_the_unsharded_run(tmp_path: Path) -> None:
             )
     assert kept_ids(tmp_path / "many") == kept_ids(tmp_path / "one")
     assert kept_ids(tmp_path / "one"), "the run wrote documents"
+
+
+def test_fuzzy_dedup_reads_an_earlier_phase(tmp_path: Path) -> None:
+    """The same chain with MinHash dedup: every exact copy the filter kept is removed (they are near-duplicates
+    too), the first in input order kept."""
+    corpus = tmp_path / "in"
+    make_dup_corpus(corpus)
+    work = tmp_path / "out" / ".curator-work"
+    base = (
+        Pipeline("base")
+        .add_stage(JsonlReader(str(corpus)))
+        .add_stage(ScoreFilter(WordCountFilter(min_words=MIN_WORDS)))
+        .add_stage(JsonlWriter(str(work / "base")))
+    )
+    dedup = FuzzyDuplicates(
+        reader=PhaseOutputsReader(base, work / ".curator-run" / "base", work / "base"),
+        writer=ParquetWriter(str(tmp_path / "out")),
+        work_dir=str(work),
+        buckets=8,
+    )
+    Workflow("chain", work, [Phase("base", base), *dedup.phases]).run(LocalExecutor(workers=2))
+    got = sorted(i for ids in kept_ids(tmp_path / "out").values() for i in ids)
+    expected = brute_force(corpus)
+    # Near-duplicates beyond exact copies may go too; every exact copy goes and every survivor is kept.
+    assert set(got) <= set(expected) and len(got) >= len(expected) * 0.9
 
 
 def test_a_phase_whose_upstream_task_wrote_nothing_writes_nothing(tmp_path: Path) -> None:

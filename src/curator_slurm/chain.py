@@ -72,6 +72,7 @@ class PhaseOutputsSource(ProcessingStage[EmptyTask, FileGroupTask]):
         # What dedup workflows look for on a reader's partitioner (the files it lists, their endings).
         self.file_paths = [self._output_dir]
         self.file_extensions = [".jsonl", ".parquet"]
+        self.patterns: tuple[str, ...] | None = None  # every file the earlier phase recorded
 
     def params(self) -> dict[str, Any]:
         # The earlier phase by name, not where its directories are mounted (they are not part of the meaning).
