@@ -32,10 +32,10 @@ FLOOR_VENV ?= .venv-pyarrow-floor
 PYARROW_FLOOR := 14.0.2
 FLOOR_TESTS := tests/stages/test_readers.py tests/stages/test_partitioning.py tests/stages/test_writers.py \
 	tests/stages/test_filters.py tests/stages/test_heuristic_filters.py tests/stages/test_re2_space.py tests/runs/test_ledger.py \
-	tests/runs/test_sharding.py tests/runs/test_ledger_partition.py tests/runs/test_group_commit.py tests/runs/test_status.py \
+	tests/runs/test_sharding.py tests/runs/test_ledger_partition.py tests/runs/test_group_commit.py tests/slurm/test_status.py \
 	tests/backends/test_stop_signal.py tests/backends/test_adapter_retries.py \
-	tests/backends/test_local_executor.py tests/slurm/test_env.py tests/test_positions.py tests/examples/test_curate.py \
-	tests/dedup
+	tests/backends/test_local_executor.py tests/test_settings.py tests/test_positions.py tests/examples/test_curate.py \
+	tests/dedup tests/fs tests/stages/test_reader_inputs.py tests/test_chain.py
 
 $(FLOOR_VENV)/.installed: pyproject.toml Makefile
 	@test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)

@@ -81,8 +81,13 @@ def score_column(f: DocumentFilter, scores: list[Any]) -> pa.Array:
     """The scores ``f.score_document`` returned as one Arrow column (float64 when nothing says the type),
     or a :class:`FilterError` naming the filter and the values that do not fit one column."""
     values = [_plain(v) for v in scores]
+    kinds = {type(v) for v in values if v is not None}
+    # The type said when the values say it plainly: pyarrow's own inference looks for pandas and dateutil
+    # along sys.path on every call (pyarrow 14), which would cost every batch an import search.
+    known = {frozenset({bool}): pa.bool_(), frozenset({int}): pa.int64(), frozenset({float}): pa.float64()}
+    known[frozenset({int, float})] = pa.float64()
     try:
-        column = pa.array(values)
+        column = pa.array(values, type=known.get(frozenset(kinds)))
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
         kinds = sorted({type(v).__name__ for v in values})
         raise FilterError(
