@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .shingles import DEFAULT_SEED, _string_buffers, as_string_array, fmix64, shingles_of_tokens
+from .shingles import DEFAULT_SEED, _string_buffers, as_string_array, fmix64, in_slices, shingles_of_tokens
 
 #: NeMo Curator's default ``char_ngrams`` (its tutorials use 24; it warns below 20 that ~5 % of the
 #: candidate pairs become false positives).
@@ -63,18 +63,8 @@ def char_shingle_hashes(
     hashes are ``hashes[offsets[i]:offsets[i + 1]]``, in order, repeats kept. Nulls count as empty."""
     if width < 2:
         raise ValueError(f"char_ngrams: must be at least 2 characters (as in NeMo Curator/cuDF), got {width}")
-    arr = as_string_array(texts)
-    _, text_offsets_buf, _ = arr.buffers()
-    text_offsets = np.frombuffer(text_offsets_buf, dtype=np.int64, count=len(arr) + 1, offset=arr.offset * 8)
-    offsets_parts, hash_parts, base = [np.zeros(1, dtype=np.int64)], [], 0
-    i0 = 0
-    while i0 < len(arr):
-        i1 = max(i0 + 1, int(np.searchsorted(text_offsets, text_offsets[i0] + _SLICE_BYTES, side="right")) - 1)
-        i1 = min(i1, len(arr))
-        part = arr.slice(i0, i1 - i0)
-        offsets, hashes = shingles_of_tokens(*_character_hashes(part), len(part), width, seed)
-        offsets_parts.append(offsets[1:] + base)
-        hash_parts.append(hashes)
-        base += len(hashes)
-        i0 = i1
-    return np.concatenate(offsets_parts), (np.concatenate(hash_parts) if hash_parts else np.zeros(0, np.uint32))
+    return in_slices(
+        as_string_array(texts),
+        _SLICE_BYTES,
+        lambda part: shingles_of_tokens(*_character_hashes(part), len(part), width, seed),
+    )

@@ -11,6 +11,7 @@ distinct words longer than 32 bytes).
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -276,16 +277,27 @@ def shingle_hashes(
     """
     if ngram < 1:
         raise ValueError(f"ngram: must be at least 1 word, got {ngram}")
-    arr = as_string_array(texts)
+    return in_slices(
+        as_string_array(texts),
+        _SLICE_BYTES,
+        lambda part: _shingles_of_words(*_words(part, already_normalized=normalized), len(part), ngram, seed),
+    )
+
+
+def in_slices(
+    arr: pa.Array, slice_bytes: int, shingle: Callable[[pa.Array], tuple[np.ndarray, np.ndarray]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``shingle`` (a slice of documents -> its CSR offsets and hashes) over slices of ``arr`` of about
+    ``slice_bytes`` of text each (at least one document), joined into one CSR layout: bounded memory
+    for the temporary arrays whatever the batch size."""
     _, text_offsets_buf, _ = arr.buffers()
     text_offsets = np.frombuffer(text_offsets_buf, dtype=np.int64, count=len(arr) + 1, offset=arr.offset * 8)
     offsets_parts, hash_parts, base = [np.zeros(1, dtype=np.int64)], [], 0
     i0 = 0
     while i0 < len(arr):
-        i1 = max(i0 + 1, int(np.searchsorted(text_offsets, text_offsets[i0] + _SLICE_BYTES, side="right")) - 1)
+        i1 = max(i0 + 1, int(np.searchsorted(text_offsets, text_offsets[i0] + slice_bytes, side="right")) - 1)
         i1 = min(i1, len(arr))
-        part = arr.slice(i0, i1 - i0)
-        offsets, hashes = _shingles_of_words(*_words(part, already_normalized=normalized), len(part), ngram, seed)
+        offsets, hashes = shingle(arr.slice(i0, i1 - i0))
         offsets_parts.append(offsets[1:] + base)
         hash_parts.append(hashes)
         base += len(hashes)
