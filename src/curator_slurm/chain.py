@@ -19,15 +19,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import pyarrow as pa
-
 from .backends.adapter import list_sources
 from .errors import InputError
 from .pipeline import Pipeline
-from .runs.ledger import iter_records
+from .runs.ledger import done_outputs
 from .shard import ShardSpec
 from .stages.base import ProcessingStage
-from .stages.readers import FileReader, FileReaderStage, read_jsonl, read_parquet
+from .stages.readers import FileReader, FileReaderStage, concat_tables, read_jsonl, read_parquet
 from .tasks import DocumentBatch, EmptyTask, FileGroupTask
 from .workflow import planned_ids
 
@@ -48,15 +46,6 @@ def upstream_ids(pipeline: Pipeline, run_dir: str) -> list[str]:
         start = (t.metadata.get("byte_range") or [0])[0]
         place[t.task_id] = (int(indices[0]), int(start))
     return sorted(ids, key=lambda i: (*place.get(i, (1 << 62, 0)), i))
-
-
-def recorded_outputs(run_dir: str) -> dict[str, list[str]]:
-    """Each done source task of ``run_dir`` and the outputs its last done record lists."""
-    outputs: dict[str, list[str]] = {}
-    for record in iter_records(run_dir):
-        if record.get("status") == "done":
-            outputs[str(record["source"])] = sorted(record.get("outputs") or [])
-    return outputs
 
 
 class PhaseOutputsSource(ProcessingStage[EmptyTask, FileGroupTask]):
@@ -116,7 +105,7 @@ class PhaseOutputsReaderStage(FileReaderStage):
     def _files(self, task: FileGroupTask) -> list[str]:
         run_dir = task.metadata["upstream_run_dir"]
         if run_dir not in self._outputs:
-            self._outputs[run_dir] = recorded_outputs(run_dir)
+            self._outputs[run_dir] = done_outputs(run_dir)
         recorded = self._outputs[run_dir]
         if task.task_id not in recorded:
             raise InputError(
@@ -136,7 +125,7 @@ class PhaseOutputsReaderStage(FileReaderStage):
             read_parquet(p, self.fields) if p.endswith(".parquet") else read_jsonl(p, self.fields, schema=self._schema)
             for p in files
         ]
-        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
+        table = concat_tables(tables, files)
         base = int(task.metadata["upstream_index"]) * MAX_OUTPUTS
         return task.derive(
             table,

@@ -23,7 +23,7 @@ import os
 from typing import Any, BinaryIO
 
 from .errors import InputError
-from .runs.ledger import iter_records
+from .runs.ledger import done_outputs
 from .runs.rundir import DEFAULT_RUN_DIR_NAME
 from .stages.base import ProcessingStage
 from .stages.megatron import MegatronTokenizerWriter
@@ -35,10 +35,7 @@ from .workflow import Phase, Workflow
 
 def done_pairs(run_dir: str) -> list[str]:
     """The ``.bin``/``.idx`` prefixes that the run directory's done records list, sorted by file name."""
-    outputs: dict[str, list[str]] = {}
-    for record in iter_records(run_dir):
-        if record.get("status") == "done":
-            outputs[record["source"]] = list(record.get("outputs") or [])
+    outputs = done_outputs(run_dir)
     prefixes = {path[: -len(".idx")] for paths in outputs.values() for path in paths if path.endswith(".idx")}
     return sorted(prefixes, key=lambda p: (os.path.basename(p), p))
 

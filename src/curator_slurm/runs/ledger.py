@@ -137,6 +137,15 @@ def iter_records(path: str) -> Iterator[dict[str, Any]]:
     return _records_of(ledger_files(path))
 
 
+def done_outputs(path: str) -> dict[str, list[str]]:
+    """Each done source task of the run directory ``path`` and the outputs its last done record lists, sorted."""
+    outputs: dict[str, list[str]] = {}
+    for record in iter_records(path):
+        if record.get("status") == "done":
+            outputs[str(record["source"])] = sorted(record.get("outputs") or [])
+    return outputs
+
+
 def _records_of(files: Iterable[str]) -> Iterator[dict[str, Any]]:
     for name in files:
         for lineno, line in enumerate(complete_lines(name).splitlines(), start=1):

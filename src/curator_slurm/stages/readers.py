@@ -119,7 +119,7 @@ def _select(table: pa.Table, fields: list[str] | None, path: str) -> pa.Table:
     return table.select(fields)
 
 
-def _concat(tables: list[pa.Table], paths: list[str]) -> pa.Table:
+def concat_tables(tables: list[pa.Table], paths: list[str]) -> pa.Table:
     if len(tables) == 1:
         return tables[0]
     try:
@@ -202,7 +202,7 @@ class FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
         else:
             tables = [self.read_file(p) for p in task.data]
             file_rows = [t.num_rows for t in tables]
-            table = _concat(tables, list(task.data))
+            table = concat_tables(tables, list(task.data))
         # files and file_rows (with root, file_indices and byte_range from the source task) are what
         # the positions module turns into each document's position, when a stage asks for it.
         # row_counter: the class whose rows_before() numbers the records of a piece of a split file.
