@@ -21,16 +21,18 @@ def test_import_is_light() -> None:
     assert out.strip() == "[]"
 
 
-def _requirement_names(dist: str) -> set[str]:
+def _requirement_names(dist: str, extras: frozenset[str] = frozenset()) -> set[str]:
+    """The distributions `dist` requires, with those of the named extras (and none of the others)."""
     names = set()
     for req in metadata.requires(dist) or []:
-        if "extra ==" in req:
+        marker = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", req)
+        if marker and marker.group(1) not in extras:
             continue
         names.add(re.split(r"[ ;<>=!~\[(]", req, maxsplit=1)[0].lower().replace("_", "-"))
     return names
 
 
-def test_no_dependency_pulls_in_torch_or_pandas() -> None:
+def _dependency_closure(root_extras: frozenset[str]) -> set[str]:
     seen: set[str] = set()
     todo = ["curator-slurm"]
     while todo:
@@ -39,11 +41,26 @@ def test_no_dependency_pulls_in_torch_or_pandas() -> None:
             continue
         seen.add(name)
         try:
-            todo.extend(_requirement_names(name))
+            todo.extend(_requirement_names(name, root_extras if name == "curator-slurm" else frozenset()))
         except metadata.PackageNotFoundError:
             continue
-    assert {"pyarrow", "xxhash", "ray"} <= seen
-    assert not seen & {"torch", "pandas", "transformers", "tensorflow"}, sorted(seen)
+    return seen
+
+
+def test_core_dependencies_are_light() -> None:
+    """A bare install needs pyarrow and xxhash; Ray and the web stack are extras, not core."""
+    core = _dependency_closure(frozenset())
+    assert {"pyarrow", "xxhash", "numpy"} <= core
+    assert not core & {"ray", "trafilatura", "fastwarc", "spacy", "tokenizers", "torch", "pandas"}, sorted(core)
+
+
+def test_no_extra_pulls_in_torch_or_pandas() -> None:
+    """Every extra together ([all]) stays clear of torch, pandas, transformers and tensorflow."""
+    extras = frozenset(metadata.metadata("curator-slurm").get_all("Provides-Extra") or [])
+    assert {"ray", "web", "tokenize", "fineweb", "fasttext"} <= extras
+    everything = _dependency_closure(extras - {"dev"})
+    assert {"pyarrow", "xxhash", "ray", "trafilatura", "tokenizers", "spacy"} <= everything
+    assert not everything & {"torch", "pandas", "transformers", "tensorflow"}, sorted(everything)
 
 
 def test_stages_never_mention_slurm() -> None:
