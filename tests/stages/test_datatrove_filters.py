@@ -363,3 +363,58 @@ def test_pipeline_writes_each_filters_exclusions_once(tmp_path: Path, workers: i
     funnel = {row.stage: row.dropped for row in result.funnel()}
     assert funnel["gopher_quality_filter"] == 2
     assert funnel["c4_quality_filter"] == 1
+
+
+# --- the funnel's characters -------------------------------------------------------------------------
+
+
+def _run(tmp_path: Path, name: str, docs: list[dict[str, Any]], stage: Any) -> tuple[Any, list[dict[str, Any]]]:
+    src = tmp_path / f"{name}-in"
+    src.mkdir()
+    for part in (0, 1):
+        rows = "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs[part::2])
+        (src / f"part{part}.jsonl").write_text(rows, encoding="utf-8")
+    out = tmp_path / f"{name}-out"
+    pipeline = Pipeline(name).add_stage(JsonlReader(src, files_per_partition=1)).add_stage(stage)
+    result = pipeline.add_stage(JsonlWriter(out)).run(LocalExecutor(workers=1), shard=ShardSpec.single())
+    return result, _rows(out)
+
+
+def test_the_funnel_counts_c4s_rewriting_and_the_url_filters_pages(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from helpers import clean_env
+
+    good = "\n".join(prose(12).replace("word", "café") for _ in range(4))
+    docs = [
+        {"id": 0, "text": good + "\nMenü · Startseite · Kontakt"},  # its last line goes (no terminal punctuation)
+        {"id": 1, "text": good + "\nLorem ipsum dolor sit amet, ça va."},  # dropped
+        {"id": 2, "text": good},  # kept as it is
+        {"id": 3, "text": "  " + good + "\n日本語のテキスト"},  # stripped, last line goes
+    ]
+    result, out = _run(tmp_path, "c4", docs, C4QualityFilter(min_num_sentences=3))
+    kept = {r["id"]: r["text"] for r in out}
+    assert sorted(kept) == [0, 2, 3] and kept[2] == good and kept[0] == kept[3] == good
+    row = next(r for r in result.funnel() if r.stage == "c4_quality_filter")
+    rewritten = sum(len(docs[i]["text"]) - len(kept[i]) for i in kept)
+    assert (row.chars_dropped, row.chars_rewritten) == (len(docs[1]["text"]), rewritten)
+    assert row.chars_removed == sum(len(d["text"]) for d in docs) - sum(map(len, kept.values()))
+    status = subprocess.run(
+        [sys.executable, "-m", "curator_slurm.cli", "status", str(tmp_path / "c4-out" / DEFAULT_RUN_DIR_NAME)],
+        capture_output=True, text=True, env=clean_env(), check=True,
+    ).stdout  # fmt: skip
+    line = next(x for x in status.splitlines() if x.startswith("  c4_quality_filter"))
+    assert line.split()[1:] == ["4", "3", "1", str(row.chars_removed), f"({rewritten}", "by", "rewriting)"]
+
+    pytest.importorskip("tldextract")
+    pages = [
+        {"id": 0, "url": "https://blocked.com/a", "html": "<p>Blockiert: ÄÖÜ</p>"},
+        {"id": 1, "url": "https://fine.org/b", "html": "<p>fine</p>"},
+        {"id": 2, "url": "https://www.blocked.com/c", "html": "<html>日本</html>"},
+    ]
+    result, out = _run(tmp_path, "url", pages, URLFilter(extra_domains=["blocked.com"]))
+    assert [r["id"] for r in out] == [1]
+    row = next(r for r in result.funnel() if r.stage == "url_filter")
+    # Before extraction a document's body is its HTML (datatrove's doc.text then), never its URL.
+    assert (row.chars_dropped, row.chars_rewritten) == (len(pages[0]["html"]) + len(pages[2]["html"]), 0)

@@ -19,7 +19,7 @@ from curator_slurm.backends.retry import NOT_RETRIED, failed_task, retry_delay, 
 from curator_slurm.runs.sharding import Selection, check_source_ids, read_source_list, select
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
-from curator_slurm.stages.notes import NOTES_KEY, merge_notes
+from curator_slurm.stages.notes import CHARS_KEY, NOTES_KEY, merge_notes
 from curator_slurm.stages.writers import LINEAGE_KEY
 from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, NoneTask, Task
 
@@ -75,18 +75,18 @@ class BaseStageAdapter:
         for source, entry in zip(live, entries, strict=True):
             if isinstance(entry, FailedTask):
                 self.stats.failures += 1
+                self.stats.rows_uncounted += _rows(source)
                 outputs.append(entry)
                 continue
             items = entry if isinstance(entry, list) else [entry]
             wrong = next((i for i in items if i is not None and not isinstance(i, Task)), None)
             if wrong is not None:
                 self.stats.failures += 1
+                self.stats.rows_uncounted += _rows(source)
                 outputs.append(self._wrong_type(source, wrong))
                 continue
             outputs.extend(self._with_lineage(source, items))
-            for item in items:
-                if isinstance(item, Task) and NOTES_KEY in item.metadata:  # this stage's notes, counted once
-                    merge_notes(self.stats.notes, item.metadata.pop(NOTES_KEY))
+            self._take_notes(source, items)
         if self.stage.is_source_stage:
             outputs = self._shard_filter(outputs)
         elapsed = time.perf_counter() - start
@@ -95,6 +95,23 @@ class BaseStageAdapter:
         self.stats.tasks_out += len(good)
         self.stats.rows_out += sum(_rows(t) for t in good)
         return outputs + passed_on
+
+    def _take_notes(self, source: Task, items: list[Any]) -> None:
+        """This stage's notes and removed characters off its outputs of ``source``, into its stats (counted
+        once: a later stage's ``derive`` would carry them on)."""
+        counted = False
+        for item in items:
+            if not isinstance(item, Task):
+                continue
+            if NOTES_KEY in item.metadata:
+                merge_notes(self.stats.notes, item.metadata.pop(NOTES_KEY))
+            chars = item.metadata.pop(CHARS_KEY, None)
+            if chars is not None:
+                counted = True
+                self.stats.chars_dropped += int(chars.get("dropped", 0))
+                self.stats.chars_rewritten += int(chars.get("rewritten", 0))
+        if not counted:
+            self.stats.rows_uncounted += _rows(source)
 
     def _shard_filter(self, tasks: list[Task]) -> list[Task]:
         """The shard hook: drop every source task that belongs to another shard."""

@@ -27,6 +27,18 @@ class StageStats:
     failures: int = 0
     #: What the stage noted on its outputs (``stages.notes``): counts by cause, damaged inputs.
     notes: dict[str, Any] = field(default_factory=dict)
+    #: Characters of the documents it dropped, and those its rewriting took from the ones it kept, as a
+    #: filtering stage notes them (``stages.notes.note_removed_chars``).
+    chars_dropped: int = 0
+    chars_rewritten: int = 0
+    #: Documents in of the tasks whose characters it did not count (a stage that is not a filter, a failure):
+    #: while there are any, the characters it removed are unknown.
+    rows_uncounted: int = 0
+
+    @property
+    def chars_known(self) -> bool:
+        """Whether every document that entered the stage had its removed characters counted."""
+        return self.rows_uncounted == 0
 
     def add(self, other: StageStats) -> None:
         self.tasks_in += other.tasks_in
@@ -35,7 +47,16 @@ class StageStats:
         self.rows_out += other.rows_out
         self.seconds += other.seconds
         self.failures += other.failures
+        self.chars_dropped += other.chars_dropped
+        self.chars_rewritten += other.chars_rewritten
+        self.rows_uncounted += other.rows_uncounted
         merge_notes(self.notes, other.notes)
+
+    def funnel_row(self) -> FunnelRow:
+        """This stage's row of the funnel (its characters None when unknown)."""
+        if not self.chars_known:
+            return FunnelRow(self.name, self.rows_in, self.rows_out)
+        return FunnelRow(self.name, self.rows_in, self.rows_out, self.chars_dropped, self.chars_rewritten)
 
 
 @dataclass
@@ -111,8 +132,9 @@ class PipelineResult:
 
     def funnel(self) -> list[FunnelRow]:
         """Documents in and out of every stage after the source, summed over the source tasks this run did:
-        how many each filter dropped. `curator-slurm status` shows the same for the whole run directory."""
-        return [FunnelRow(s.name, s.rows_in, s.rows_out) for s in self.stages[1:]]
+        how many documents and characters each filter removed. `curator-slurm status` shows the same for the
+        whole run directory."""
+        return [s.funnel_row() for s in self.stages[1:]]
 
     def summary(self) -> str:
         return (

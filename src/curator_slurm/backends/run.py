@@ -296,7 +296,7 @@ def ledger_record(result: SourceResult) -> dict[str, Any]:
             "seconds": round(result.seconds, 4),
             "attempts": result.attempts,
             # Rows in and out of every stage after the source, for the run's funnel (`status`).
-            "stages": [[s.name, s.rows_in, s.rows_out] for s in result.stats],
+            "stages": [stage_entry(s) for s in result.stats],
         }
         notes: dict[str, Any] = {}
         for s in result.stats:  # why stages dropped documents, and damaged inputs (stages.notes)
@@ -318,6 +318,16 @@ def ledger_record(result: SourceResult) -> dict[str, Any]:
         "files": f.metadata.get("files"),
         "seconds": round(result.seconds, 4),
     }
+
+
+def stage_entry(s: StageStats) -> list[Any]:
+    """A stage's entry in a done record's ``stages``: ``[name, rows_in, rows_out]``, then the characters it
+    removed, ``chars_dropped, chars_rewritten``, when it counted them for every document it took in (a stage
+    that took none removed none: its entry stays short)."""
+    entry: list[Any] = [s.name, s.rows_in, s.rows_out]
+    if s.rows_in and s.chars_known:
+        entry += [s.chars_dropped, s.chars_rewritten]
+    return entry
 
 
 def _raise_if_unfinished(result: PipelineResult, options: RunOptions) -> None:

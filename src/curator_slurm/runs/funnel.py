@@ -1,7 +1,9 @@
-"""A run's funnel: how many documents each stage took in and let through, summed over done records.
+"""A run's funnel: how many documents each stage took in and let through, and how many characters each
+filtering stage removed, summed over done records.
 
 A value of the run directory (the ledger's done records carry each stage's counts), so it lives with the
-ledger; ``PipelineResult`` and ``curator-slurm status`` both report it.
+ledger; ``PipelineResult`` and ``curator-slurm status`` both report it. Characters are code points (Python's
+``len`` of the text), as datatrove's document lengths count them.
 """
 
 from __future__ import annotations
@@ -13,19 +15,39 @@ from typing import Any
 
 @dataclass(frozen=True)
 class FunnelRow:
-    """One stage of a run's funnel: documents in and out (a reader reads files: its ``rows_in`` is 0)."""
+    """One stage of a run's funnel: documents in and out (a reader reads files: its ``rows_in`` is 0), and
+    the characters it removed: ``chars_dropped``, those of the documents it dropped, and ``chars_rewritten``,
+    those its rewriting took from the documents it kept (C4's line removal). Both are None when unknown: a
+    stage that does not count them (not a filter), or a done record written before records carried them."""
 
     stage: str
     rows_in: int
     rows_out: int
+    chars_dropped: int | None = None
+    chars_rewritten: int | None = None
 
     @property
     def dropped(self) -> int:
         """Documents the stage removed (0 for a stage that adds rows or reads files)."""
         return max(self.rows_in - self.rows_out, 0)
 
+    @property
+    def chars_removed(self) -> int | None:
+        """Characters the stage removed, by dropping documents and by rewriting them (None: unknown)."""
+        if self.chars_dropped is None or self.chars_rewritten is None:
+            return None
+        return self.chars_dropped + self.chars_rewritten
+
     def as_dict(self) -> dict[str, Any]:
-        return {"stage": self.stage, "rows_in": self.rows_in, "rows_out": self.rows_out, "dropped": self.dropped}
+        return {
+            "stage": self.stage,
+            "rows_in": self.rows_in,
+            "rows_out": self.rows_out,
+            "dropped": self.dropped,
+            "chars_removed": self.chars_removed,
+            "chars_dropped": self.chars_dropped,
+            "chars_rewritten": self.chars_rewritten,
+        }
 
 
 def funnel_of_records(records: Iterable[dict[str, Any]]) -> list[FunnelRow]:
@@ -39,25 +61,36 @@ def funnel_of_records(records: Iterable[dict[str, Any]]) -> list[FunnelRow]:
 
 
 class FunnelSum:
-    """Sums done records' ``stages`` (``[name, rows_in, rows_out]`` per stage after the source), stage by
-    stage in pipeline order, into the run's funnel."""
+    """Sums done records' ``stages`` stage by stage, in pipeline order, into the run's funnel. An entry is
+    ``[name, rows_in, rows_out]`` per stage after the source, followed by ``chars_dropped, chars_rewritten``
+    when the stage counted them; a stage's characters are known when every entry with documents in has them
+    (an entry without documents in removed none)."""
 
     def __init__(self) -> None:
         self.names: list[str] = []
-        self.counts: list[list[int]] = []
+        self.counts: list[list[int]] = []  # rows_in, rows_out, chars_dropped, chars_rewritten, entries unknown
 
     def add(self, stages: Any) -> None:
         if not isinstance(stages, list):  # a record written before records carried stages
             return
-        for i, (name, rows_in, rows_out) in enumerate(stages):
+        for i, (name, rows_in, rows_out, *chars) in enumerate(stages):
             if i == len(self.names):
                 self.names.append(name)
-                self.counts.append([0, 0])
-            self.counts[i][0] += int(rows_in)
-            self.counts[i][1] += int(rows_out)
+                self.counts.append([0, 0, 0, 0, 0])
+            counts = self.counts[i]
+            counts[0] += int(rows_in)
+            counts[1] += int(rows_out)
+            if len(chars) >= 2 and chars[0] is not None and chars[1] is not None:
+                counts[2] += int(chars[0])
+                counts[3] += int(chars[1])
+            elif int(rows_in):
+                counts[4] += 1
 
     def rows(self) -> list[FunnelRow]:
-        return [FunnelRow(n, c[0], c[1]) for n, c in zip(self.names, self.counts, strict=True)]
+        return [
+            FunnelRow(n, c[0], c[1]) if c[4] else FunnelRow(n, c[0], c[1], c[2], c[3])
+            for n, c in zip(self.names, self.counts, strict=True)
+        ]
 
 
 __all__ = ["FunnelRow", "FunnelSum", "funnel_of_records"]

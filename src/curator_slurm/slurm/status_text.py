@@ -52,11 +52,7 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
     )
     if status.get("tokens") is not None:
         lines.append(f"tokens: {status['tokens']} in the outputs of the done source tasks")
-    if status["funnel"]:
-        lines.append(f"funnel of the done source tasks, all shards: {'docs in':>10} {'docs out':>10} {'dropped':>10}")
-        for row in status["funnel"]:
-            dropped = row["dropped"] if row["rows_in"] else "-"
-            lines.append(f"  {row['stage']:<45} {row['rows_in']:>10} {row['rows_out']:>10} {dropped:>10}")
+    lines.extend(format_funnel(status["funnel"]))
     lines.extend(format_notes(status.get("notes") or {}))
     if status["job_states"] is not None:
         states = ", ".join(f"{n} {s}" for s, n in sorted(status["job_states"].items())) or "none known to Slurm"
@@ -105,6 +101,26 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
                 f"{s['job'] or '-'}{state}"
             )
     return "\n".join(lines)
+
+
+def format_funnel(funnel: list[dict[str, Any]]) -> list[str]:
+    """The funnel's lines: per stage, documents in, out and dropped, and the characters it removed (``-``
+    when unknown or nothing came in), with those its rewriting removed said after them."""
+    if not funnel:
+        return []
+    lines = [
+        f"funnel of the done source tasks, all shards: {'docs in':>10} {'docs out':>10} {'dropped':>10} "
+        f"{'chars removed':>14}"
+    ]
+    for row in funnel:
+        known = row["rows_in"] and row.get("chars_removed") is not None
+        dropped = row["dropped"] if row["rows_in"] else "-"
+        chars = row["chars_removed"] if known else "-"
+        line = f"  {row['stage']:<45} {row['rows_in']:>10} {row['rows_out']:>10} {dropped:>10} {chars:>14}"
+        if known and row.get("chars_rewritten"):
+            line += f" ({row['chars_rewritten']} by rewriting)"
+        lines.append(line)
+    return lines
 
 
 def _retry_target(run_dir: str) -> str:

@@ -34,6 +34,7 @@ from ..extras import load, require
 from ..tasks import DocumentBatch
 from ._kernels import filter_table
 from .base import PASSTHROUGH, ProcessingStage
+from .notes import note_removed_chars
 
 LABEL_PREFIX = "__label__"
 #: datatrove's ``filter_mode`` values that this stage implements (datatrove's ``SENTENCE`` and ``WORDS``
@@ -255,7 +256,9 @@ class FastTextClassifierFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
             for i, label in enumerate(labels):
                 table = _set_column(table, label, pa.array(means[:, i], pa.float64(), mask=blank))
         keep = pa.array([bool(t.strip()) for t in kept], pa.bool_())
-        return task.derive(filter_table(table, keep))
+        out = task.derive(filter_table(table, keep))
+        rewritten = table.column(self.text_field) if self.filter_mode == PARAGRAPH else None
+        return note_removed_chars(out, task.data.column(self.text_field), keep, rewritten)
 
 
 def _uniform(texts: list[str], seed: int) -> np.ndarray:
@@ -336,7 +339,8 @@ class FastTextQualityFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         table = task.data
         if self.score_field:
             table = _set_column(table, self.score_field, pa.array(scores, pa.float64()))
-        return task.derive(filter_table(table, pa.array(pareto > 1.0 - scores)))
+        keep = pa.array(pareto > 1.0 - scores)
+        return note_removed_chars(task.derive(filter_table(table, keep)), task.data.column(self.text_field), keep)
 
 
 __all__ = ["FastTextClassifierFilter", "FastTextQualityFilter", "language_scores", "paragraphs"]

@@ -31,6 +31,7 @@ from ..extras import require
 from ..tasks import DocumentBatch
 from ._kernels import call, cast, filter_table, replace_regex
 from .base import PASSTHROUGH, ProcessingStage
+from .notes import note_removed_chars
 
 _cld2 = LazyModule("pycld2")
 _compute = LazyModule("pyarrow._compute")
@@ -243,4 +244,4 @@ class LanguageFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
                 table = table.set_column(table.column_names.index(field), field, values)
             else:
                 table = table.append_column(field, values)
-        return task.derive(filter_table(table, keep))
+        return note_removed_chars(task.derive(filter_table(table, keep)), texts, keep)

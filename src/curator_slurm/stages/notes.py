@@ -6,14 +6,25 @@ damage were kept, the task did not fail). A stage puts them in its output task's
 :data:`NOTES_KEY` with :func:`add_notes`; the adapter takes them off each output as it leaves the stage that
 made them (so a later ``derive`` does not count them twice), sums them per source task, and the run ledger
 records them beside the funnel, where the `status` and `failures` commands show them.
+
+A filtering stage also notes the characters it removed from a batch (:func:`note_removed_chars`): those of the
+documents it dropped and, for a stage that rewrites the documents it keeps (C4's line removal), those the
+rewriting took out. The adapter takes them off the same way; the funnel shows them beside the documents.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+
+from ._kernels import call
+
 #: The metadata key of a task's notes: ``{"counts": {cause: n}, "damaged": [{"file", "offset", "error"}]}``.
 NOTES_KEY = "notes"
+
+#: The metadata key of the characters a filtering stage removed from a batch: ``{"dropped": n, "rewritten": m}``.
+CHARS_KEY = "removed_chars"
 
 #: Damaged inputs kept per source task (and shown by `status`): a listing, not a log.
 MAX_DAMAGED = 100
@@ -40,3 +51,42 @@ def merge_notes(into: dict[str, Any], notes: dict[str, Any] | None, prefix: str 
     if damaged:
         kept = into.setdefault("damaged", [])
         kept.extend(damaged[: max(MAX_DAMAGED - len(kept), 0)])
+
+
+def removed_chars(
+    texts: pa.Array | pa.ChunkedArray, keep: pa.Array | pa.ChunkedArray, new_texts: pa.Array | None = None
+) -> dict[str, int] | None:
+    """The characters a filter removed from a batch: ``dropped``, those of the ``texts`` that ``keep`` does not
+    keep (false or null), and ``rewritten``, those the kept texts lost when the stage replaced them by
+    ``new_texts`` (all rows, in order). Characters are code points, Python's ``len`` (Arrow's ``utf8_length``);
+    a null text has none. None when ``texts`` is not a string column (its characters mean nothing)."""
+    if not _is_text(texts.type) or (new_texts is not None and not _is_text(new_texts.type)):
+        return None
+    lengths = _lengths(texts)
+    kept = _sum(call("filter", lengths, keep))
+    rewritten = 0 if new_texts is None else kept - _sum(call("filter", _lengths(new_texts), keep))
+    return {"dropped": _sum(lengths) - kept, "rewritten": rewritten}
+
+
+def note_removed_chars(task: Any, texts: Any, keep: Any, new_texts: Any = None) -> Any:
+    """``task`` (a filtering stage's output for one batch) with :func:`removed_chars` noted in its metadata
+    under :data:`CHARS_KEY`, for the funnel; returned for ``return note_removed_chars(task.derive(...), ...)``."""
+    counts = removed_chars(texts, keep, new_texts)
+    if counts is not None:
+        task.metadata[CHARS_KEY] = counts
+    return task
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind)
+
+
+def _lengths(texts: pa.Array | pa.ChunkedArray) -> Any:
+    """Each text's code points (0 for a null text and for a column of nulls)."""
+    if pa.types.is_null(texts.type):
+        return pa.nulls(len(texts), pa.int64())
+    return call("utf8_length", texts)
+
+
+def _sum(lengths: Any) -> int:
+    return int(call("sum", lengths).as_py() or 0)

@@ -26,6 +26,7 @@ from ...errors import InputError
 from ...tasks import DocumentBatch
 from .._kernels import filter_table, from_numpy
 from ..base import PASSTHROUGH, ProcessingStage
+from ..notes import note_removed_chars
 from ..writers import BaseWriter, output_stem
 from ._text import strings
 
@@ -100,7 +101,16 @@ class DatatroveFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         keep = from_numpy(decision.keep, pa.bool_())
         if self.exclusion_writer is not None and not decision.keep.all():
             self._write_excluded(task, decision)
-        return task.derive(filter_table(table, keep))
+        out = task.derive(filter_table(table, keep))
+        counted = self.counted_texts(task, texts)
+        if counted is not None:  # the characters it removed, for the funnel
+            note_removed_chars(out, counted, keep, decision.texts if counted is texts else None)
+        return out
+
+    def counted_texts(self, task: DocumentBatch, texts: pa.Array) -> pa.Array | pa.ChunkedArray | None:
+        """The texts whose characters the funnel counts as removed: those the filter decides on (a filter
+        deciding on another field says which; None: none to count)."""
+        return texts
 
     def _write_excluded(self, task: DocumentBatch, decision: Decision) -> None:
         """The removed documents (their text as it came in) with their reasons, as one file."""

@@ -37,6 +37,9 @@ LIST_FILES = {
     "soft_banned_words": "soft_banned_words.txt",
 }
 _NOT_ALNUM = "[^a-zA-Z0-9]+"
+#: The fields holding a document's body, in the order the funnel's characters look for one: the text, else the
+#: HTML a WARC reader gives before extraction.
+DOCUMENT_FIELDS = ("text", "html")
 
 
 def normalize(word: str) -> str:
@@ -155,6 +158,13 @@ class URLFilter(DatatroveFilter):
             pattern = "|".join(re2_literal(w) for w in subwords)
             rules.append(("blacklisted_subword", to_numpy(match_substring(squashed, pattern, regex=True))))
         return first_reason(rules, rows)
+
+    def counted_texts(self, task: DocumentBatch, texts: pa.Array) -> pa.ChunkedArray | None:
+        """The document's text, or its HTML before extraction (datatrove's ``doc.text`` is the page until an
+        extractor replaces it), for the funnel's characters; never the URL."""
+        columns = task.data.column_names
+        field = next((f for f in DOCUMENT_FIELDS if f in columns), None)
+        return task.data.column(field) if field is not None else None
 
     def _domains(self, urls: list[str]) -> tuple[list[str], list[str]]:
         """(registered domain, full host) of every URL, as tldextract gives them; tldextract's answer depends

@@ -19,6 +19,7 @@ from ...errors import FilterError, InputError
 from ...tasks import DocumentBatch
 from .._kernels import call, filter_table
 from ..base import PASSTHROUGH, ProcessingStage, snake_case
+from ..notes import note_removed_chars
 
 
 class DocumentFilter:
@@ -182,13 +183,14 @@ class ScoreFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
     def process(self, task: DocumentBatch) -> DocumentBatch:
         table = task.data
         f = self.filter_obj
-        scores = as_scores(f, f.score_array(_column(task, self.text_field, "filter on", "text_field")))
+        texts = _column(task, self.text_field, "filter on", "text_field")
+        scores = as_scores(f, f.score_array(texts))
         keep = keep_mask(f, f.keep_array(scores), table.num_rows)
         if self.invert:
             keep = call("invert", keep)
         if self.score_field:
             table = _with_column(table, self.score_field, scores)
-        return task.derive(filter_table(table, keep))
+        return note_removed_chars(task.derive(filter_table(table, keep)), texts, keep)
 
 
 def _column(task: DocumentBatch, field: str, purpose: str, parameter: str) -> pa.ChunkedArray:
@@ -239,14 +241,20 @@ class Score(ProcessingStage[DocumentBatch, DocumentBatch]):
 class Filter(ProcessingStage[DocumentBatch, DocumentBatch]):
     """Keep the documents whose ``filter_field`` (a score column, e.g. from :class:`Score`) the
     :class:`DocumentFilter`'s ``keep_array`` accepts (NeMo Curator's ``Filter``); ``invert`` keeps the
-    others."""
+    others. The funnel counts the characters of ``text_field`` it removed (unknown without that column)."""
 
-    def __init__(self, filter_fn: DocumentFilter, filter_field: str, invert: bool = False) -> None:
+    #: Only the funnel's character counts read ``text_field``: it does not change what the stage produces.
+    fingerprint_exclude = frozenset({"text_field"})
+
+    def __init__(
+        self, filter_fn: DocumentFilter, filter_field: str, invert: bool = False, text_field: str = "text"
+    ) -> None:
         if not isinstance(filter_fn, DocumentFilter):
             raise TypeError(_not_a_filter("Filter", filter_fn))
         self.filter_fn = filter_fn
         self.filter_field = filter_field
         self.invert = invert
+        self.text_field = text_field
         self.name = f"filter[{filter_name(filter_fn)}]"
 
     def inputs(self) -> tuple[list[str], list[str]]:
@@ -262,4 +270,7 @@ class Filter(ProcessingStage[DocumentBatch, DocumentBatch]):
         )
         if self.invert:
             keep = call("invert", keep)
-        return task.derive(filter_table(task.data, keep))
+        out = task.derive(filter_table(task.data, keep))
+        if self.text_field in task.data.column_names:
+            note_removed_chars(out, task.data.column(self.text_field), keep)
+        return out
