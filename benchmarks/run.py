@@ -35,6 +35,9 @@ ft1-ft2. FastTextClassifierFilter and LanguageFilter(backend="fasttext") vs the 
     in a plain loop with the peer's preprocessing and rule: docs/s, one core.
 d1-d7. Each datatrove-named filter (stages.datatrove) vs datatrove's own filter on the same real texts, CPU
     seconds (datatrove in its own venv, a subprocess; "not measured" without it); its decisions must agree.
+fw1. The FineWeb recipe without dedup (examples/fineweb.py --no-dedup --workers 1) vs datatrove's pipeline of the
+    same steps with the same trafilatura release, WARC pages/s; the note splits each side's time into
+    extraction, filters, reading and writing, and the rest.
 
 The code lives in the package ``benchmarks/bench``: ``harness`` (results, the table, child processes and
 their rusage, interleaving), ``corpora``, ``demo`` (the demo job and its plain-pyarrow twin), ``context``

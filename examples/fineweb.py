@@ -112,7 +112,7 @@ def build_workflow(args: argparse.Namespace) -> Workflow:
     return Workflow("fineweb", work, [*phases, Phase("pii", pii)])
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", required=True, help="directory (or file) of .warc / .warc.gz files")
     parser.add_argument("--output", required=True, help="directory for the corpus (JSONL)")
@@ -127,8 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-dedup", action="store_true", help="skip the MinHash deduplication")
     parser.add_argument("--exclusions", action="store_true", help="write each filter's removed documents")
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all usable CPUs)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     configure_logging()
     try:
         result = build_workflow(args).run(LocalExecutor(workers=args.workers))

@@ -13,6 +13,7 @@ from .fasttext import bench_fasttext
 from .filters import bench_filters
 from .fineweb_filters import ROWS as DATATROVE_ROWS
 from .fineweb_filters import bench_datatrove_filters
+from .fineweb_recipe import bench_fineweb_recipe
 from .ledger import bench_ledger
 from .memory import bench_rss
 from .ray_executor import bench_ray
@@ -54,5 +55,6 @@ GROUPS: list[Group] = [
     Group(("w1a", "w1b", "w1c", "w3"), bench_web_loop),
     Group(("w2",), bench_web_workers),
     Group(("w4",), bench_web_datatrove),
+    Group(("fw1",), bench_fineweb_recipe),
 ]
 ROW_KEYS: tuple[str, ...] = tuple(k for g in GROUPS for k in g.keys)
