@@ -75,6 +75,25 @@ def test_words_and_sentences_are_spacys() -> None:
     assert counts.tolist() == [len(list(nlp(t).sents)) if t else 1 for t in texts]
 
 
+def test_sentences_are_spacys_on_real_pages_in_many_scripts() -> None:
+    """Real text in 26 translations of one book (Arabic, Chinese, Greek, Japanese, Persian, Russian ...: their
+    own punctuation, and chunks without any, which the count takes without spaCy), line by line as C4 counts."""
+    import lxml.html
+    import spacy
+
+    from webfixtures import pages
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    lines = []
+    for page in pages("debian-handbook", "*/sect.a*.html"):
+        text = lxml.html.parse(str(page)).getroot().text_content()
+        lines += [line.strip() for line in text.splitlines() if line.strip()][:40]
+    assert len(lines) > 2000
+    counts = sentence_counts(pa.array(lines, pa.large_string()))
+    assert counts.tolist() == [len(list(nlp(t).sents)) for t in lines]
+
+
 # --- Gopher quality ----------------------------------------------------------------------------------
 
 
