@@ -1,14 +1,16 @@
 """The FineWeb recipe without dedup through ``examples/fineweb.py``'s own workflow, for row fw1: run as a child
 (a fresh interpreter, as a user's run starts), with the script's arguments after the output directory.
 
-python fineweb_job.py OUTPUT_DIR ARGS...   -> prints {"pages", "docs", "seconds", "stages"} (the run only)
+python fineweb_job.py OUTPUT_DIR ARGS...   -> prints {"pages", "docs", "urls", "seconds", "stages"} (the run only)
 
 ``seconds`` is the workflow's run as it times itself (interpreter start and imports left out, as the datatrove
-side leaves out its own); ``stages`` is each stage's seconds (``phase/stage``) as the adapter timed it.
+side leaves out its own); ``stages`` is each stage's seconds (``phase/stage``) as the adapter timed it; ``urls``
+a digest of the written documents' sorted URLs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import sys
@@ -32,7 +34,9 @@ def main() -> None:
     base = result.phases["base"]
     pages = base.stages[1].rows_out  # the reader's documents: the WARC's HTML pages
     docs = result.phases["pii"].rows_out
-    print(json.dumps({"pages": pages, "docs": docs, "seconds": result.seconds, "stages": stages}))
+    urls = sorted(json.loads(line)["url"] for p in sorted(Path(out).glob("*.jsonl")) for line in p.open())
+    digest = hashlib.sha1("\n".join(urls).encode()).hexdigest()  # which documents: the other side's must match
+    print(json.dumps({"pages": pages, "docs": docs, "urls": digest, "seconds": result.seconds, "stages": stages}))
 
 
 if __name__ == "__main__":

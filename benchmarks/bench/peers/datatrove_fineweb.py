@@ -1,7 +1,7 @@
 """datatrove's FineWeb recipe without dedup (run with the Python of a venv holding datatrove 0.10), for row fw1.
 
     python datatrove_fineweb.py prepare LISTS_DIR LID_MODEL
-    python datatrove_fineweb.py run INPUT_DIR OUTPUT_DIR TIME_LIMIT   -> {"pages", "docs", "seconds", "stages"}
+    python datatrove_fineweb.py run INPUT_DIR OUTPUT_DIR TIME_LIMIT   -> {"pages", "docs", "urls", "seconds", "stages"}
 
 ``prepare`` puts LID_MODEL where datatrove's ``LanguageFilter(backend="ft176")`` looks for lid.176.bin (its asset
 cache, under ``HF_ASSETS_CACHE``: the machine is offline, so the model is one the bench trained), unpacks the
@@ -16,6 +16,7 @@ layout, here of small files) would charge datatrove that setup four times. This 
 curator-slurm's benchmark runs it as a subprocess.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -105,11 +106,12 @@ def run(source: str, out: str, limit: float) -> dict:
     with open(os.path.join(out, "logs-base", "stats.json")) as f:
         reader = json.load(f)[0]
     pages = int((reader.get("stats") or {}).get("documents", {}).get("total", 0))
-    docs = 0
+    urls = []
     for name in os.listdir(pii_out):
         with open(os.path.join(pii_out, name)) as f:
-            docs += sum(1 for _ in f)
-    return {"pages": pages, "docs": docs, "seconds": seconds, "stages": stages}
+            urls += [json.loads(line)["metadata"]["url"] for line in f]
+    digest = hashlib.sha1("\n".join(sorted(urls)).encode()).hexdigest()
+    return {"pages": pages, "docs": len(urls), "urls": digest, "seconds": seconds, "stages": stages}
 
 
 def main() -> int:
