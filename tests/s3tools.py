@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -97,6 +98,27 @@ def request_kind(method: str, target: str) -> str:
     return method
 
 
+def read_body(stream: Any, headers: Any) -> bytes:
+    """A request's body as it came on the wire: ``Content-Length`` bytes, or every chunk of a chunked body
+    with its trailer (S3 clients stream uploads chunked with a checksum trailer)."""
+    if "chunked" not in (headers.get("Transfer-Encoding") or "").lower():
+        length = int(headers.get("Content-Length") or 0)
+        return stream.read(length) if length else b""
+    raw = bytearray()
+    while True:
+        line = stream.readline()
+        raw += line
+        size = int(line.split(b";", 1)[0].strip() or b"0", 16)
+        if size == 0:
+            break
+        raw += stream.read(size + 2)  # the chunk and its CRLF
+    while True:  # trailer fields, then the empty line
+        line = stream.readline()
+        raw += line
+        if line in (b"\r\n", b"\n", b""):
+            return bytes(raw)
+
+
 class FaultProxy:
     """An HTTP proxy on 127.0.0.1 in front of ``upstream``: counts requests by :func:`request_kind` and fails
     a ``fault_rate`` share of them (seeded), half as ``503 SlowDown`` and half as a reset connection."""
@@ -117,8 +139,7 @@ class FaultProxy:
                 pass
 
             def _any(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
+                body = read_body(self.rfile, self.headers)
                 kind = request_kind(self.command, self.path)
                 with proxy.lock:
                     proxy.counts[kind] += 1
@@ -141,7 +162,9 @@ class FaultProxy:
                     self.close_connection = True
                     self.connection.close()
                     return
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection",)}
+                # The body goes on as it came (an aws-chunked upload stays chunked, with its trailer); the
+                # proxy already answered "100 Continue" to the client.
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "expect")}
                 upstream = http.client.HTTPConnection(proxy.upstream, timeout=60)
                 try:
                     upstream.request(self.command, self.path, body=body or None, headers=headers)
@@ -183,3 +206,24 @@ def fault_proxy(upstream: str, fault_rate: float = 0.0, seed: int = 0) -> Iterat
     finally:
         proxy.server.shutdown()
         proxy.server.server_close()
+
+
+def upload_tree(url: str, local: Path, bucket: str, prefix: str) -> None:
+    """Every file under ``local`` as an object ``prefix/<relative path>`` of ``bucket``."""
+    s3 = client(url)
+    for path in sorted(Path(local).rglob("*")):
+        if path.is_file():
+            s3.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(local)}")
+
+
+def object_tree(url: str, bucket: str, prefix: str) -> dict[str, bytes]:
+    """Every object under ``prefix/`` by the rest of its key (as :func:`helpers.read_tree` gives a local tree)."""
+    s3 = client(url)
+    out: dict[str, bytes] = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+        for item in page.get("Contents", []):
+            key = item["Key"]
+            if key.endswith("/"):  # a "directory marker" some writers make: no file
+                continue
+            out[key[len(prefix) + 1 :]] = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    return dict(sorted(out.items()))
