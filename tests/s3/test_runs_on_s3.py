@@ -184,3 +184,25 @@ def test_a_run_directory_on_object_storage_is_refused_before_any_work(
     assert proc.returncode != 0
     assert "CURATOR_RUN_DIR" in proc.stderr and "POSIX" in proc.stderr, proc.stderr
     assert tree_of(server, f"s3://{bucket}/out") == {}, "nothing written"
+
+
+def test_tokenized_megatron_files_on_s3_equal_local(server: str, tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers")
+    from curator_slurm.sample import make_corpus
+    from megatron_files import EOT, corpus_texts, train_tokenizer
+
+    script = REPO / "examples" / "tokenize_corpus.py"
+    make_corpus(str(tmp_path / "in"), files=6, docs_per_file=30, seed=3)
+    train_tokenizer(tmp_path / "tok.json", list(corpus_texts(tmp_path / "in")), vocab_size=600)
+    common = ["--tokenizer", str(tmp_path / "tok.json"), "--eos-token", EOT, "--merge-tokens", "4000"]
+    local = tmp_path / "local"
+    run([sys.executable, str(script), "--input", str(tmp_path / "in"), "--output", str(local), *common], tmp_path,
+        clean_env())  # fmt: skip
+    want = {p.name: p.read_bytes() for p in sorted(local.glob("*")) if p.suffix in (".bin", ".idx")}
+    assert len(want) >= 4, "several merged parts"
+    bucket = new_bucket(server)
+    upload_tree(server, tmp_path / "in", bucket, "in")
+    run([sys.executable, str(script), "--input", f"s3://{bucket}/in", "--output", f"s3://{bucket}/tokens",
+         *common], tmp_path, env_for(server))  # fmt: skip
+    got = {k: v for k, v in tree_of(server, f"s3://{bucket}/tokens").items() if "/" not in k}
+    assert got == want
