@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -98,22 +97,22 @@ def request_kind(method: str, target: str) -> str:
     return method
 
 
-def read_body(stream: Any, headers: Any) -> bytes:
-    """A request's body as it came on the wire: ``Content-Length`` bytes, or every chunk of a chunked body
-    with its trailer (S3 clients stream uploads chunked with a checksum trailer)."""
-    if "chunked" not in (headers.get("Transfer-Encoding") or "").lower():
-        length = int(headers.get("Content-Length") or 0)
-        return stream.read(length) if length else b""
+def _read_body(handler: BaseHTTPRequestHandler) -> bytes:
+    """The request's body as it came: ``Content-Length`` bytes, or a chunked body (the AWS SDK streams uploads
+    as ``aws-chunked`` with a checksum trailer) verbatim, chunks and trailer included, to forward as it is."""
+    if "chunked" not in (handler.headers.get("Transfer-Encoding") or "").lower():
+        length = int(handler.headers.get("Content-Length") or 0)
+        return handler.rfile.read(length) if length else b""
     raw = bytearray()
     while True:
-        line = stream.readline()
+        line = handler.rfile.readline()
         raw += line
-        size = int(line.split(b";", 1)[0].strip() or b"0", 16)
+        size = int(line.split(b";")[0].strip() or b"0", 16)
         if size == 0:
             break
-        raw += stream.read(size + 2)  # the chunk and its CRLF
-    while True:  # trailer fields, then the empty line
-        line = stream.readline()
+        raw += handler.rfile.read(size + 2)  # the chunk and its CRLF
+    while True:  # the trailer, up to its blank line
+        line = handler.rfile.readline()
         raw += line
         if line in (b"\r\n", b"\n", b""):
             return bytes(raw)
@@ -121,11 +120,16 @@ def read_body(stream: Any, headers: Any) -> bytes:
 
 class FaultProxy:
     """An HTTP proxy on 127.0.0.1 in front of ``upstream``: counts requests by :func:`request_kind` and fails
-    a ``fault_rate`` share of them (seeded), half as ``503 SlowDown`` and half as a reset connection."""
+    a ``fault_rate`` share of them (seeded), half as ``503 SlowDown`` and half as a reset connection.
 
-    def __init__(self, upstream: str, fault_rate: float = 0.0, seed: int = 0) -> None:
+    With ``keep_alive=False`` every answer closes its connection: a client never reuses one, so a reset
+    always reaches the client's code (curl silently sends a request again once when a *reused* connection
+    dies before any answer, which would hide that fault from a count of retries)."""
+
+    def __init__(self, upstream: str, fault_rate: float = 0.0, seed: int = 0, keep_alive: bool = True) -> None:
         self.upstream = urlsplit(upstream).netloc
         self.fault_rate = fault_rate
+        self.keep_alive = keep_alive
         self.random = random.Random(seed)
         self.counts: Counter[str] = Counter()
         self.faults: Counter[str] = Counter()
@@ -138,8 +142,14 @@ class FaultProxy:
             def log_message(self, *args: object) -> None:  # quiet
                 pass
 
+            def _end_headers(self) -> None:
+                if not proxy.keep_alive:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
+                self.end_headers()
+
             def _any(self) -> None:
-                body = read_body(self.rfile, self.headers)
+                body = _read_body(self)
                 kind = request_kind(self.command, self.path)
                 with proxy.lock:
                     proxy.counts[kind] += 1
@@ -150,9 +160,10 @@ class FaultProxy:
                     self.send_response(503, "Slow Down")
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(SLOW_DOWN)))
-                    self.end_headers()
-                    with contextlib.suppress(OSError):  # the client may hang up first
-                        self.wfile.write(SLOW_DOWN)
+                    self._end_headers()
+                    if self.command != "HEAD":  # a HEAD answer has no body, whatever its length says
+                        with contextlib.suppress(OSError):  # the client may hang up first
+                            self.wfile.write(SLOW_DOWN)
                     return
                 if roll < proxy.fault_rate:
                     with proxy.lock:
@@ -162,8 +173,6 @@ class FaultProxy:
                     self.close_connection = True
                     self.connection.close()
                     return
-                # The body goes on as it came (an aws-chunked upload stays chunked, with its trailer); the
-                # proxy already answered "100 Continue" to the client.
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "expect")}
                 upstream = http.client.HTTPConnection(proxy.upstream, timeout=60)
                 try:
@@ -177,7 +186,7 @@ class FaultProxy:
                     # A HEAD answer's length is the object's, not of the (empty) body.
                     length = answer.getheader("Content-Length") if self.command == "HEAD" else None
                     self.send_header("Content-Length", length or str(len(data)))
-                    self.end_headers()
+                    self._end_headers()
                     if self.command != "HEAD":
                         self.wfile.write(data)
                 finally:
@@ -197,9 +206,9 @@ class FaultProxy:
 
 
 @contextmanager
-def fault_proxy(upstream: str, fault_rate: float = 0.0, seed: int = 0) -> Iterator[FaultProxy]:
+def fault_proxy(upstream: str, fault_rate: float = 0.0, seed: int = 0, keep_alive: bool = True) -> Iterator[FaultProxy]:
     """A running :class:`FaultProxy` for the duration of the block."""
-    proxy = FaultProxy(upstream, fault_rate, seed)
+    proxy = FaultProxy(upstream, fault_rate, seed, keep_alive)
     proxy.thread.start()
     try:
         yield proxy
