@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from curator_slurm import fs
 from curator_slurm.backends.adapter import list_sources
 from curator_slurm.backends.results import PipelineResult
 from curator_slurm.backends.run import BaseExecutor
@@ -119,6 +120,8 @@ class Pipeline:
             f"pipeline {self.name!r}: {' -> '.join(s.name for s in stages)} on {type(executor).__name__} "
             f"({spec.label}, {spec.origin})" + (f"; run directory {directory}" if directory else "")
         )
+        if spec.job.array_job_id and (waited := fs.start_jitter()):  # CURATOR_S3_START_DELAY: spread a burst
+            bound(spec.label, spec.job.label).info(f"waited {waited:.1f} s before starting (CURATOR_S3_START_DELAY)")
         return executor.execute(
             stages,
             spec,

@@ -298,12 +298,14 @@ def run_options(environ: Mapping[str, str] | None = None) -> RunOptions:
 def job_environment(environ: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a process that must decide its own shard: this one without any ``CURATOR_*``
     variable or any ``SLURM_*`` variable (but ``SLURM_CONF``) that it would otherwise inherit, e.g. the
-    step and rank of an ``srun`` the user happens to submit from; plus ``extra``."""
+    step and rank of an ``srun`` the user happens to submit from; plus ``extra``. ``CURATOR_S3_*`` (how to
+    talk to the object store: attempts, backoff, start delay) is configuration, not a shard's, and stays."""
     env = os.environ if environ is None else environ
     clean = {
         k: v
         for k, v in env.items()
-        if not k.startswith("CURATOR_") and (not k.startswith("SLURM_") or k == "SLURM_CONF")
+        if (not k.startswith("CURATOR_") or k.startswith("CURATOR_S3_"))
+        and (not k.startswith("SLURM_") or k == "SLURM_CONF")
     }
     clean.update(extra or {})
     return clean

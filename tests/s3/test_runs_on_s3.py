@@ -206,3 +206,33 @@ def test_tokenized_megatron_files_on_s3_equal_local(server: str, tmp_path: Path)
          *common], tmp_path, env_for(server))  # fmt: skip
     got = {k: v for k, v in tree_of(server, f"s3://{bucket}/tokens").items() if "/" not in k}
     assert got == want
+
+
+def test_a_fifth_of_requests_failing_still_gives_every_object_once(
+    server: str, s3_corpus: str, corpus: Path, tmp_path: Path
+) -> None:
+    """20 % of requests answered 503 SlowDown or reset: the sharded demo completes with the local run's
+    objects, each source task recorded done once, and `status` reports the request retries."""
+    from curator_slurm.runs.ledger import iter_records
+
+    ref = local_reference(CURATE, corpus, tmp_path, "--workers", "1")
+    bucket = new_bucket(server)
+    out = f"s3://{bucket}/out"
+    with fault_proxy(server, fault_rate=0.2, seed=5, keep_alive=False) as proxy:
+        run([sys.executable, "-m", "curator_slurm.cli", "local", str(CURATE), "--shards", "4", "--", "--input",
+             s3_corpus, "--output", out, "--workers", "1"], tmp_path,
+            env_for(proxy.url, CURATOR_S3_RETRY_BASE="0.01", CURATOR_S3_MAX_ATTEMPTS="12"))  # fmt: skip
+        injected = sum(proxy.faults.values())
+    assert injected > 10, "the proxy did fail requests"
+    assert tree_of(server, out) == ref
+    run_dir = tmp_path / ".curator-run" / "s3" / bucket / "out"
+    done = [r["source"] for r in iter_records(str(run_dir)) if r["status"] == "done"]
+    assert len(done) == len(set(done)) == 12, "every source task done exactly once"
+    status = run([sys.executable, "-m", "curator_slurm.cli", "status", "--json", out], tmp_path, env_for(server))
+    counts = json.loads(status.stdout)["s3"]
+    # The array tasks' retries (the driver's listing retried too, outside any task): some, never more than
+    # the faults, every one a throttle or a reset.
+    assert 0 < counts["retries"] <= injected, counts
+    assert set(counts["reasons"]) <= {"throttled", "connection reset", "connection failed"}, counts
+    text = run([sys.executable, "-m", "curator_slurm.cli", "status", out], tmp_path, env_for(server)).stdout
+    assert f"{counts['retries']} retried" in text, text
