@@ -195,11 +195,11 @@ def seeded_server(work: Path, objects: int, timeout: float = 120.0) -> Iterator[
         )
     try:
         ready = _read_ready(proc, timeout)
-        if ready is None:
+        if isinstance(ready, str):
             proc.kill()
             proc.wait()
-            tail = log_path.read_text(errors="replace")[-1500:]
-            raise RuntimeError(f"the seeded S3 server did not start within {timeout:.0f} s:\n{tail}")
+            lines = log_path.read_text(errors="replace").strip().splitlines() or ["nothing on its standard error"]
+            raise RuntimeError(f"the seeded S3 server ({SEEDED_SERVER.name}) {ready}: {lines[-1]}")
         port, seconds = ready
         server = SeededServer(
             f"http://127.0.0.1:{port}", bucket, prefix, objects, seconds, RequestLog(log_path, bucket)
@@ -217,8 +217,8 @@ def seeded_server(work: Path, objects: int, timeout: float = 120.0) -> Iterator[
         proc.stdout.close()
 
 
-def _read_ready(proc: subprocess.Popen[str], timeout: float) -> tuple[int, float] | None:
-    """The port and seeding seconds the server prints once it serves; None if it exits or says nothing in time."""
+def _read_ready(proc: subprocess.Popen[str], timeout: float) -> tuple[int, float] | str:
+    """The port and seeding seconds the server prints once it serves, or what went wrong."""
     assert proc.stdout is not None
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         line = pool.submit(proc.stdout.readline)
@@ -226,8 +226,8 @@ def _read_ready(proc: subprocess.Popen[str], timeout: float) -> tuple[int, float
             text = line.result(timeout=timeout)
         except concurrent.futures.TimeoutError:
             proc.kill()  # unblocks the readline
-            return None
+            return f"did not start within {timeout:.0f} s"
     parts = text.split()
     if len(parts) != 3 or parts[0] != "ready":
-        return None
+        return f"exited with code {proc.wait()}" if not text else f"printed {text.strip()!r}"
     return int(parts[1]), float(parts[2])
