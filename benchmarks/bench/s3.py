@@ -147,6 +147,12 @@ class RequestLog:
             kinds["LIST" if method == "GET" and not key else method] += 1
         return kinds
 
+    def summary(self) -> str:
+        """The counts as text (:func:`describe`), or why there are none."""
+        if not self.path.exists():
+            return f"not counted (no server log at {self.path})"
+        return describe(self.counts())
+
 
 def describe(kinds: Counter[str]) -> str:
     order = ("LIST", "HEAD", "GET", "PUT", "POST", "DELETE")

@@ -46,7 +46,6 @@ from ..s3 import (
     RequestLog,
     SeededServer,
     aws_env,
-    describe,
     environment,
     fresh_bucket,
     seeded_server,
@@ -91,7 +90,7 @@ def bench_s3_read(b: Bench) -> list[Row]:
             log.mark()
             results[name].append(fn())
             time.sleep(0.2)  # the server logs a request after answering it
-            requests[name] = describe(log.counts())
+            requests[name] = log.summary()
         first = {name: r[0][0] for name, r in results.items()}
         results = {name: [] for name in sides}
         repeat = b.micro_repeat  # a few seconds a sample, against a server on the same (shared) cores
@@ -206,11 +205,11 @@ def _listing_rows(server: SeededServer, work: Path) -> list[Row]:
     progress(f"rows s2a-s2b: {n:,} objects made in {server.seed_seconds:.1f} s; bare boto3 listing")
     server.log.mark()
     bare = run_child([sys.executable, "-c", BARE_LIST, server.bucket, server.prefix], env)
-    bare_figures, bare_requests = json.loads(bare.stdout), describe(server.log.counts())
+    bare_figures, bare_requests = json.loads(bare.stdout), server.log.summary()
     progress("rows s2a-s2b: fs.list_tree")
     server.log.mark()
     tree = run_child([sys.executable, "-c", LIST_TREE, server.uri], env)
-    tree_figures, tree_requests = json.loads(tree.stdout), describe(server.log.counts())
+    tree_figures, tree_requests = json.loads(tree.stdout), server.log.summary()
     for figures, side in ((bare_figures, "the bare listing"), (tree_figures, "fs.list_tree")):
         if figures["objects"] != n:
             raise BenchError(f"rows s2a-s2b: {side} found {figures['objects']:,} objects of {n:,}")
@@ -222,7 +221,7 @@ def _listing_rows(server: SeededServer, work: Path) -> list[Row]:
            "--", "--input", server.uri, "--output", str(work / "plan-out")]  # fmt: skip
     plan_wall, plan_cpu, plan_out, finished = limited_child(cmd, env, limit)
     time.sleep(0.2)
-    plan_requests = describe(server.log.counts())
+    plan_requests = server.log.summary()
     if finished and json.loads(plan_out)["source_tasks"] != n:
         raise BenchError(f"row s2b: plan found {json.loads(plan_out)['source_tasks']} source tasks of {n:,}")
     base = Measure("bare boto3", "s", [bare_figures["seconds"]])
