@@ -16,6 +16,7 @@ from .fineweb_filters import bench_datatrove_filters
 from .ledger import bench_ledger
 from .memory import bench_rss
 from .ray_executor import bench_ray
+from .s3 import bench_s3_listing, bench_s3_read
 from .sharded import bench_sharded_cpu
 from .sharding import bench_balance, bench_select
 from .startup import bench_empty_shard, bench_manifest_startup
@@ -54,5 +55,7 @@ GROUPS: list[Group] = [
     Group(("w1a", "w1b", "w1c", "w3"), bench_web_loop),
     Group(("w2",), bench_web_workers),
     Group(("w4",), bench_web_datatrove),
+    Group(("s1", "s1j"), bench_s3_read),
+    Group(("s2a", "s2b"), bench_s3_listing),
 ]
 ROW_KEYS: tuple[str, ...] = tuple(k for g in GROUPS for k in g.keys)
