@@ -83,11 +83,29 @@ def local_info(path: str) -> FileInfo:
     return FileInfo(path, st.st_size)
 
 
+#: Sizes of objects this process listed or uploaded, by URI: what :func:`info` answers without a HEAD
+#: request (planning 100,000 listed objects would otherwise ask for each one's size again, one by one).
+#: A listing refreshes its entries; an upload sets its own. Local files are never cached.
+_KNOWN_SIZES: dict[str, int] = {}
+
+
+def remember_sizes(sizes: dict[str, int]) -> None:
+    """Note the sizes a listing (or an upload) of object-store URIs just gave (see :data:`_KNOWN_SIZES`)."""
+    _KNOWN_SIZES.update(sizes)
+
+
+def forget_size(path: str) -> None:
+    _KNOWN_SIZES.pop(path, None)
+
+
 def info(path: str) -> FileInfo:
     """:func:`local_info`, or the object's size for a URI: a missing object, a missing bucket or a prefix is an
-    InputError that says which."""
+    InputError that says which. An object this process listed or uploaded is answered from that listing."""
     if is_local(path):
         return local_info(path)
+    known = _KNOWN_SIZES.get(path)
+    if known is not None:
+        return FileInfo(path, known)
     import pyarrow.fs as pafs
 
     filesystem, inner = resolve(path)
@@ -210,6 +228,7 @@ def remove(path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         return
+    forget_size(path)
     filesystem, inner = resolve(path)
     with contextlib.suppress(FileNotFoundError):
         call(path, "delete", lambda: filesystem.delete_file(inner), writing=True)

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..errors import InputError
-from .files import COMPRESSIONS, local_info
+from .files import COMPRESSIONS, local_info, remember_sizes
 from .paths import absolute, is_local, relative, resolve, uri_of
 from .remote import bucket_exists
 from .retry import call, permanent_error
@@ -169,6 +169,7 @@ def _remote_root(root: str, patterns: tuple[str, ...] | None, recursive: bool, l
             listing.sizes[uri] = int(found.size)
         else:
             listing.skipped.append(uri)
+    remember_sizes({uri: size for uri, size in listing.sizes.items() if not is_local(uri)})
 
 
 def finished_files(directory: str, suffix: str) -> list[str]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from ..errors import is_out_of_space, out_of_space
-from .files import output_error
+from .files import forget_size, output_error, remember_sizes
 from .paths import is_local, resolve
 from .retry import call
 
@@ -128,7 +128,9 @@ def _write_object(uri: str, write: Callable[[BinaryIO], Any]) -> None:
         spool.file.flush()
         size = os.fstat(spool.fileno()).st_size
         data = pa.memory_map(spool.name).read_buffer() if size else pa.py_buffer(b"")  # no copy in memory
+        forget_size(uri)
         call(uri, "upload", lambda: _upload(filesystem, inner, data), writing=True)
+        remember_sizes({uri: size})
 
 
 def _upload(filesystem: Any, inner: str, data: Any) -> None:
