@@ -33,6 +33,11 @@ h1-h24. Each heuristic filter (NeMo Curator's 23 and SymbolRatioFilter): MB/s of
     same filter as a plain Python function per document, on web-like English text, one core.
 ft1-ft2. FastTextClassifierFilter and LanguageFilter(backend="fasttext") vs the model called per document
     in a plain loop with the peer's preprocessing and rule: docs/s, one core.
+s1. The demo job's reader (JsonlReader, LocalExecutor(workers=1)) over the base corpus in a fresh bucket of the
+    local S3 server (scripts/s3-up.sh) vs a bare pyarrow S3 loop (list, open_input_stream, read_json), MB/s;
+    s1j: the whole demo job with its input on S3 vs on local disk, docs/s. "not measured" without a server.
+s2a-s2b. 100,000 objects on a private seeded moto server, listed by fs.list_tree (s2a) and by
+    `curator-slurm plan` (s2b, submit's listing) vs a bare boto3 paginator: seconds, requests in the notes.
 d1-d7. Each datatrove-named filter (stages.datatrove) vs datatrove's own filter on the same real texts, CPU
     seconds (datatrove in its own venv, a subprocess; "not measured" without it); its decisions must agree.
 fw1. The FineWeb recipe without dedup (examples/fineweb.py --no-dedup --workers 1) vs datatrove's pipeline of the

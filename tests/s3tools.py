@@ -97,13 +97,39 @@ def request_kind(method: str, target: str) -> str:
     return method
 
 
+def _read_body(handler: BaseHTTPRequestHandler) -> bytes:
+    """The request's body as it came: ``Content-Length`` bytes, or a chunked body (the AWS SDK streams uploads
+    as ``aws-chunked`` with a checksum trailer) verbatim, chunks and trailer included, to forward as it is."""
+    if "chunked" not in (handler.headers.get("Transfer-Encoding") or "").lower():
+        length = int(handler.headers.get("Content-Length") or 0)
+        return handler.rfile.read(length) if length else b""
+    raw = bytearray()
+    while True:
+        line = handler.rfile.readline()
+        raw += line
+        size = int(line.split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            break
+        raw += handler.rfile.read(size + 2)  # the chunk and its CRLF
+    while True:  # the trailer, up to its blank line
+        line = handler.rfile.readline()
+        raw += line
+        if line in (b"\r\n", b"\n", b""):
+            return bytes(raw)
+
+
 class FaultProxy:
     """An HTTP proxy on 127.0.0.1 in front of ``upstream``: counts requests by :func:`request_kind` and fails
-    a ``fault_rate`` share of them (seeded), half as ``503 SlowDown`` and half as a reset connection."""
+    a ``fault_rate`` share of them (seeded), half as ``503 SlowDown`` and half as a reset connection.
 
-    def __init__(self, upstream: str, fault_rate: float = 0.0, seed: int = 0) -> None:
+    With ``keep_alive=False`` every answer closes its connection: a client never reuses one, so a reset
+    always reaches the client's code (curl silently sends a request again once when a *reused* connection
+    dies before any answer, which would hide that fault from a count of retries)."""
+
+    def __init__(self, upstream: str, fault_rate: float = 0.0, seed: int = 0, keep_alive: bool = True) -> None:
         self.upstream = urlsplit(upstream).netloc
         self.fault_rate = fault_rate
+        self.keep_alive = keep_alive
         self.random = random.Random(seed)
         self.counts: Counter[str] = Counter()
         self.faults: Counter[str] = Counter()
@@ -116,9 +142,14 @@ class FaultProxy:
             def log_message(self, *args: object) -> None:  # quiet
                 pass
 
+            def _end_headers(self) -> None:
+                if not proxy.keep_alive:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
+                self.end_headers()
+
             def _any(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
+                body = _read_body(self)
                 kind = request_kind(self.command, self.path)
                 with proxy.lock:
                     proxy.counts[kind] += 1
@@ -129,9 +160,10 @@ class FaultProxy:
                     self.send_response(503, "Slow Down")
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(SLOW_DOWN)))
-                    self.end_headers()
-                    with contextlib.suppress(OSError):  # the client may hang up first
-                        self.wfile.write(SLOW_DOWN)
+                    self._end_headers()
+                    if self.command != "HEAD":  # a HEAD answer has no body, whatever its length says
+                        with contextlib.suppress(OSError):  # the client may hang up first
+                            self.wfile.write(SLOW_DOWN)
                     return
                 if roll < proxy.fault_rate:
                     with proxy.lock:
@@ -141,7 +173,7 @@ class FaultProxy:
                     self.close_connection = True
                     self.connection.close()
                     return
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection",)}
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "expect")}
                 upstream = http.client.HTTPConnection(proxy.upstream, timeout=60)
                 try:
                     upstream.request(self.command, self.path, body=body or None, headers=headers)
@@ -154,7 +186,7 @@ class FaultProxy:
                     # A HEAD answer's length is the object's, not of the (empty) body.
                     length = answer.getheader("Content-Length") if self.command == "HEAD" else None
                     self.send_header("Content-Length", length or str(len(data)))
-                    self.end_headers()
+                    self._end_headers()
                     if self.command != "HEAD":
                         self.wfile.write(data)
                 finally:
@@ -174,12 +206,33 @@ class FaultProxy:
 
 
 @contextmanager
-def fault_proxy(upstream: str, fault_rate: float = 0.0, seed: int = 0) -> Iterator[FaultProxy]:
+def fault_proxy(upstream: str, fault_rate: float = 0.0, seed: int = 0, keep_alive: bool = True) -> Iterator[FaultProxy]:
     """A running :class:`FaultProxy` for the duration of the block."""
-    proxy = FaultProxy(upstream, fault_rate, seed)
+    proxy = FaultProxy(upstream, fault_rate, seed, keep_alive)
     proxy.thread.start()
     try:
         yield proxy
     finally:
         proxy.server.shutdown()
         proxy.server.server_close()
+
+
+def upload_tree(url: str, local: Path, bucket: str, prefix: str) -> None:
+    """Every file under ``local`` as an object ``prefix/<relative path>`` of ``bucket``."""
+    s3 = client(url)
+    for path in sorted(Path(local).rglob("*")):
+        if path.is_file():
+            s3.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(local)}")
+
+
+def object_tree(url: str, bucket: str, prefix: str) -> dict[str, bytes]:
+    """Every object under ``prefix/`` by the rest of its key (as :func:`helpers.read_tree` gives a local tree)."""
+    s3 = client(url)
+    out: dict[str, bytes] = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+        for item in page.get("Contents", []):
+            key = item["Key"]
+            if key.endswith("/"):  # a "directory marker" some writers make: no file
+                continue
+            out[key[len(prefix) + 1 :]] = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    return dict(sorted(out.items()))

@@ -75,8 +75,9 @@ def _load_example() -> Any:
     return module
 
 
-def demo_pipeline(input_dir: Path, output_dir: Path) -> Pipeline:
-    """The demo job of examples/curate.py with its default settings (one file per source task)."""
+def demo_pipeline(input_dir: str | Path, output_dir: Path) -> Pipeline:
+    """The demo job of examples/curate.py with its default settings (one file per source task); ``input_dir``
+    may be a URI (``s3://bucket/prefix``)."""
     return _load_example().build_pipeline(str(input_dir), str(output_dir), MIN_WORDS, 1)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from . import fs
 from .backends.adapter import list_sources
 from .errors import InputError
 from .pipeline import Pipeline
@@ -57,7 +58,7 @@ class PhaseOutputsSource(ProcessingStage[EmptyTask, FileGroupTask]):
         self._pipeline = pipeline
         self.upstream = pipeline.name
         self._run_dir = os.path.abspath(os.fspath(run_dir))
-        self._output_dir = os.path.abspath(os.fspath(output_dir))
+        self._output_dir = fs.absolute(output_dir)  # may be on object storage
         # What dedup workflows look for on a reader's partitioner (the files it lists, their endings).
         self.file_paths = [self._output_dir]
         self.file_extensions = [".jsonl", ".parquet"]

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import IO, Any
 
+from curator_slurm import fs
 from curator_slurm.cli_parser import EXAMPLES, build_parser  # noqa: F401 - EXAMPLES: tests import it from here
 from curator_slurm.errors import CuratorError
 from curator_slurm.runs.inputs import check_plan_inputs, plan_inputs
@@ -29,6 +30,7 @@ from curator_slurm.runs.plan import (
     save_plan,
     shard_loads,  # noqa: F401 - the benchmarks import it from here
 )
+from curator_slurm.runs.rundir import default_run_dir_of
 from curator_slurm.slurm.local_array import LocalStopped, run_local
 from curator_slurm.slurm.options import SubmitOptions, option_values, requeue_signal
 from curator_slurm.slurm.phases import (
@@ -344,6 +346,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if getattr(args, "run_dir", None) and fs.is_uri(args.run_dir):
+        # An output on object storage: its run directory is local (runs.rundir.default_run_dir_of), so
+        # `status s3://bucket/out` means that directory.
+        args.run_dir = default_run_dir_of(args.run_dir)
     for name in ("shards", "parallel", "throttle"):
         value = getattr(args, name, None)
         if value is not None and value < 1:

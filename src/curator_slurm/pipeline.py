@@ -7,13 +7,14 @@ import os
 import sys
 from typing import Any
 
+from curator_slurm import fs
 from curator_slurm.backends.adapter import list_sources
 from curator_slurm.backends.results import PipelineResult
 from curator_slurm.backends.run import BaseExecutor
 from curator_slurm.errors import PipelineBuildError, WorkerStartError
 from curator_slurm.logs import bound, ensure_logging
 from curator_slurm.runs.options import RunOptions
-from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RunDir
+from curator_slurm.runs.rundir import RunDir, default_run_dir_of, local_run_dir
 from curator_slurm.runs.sharding import check_source_ids
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import PASSTHROUGH, CompositeStage, ProcessingStage
@@ -119,6 +120,8 @@ class Pipeline:
             f"pipeline {self.name!r}: {' -> '.join(s.name for s in stages)} on {type(executor).__name__} "
             f"({spec.label}, {spec.origin})" + (f"; run directory {directory}" if directory else "")
         )
+        if spec.job.array_job_id and (waited := fs.start_jitter()):  # CURATOR_S3_START_DELAY: spread a burst
+            bound(spec.label, spec.job.label).info(f"waited {waited:.1f} s before starting (CURATOR_S3_START_DELAY)")
         return executor.execute(
             stages,
             spec,
@@ -148,7 +151,7 @@ class Pipeline:
         return {
             "kind": "pipeline",
             "pipeline": self.name,
-            "run_dir": os.path.abspath(run_dir) if run_dir else None,
+            "run_dir": local_run_dir(run_dir) if run_dir else None,
             "fingerprint": self.fingerprint(stages),
             "has_bytes": all("bytes" in t.metadata for t in tasks),
             "tasks": [[t.task_id, t.weight] for t in tasks],
@@ -197,9 +200,10 @@ def _decompose(stage: ProcessingStage) -> list[ProcessingStage]:
 
 
 def default_run_dir(sink: ProcessingStage) -> str | None:
-    """``<output dir>/.curator-run`` when the sink writes files (the same for every shard), else None."""
+    """``<output dir>/.curator-run`` when the sink writes files (the same for every shard), else None; for an
+    output on object storage a local directory named after it (``runs.rundir.default_run_dir_of``)."""
     if isinstance(sink, BaseWriter):
-        return os.path.join(sink.path, DEFAULT_RUN_DIR_NAME)
+        return default_run_dir_of(sink.path)
     return None
 
 

@@ -298,12 +298,14 @@ def run_options(environ: Mapping[str, str] | None = None) -> RunOptions:
 def job_environment(environ: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a process that must decide its own shard: this one without any ``CURATOR_*``
     variable or any ``SLURM_*`` variable (but ``SLURM_CONF``) that it would otherwise inherit, e.g. the
-    step and rank of an ``srun`` the user happens to submit from; plus ``extra``."""
+    step and rank of an ``srun`` the user happens to submit from; plus ``extra``. ``CURATOR_S3_*`` (how to
+    talk to the object store: attempts, backoff, start delay) is configuration, not a shard's, and stays."""
     env = os.environ if environ is None else environ
     clean = {
         k: v
         for k, v in env.items()
-        if not k.startswith("CURATOR_") and (not k.startswith("SLURM_") or k == "SLURM_CONF")
+        if (not k.startswith("CURATOR_") or k.startswith("CURATOR_S3_"))
+        and (not k.startswith("SLURM_") or k == "SLURM_CONF")
     }
     clean.update(extra or {})
     return clean
@@ -337,3 +339,54 @@ def limit_tokenizer_threads(threads: int, environ: MutableMapping[str, str] | No
     else:
         env["TOKENIZERS_PARALLELISM"] = "true"
         env["RAYON_NUM_THREADS"] = str(threads)
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """What the environment says about S3 (the filesystem layer's defaults; ``fs.configure_s3`` wins over them).
+
+    ``endpoint_url``: ``AWS_ENDPOINT_URL_S3``, else ``AWS_ENDPOINT_URL`` (as boto3 reads them); ``region``:
+    ``AWS_REGION``, else ``AWS_DEFAULT_REGION``; ``anonymous``: ``CURATOR_S3_ANONYMOUS=1`` (public buckets, no
+    credentials); ``max_attempts``: ``CURATOR_S3_MAX_ATTEMPTS``, else ``AWS_MAX_ATTEMPTS`` (attempts per
+    request, the first included); ``retry_base``/``retry_cap``: ``CURATOR_S3_RETRY_BASE``/``_CAP``, seconds of the
+    backoff; ``start_delay``: ``CURATOR_S3_START_DELAY``, the longest random wait of an array task before its
+    first request. Credentials are not read here: the AWS SDK's own chain reads ``AWS_ACCESS_KEY_ID``,
+    ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_PROFILE`` and the AWS files, so they are never held
+    by curator-slurm's objects."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    anonymous: bool = False
+    max_attempts: int = 10
+    retry_base: float = 0.1
+    retry_cap: float = 20.0
+    start_delay: float = 0.0
+
+
+def s3_settings(environ: Mapping[str, str] | None = None) -> S3Settings:
+    """The :class:`S3Settings` of ``environ`` (default: this process's); bad values name the variable."""
+    env = os.environ if environ is None else environ
+
+    def text(*names: str) -> str | None:
+        return next((env[n].strip() for n in names if (env.get(n) or "").strip()), None)
+
+    endpoint_name = next((n for n in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL") if (env.get(n) or "").strip()), None)
+    if endpoint_name is not None and "@" in env[endpoint_name]:
+        raise SettingError(
+            f"{endpoint_name} holds credentials (user:password@...); give the server alone (http(s)://host:port) "
+            "and the credentials as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE"
+        )
+    attempts_name = next((n for n in ("CURATOR_S3_MAX_ATTEMPTS", "AWS_MAX_ATTEMPTS") if env.get(n)), None)
+    attempts = None
+    if attempts_name is not None:
+        fix = "Set it to the number of attempts per S3 request, 1 or more."
+        attempts = _int(env, attempts_name, minimum=1, fix=fix, error=SettingError)
+    return S3Settings(
+        endpoint_url=text("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+        region=text("AWS_REGION", "AWS_DEFAULT_REGION"),
+        anonymous=_flag(env, "CURATOR_S3_ANONYMOUS"),
+        max_attempts=attempts if attempts is not None else S3Settings.max_attempts,
+        retry_base=_seconds(env, "CURATOR_S3_RETRY_BASE", S3Settings.retry_base),
+        retry_cap=_seconds(env, "CURATOR_S3_RETRY_CAP", S3Settings.retry_cap),
+        start_delay=_seconds(env, "CURATOR_S3_START_DELAY", S3Settings.start_delay),
+    )

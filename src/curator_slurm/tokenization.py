@@ -22,9 +22,10 @@ from __future__ import annotations
 import os
 from typing import Any, BinaryIO
 
+from . import fs
 from .errors import InputError
 from .runs.ledger import done_outputs
-from .runs.rundir import DEFAULT_RUN_DIR_NAME
+from .runs.rundir import default_run_dir_of
 from .stages.base import ProcessingStage
 from .stages.megatron import MegatronTokenizerWriter
 from .stages.megatron_format import merge_pairs, pair_tokens, read_header
@@ -110,14 +111,14 @@ class MegatronMerge(BaseWriter):
     def process(self, task: FileGroupTask) -> FileGroupTask:  # type: ignore[override]
         slot, slots = int(task.metadata["slot"]), int(task.metadata["slots"])
         prefixes = done_pairs(task.metadata["run_dir"])
-        missing = [p for p in prefixes if not (os.path.exists(p + ".bin") and os.path.exists(p + ".idx"))]
+        missing = [p for p in prefixes if not (fs.exists(p + ".bin") and fs.exists(p + ".idx"))]
         if missing:
             raise InputError(
                 f"{missing[0]}.bin/.idx: recorded done by the tokenize phase but not there ({len(missing)} pair(s) "
                 "missing); were they moved? Re-run the tokenize phase into a new work directory"
             )
         parts = plan_parts(prefixes, self.merge_tokens)
-        os.makedirs(self.path, exist_ok=True)
+        fs.makedirs(self.path)
         sync = not (self.is_sink_stage and output_sync_deferred())
 
         def write(path: str, fill: Any) -> None:
@@ -126,11 +127,11 @@ class MegatronMerge(BaseWriter):
         written: list[str] = []
         documents = tokens = 0
         for g in range(slot, len(parts), slots):
-            out = os.path.join(self.path, f"{self.prefix}_{g:05d}")
+            out = fs.join(self.path, f"{self.prefix}_{g:05d}")
             merge_pairs(parts[g], write, out)
             header = read_header(out + ".idx")
             documents += header.documents - 1
-            tokens += os.path.getsize(out + ".bin") // header.dtype.itemsize
+            tokens += fs.size(out + ".bin") // header.dtype.itemsize
             written += [out + ".bin", out + ".idx"]
         return FileGroupTask(
             task_id=task.task_id,
@@ -163,11 +164,11 @@ class MegatronTokenization(Workflow):
     ) -> None:
         from .pipeline import Pipeline
 
-        output = os.path.abspath(os.fspath(output))
-        if os.path.abspath(writer.path) == output:
+        output = fs.absolute(output)
+        if fs.absolute(writer.path) == output:
             raise ValueError(f"the writer's path and output are both {output}: give the per-task pairs their own")
-        work = os.fspath(work_dir) if work_dir is not None else os.path.join(output, ".curator-work")
-        tokenize_run = os.path.join(os.path.abspath(work), DEFAULT_RUN_DIR_NAME, "tokenize")
+        work = fs.absolute(work_dir) if work_dir is not None else fs.join(output, ".curator-work")
+        tokenize_run = os.path.join(default_run_dir_of(work), "tokenize")  # a Workflow's phase run directory
         merge = (
             Pipeline(f"{name}-merge")
             .add_stage(MergeSource(tokenize_run, merge_tasks, name))

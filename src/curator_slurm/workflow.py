@@ -32,7 +32,7 @@ from .pipeline import Pipeline, append_plan
 from .runs.ledger import load_status
 from .runs.liveness import marked
 from .runs.options import RunOptions
-from .runs.rundir import DEFAULT_RUN_DIR_NAME
+from .runs.rundir import default_run_dir_of
 from .shard import ShardSpec
 from .steps import inside_step, next_step, not_my_step
 
@@ -90,13 +90,14 @@ class Workflow:
             if not phase.name or os.sep in phase.name or phase.name.startswith("."):
                 raise PipelineBuildError(f"workflow {name!r}: phase name {phase.name!r} must be a plain directory name")
         self.name = name
-        self.work_dir = os.path.abspath(os.fspath(work_dir))
+        self.work_dir = fs.absolute(work_dir)  # may be on object storage (shuffle buckets); the run root is not
         self.phases = list(phases)
 
     @property
     def run_root(self) -> str:
-        """The workflow's run directory: ``<work dir>/.curator-run``, one subdirectory per phase."""
-        return os.path.join(self.work_dir, DEFAULT_RUN_DIR_NAME)
+        """The workflow's run directory: ``<work dir>/.curator-run``, one subdirectory per phase (a local
+        directory named after the work directory when that is on object storage: ``default_run_dir_of``)."""
+        return default_run_dir_of(self.work_dir)
 
     def run_dir(self, phase: Phase | str) -> str:
         return os.path.join(self.run_root, phase if isinstance(phase, str) else phase.name)

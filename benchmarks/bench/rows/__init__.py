@@ -17,6 +17,7 @@ from .fineweb_recipe import bench_fineweb_recipe
 from .ledger import bench_ledger
 from .memory import bench_rss
 from .ray_executor import bench_ray
+from .s3 import bench_s3_listing, bench_s3_read
 from .sharded import bench_sharded_cpu
 from .sharding import bench_balance, bench_select
 from .startup import bench_empty_shard, bench_manifest_startup
@@ -56,5 +57,7 @@ GROUPS: list[Group] = [
     Group(("w2",), bench_web_workers),
     Group(("w4",), bench_web_datatrove),
     Group(("fw1",), bench_fineweb_recipe),
+    Group(("s1", "s1j"), bench_s3_read),
+    Group(("s2a", "s2b"), bench_s3_listing),
 ]
 ROW_KEYS: tuple[str, ...] = tuple(k for g in GROUPS for k in g.keys)

@@ -14,7 +14,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from curator_slurm.backends.results import SourceResult, StageStats, summarise
+from curator_slurm import fs
+from curator_slurm.backends.results import SourceResult, StageStats, s3_counts, summarise
 from curator_slurm.backends.retry import NOT_RETRIED, failed_task, retry_delay, stop_if_out_of_space
 from curator_slurm.runs.sharding import Selection, check_source_ids, read_source_list, select
 from curator_slurm.shard import ShardSpec
@@ -269,8 +270,11 @@ def run_source_task(adapters: list[BaseStageAdapter], task: Task) -> SourceResul
     start = time.perf_counter()
     for a in adapters:
         a.stats = StageStats(a.stage.name)
+    before = fs.s3_stats()  # this process's object-store counts: the task's are the difference
     finals = run_chain(adapters, [task])
-    return summarise(task.source_id or task.task_id, finals, [a.stats for a in adapters], start)
+    result = summarise(task.source_id or task.task_id, finals, [a.stats for a in adapters], start)
+    result.s3 = s3_counts(before, fs.s3_stats())
+    return result
 
 
 def list_sources(stage: ProcessingStage, shard: ShardSpec, retry_backoff: float = 1.0) -> BaseStageAdapter:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from curator_slurm.runs.funnel import FunnelRow, funnel_of_records
+from curator_slurm.runs.summary import describe_s3
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.notes import merge_notes
 from curator_slurm.tasks import FailedTask, FileGroupTask, Task
@@ -74,6 +75,23 @@ class SourceResult:
     stats: list[StageStats] = field(default_factory=list)
     #: Tokens its outputs hold, when its writer counts them (``tokens`` in the metadata of a written file group).
     tokens: int | None = None
+    #: Object-store requests it made and retried (:func:`s3_counts`), None when it made none.
+    s3: dict[str, Any] | None = None
+
+
+def s3_counts(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any] | None:
+    """What happened between two :func:`curator_slurm.fs.s3_stats` snapshots of one process: ``requests``,
+    ``retries`` and the retries by cause (``reasons``); None when no request was made."""
+    requests = after["requests_total"] - before["requests_total"]
+    if requests <= 0:
+        return None
+    reasons = {k: v - before["reasons"].get(k, 0) for k, v in after["reasons"].items()}
+    gave_up = sum(after["gave_up"].values()) - sum(before["gave_up"].values())
+    out = {"requests": requests, "retries": after["retries_total"] - before["retries_total"]}
+    out["reasons"] = {k: v for k, v in reasons.items() if v > 0}
+    if gave_up > 0:
+        out["gave_up"] = gave_up
+    return out
 
 
 def summarise(source_id: str, finals: list[Task], stats: list[StageStats], started: float) -> SourceResult:
@@ -119,6 +137,8 @@ class PipelineResult:
     stopped_by: str | None = None
     #: Tokens written by the source tasks this run did (None: its writer counts none).
     tokens: int | None = None
+    #: Object-store requests and retries of the source tasks this run did (None: none made), see ``s3_counts``.
+    s3: dict[str, Any] | None = None
 
     @property
     def rows_in(self) -> int:
@@ -143,6 +163,7 @@ class PipelineResult:
             f"{len(self.output_files)} files written"
             + (f" ({self.tokens} tokens)" if self.tokens is not None else "")
             + f" in {self.seconds:.2f} s"
+            + (f"; {describe_s3(self.s3)}" if self.s3 else "")
         )
 
 

@@ -22,6 +22,7 @@ from curator_slurm.fs import output_error
 from curator_slurm.logs import bound
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import RunDir
+from curator_slurm.runs.summary import add_s3_counts
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.notes import merge_notes
@@ -125,8 +126,10 @@ class _Tally:
     output_tasks: list[Task] = field(default_factory=list)
     failed: list[FailedTask] = field(default_factory=list)
     tokens: int | None = None
+    s3: dict[str, Any] | None = None
 
     def add(self, result: SourceResult) -> None:
+        self.s3 = add_s3_counts(self.s3, result.s3)
         if result.tokens is not None:
             self.tokens = (self.tokens or 0) + result.tokens
         for total, part in zip(self.stats[1:], result.stats or [], strict=False):
@@ -162,6 +165,7 @@ class _Tally:
             run_dir=run_dir.path if run_dir else None,
             stopped_by=stopped_by,
             tokens=self.tokens,
+            s3=self.s3,
         )
 
 
@@ -305,6 +309,8 @@ def ledger_record(result: SourceResult) -> dict[str, Any]:
             record["notes"] = notes
         if result.tokens is not None:  # a writer that counts tokens (MegatronTokenizerWriter): `status` sums them
             record["tokens"] = result.tokens
+        if result.s3:  # object-store requests and retries (`status` sums them)
+            record["s3"] = result.s3
         return record
     f = result.failure
     return {
@@ -317,6 +323,7 @@ def ledger_record(result: SourceResult) -> dict[str, Any]:
         "task_id": f.metadata.get("task_id"),
         "files": f.metadata.get("files"),
         "seconds": round(result.seconds, 4),
+        **({"s3": result.s3} if result.s3 else {}),
     }
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .. import fs
 from .._lazy import LazyModule
 from ..errors import InputError
 from ..positions import document_positions
@@ -66,9 +67,13 @@ class ListedIds(ProcessingStage[DocumentBatch, DocumentBatch]):
         return task.derive(pa.table({KEY: keys[mask], self.id_field: ids}))
 
 
+def _read_parquet(path: str, columns: list[str] | None) -> pa.Table:
+    with fs.open_input(path) as f:
+        return pq.read_table(f, columns=columns)
+
+
 def _read_all(directory: str, columns: list[str] | None = None) -> pa.Table | None:
-    names = sorted(n for n in os.listdir(directory) if n.endswith(".parquet") and not n.startswith("."))
-    tables = [pq.read_table(os.path.join(directory, n), columns=columns) for n in names]
+    tables = [_read_parquet(path, columns) for path in fs.finished_files(directory, ".parquet")]
     tables = [t for t in tables if t.num_rows]
     return pa.concat_tables(tables, promote_options="permissive") if tables else None
 
@@ -91,8 +96,8 @@ class JoinIds(ProcessingStage[FileGroupTask, DocumentBatch]):
         return ["data"], None
 
     def process(self, task: FileGroupTask) -> DocumentBatch:
-        members = _read_all(self.members_dir) if os.path.isdir(self.members_dir) else None
-        ids = _read_all(self.ids_dir, [KEY, self.id_field]) if os.path.isdir(self.ids_dir) else None
+        members = _read_all(self.members_dir)
+        ids = _read_all(self.ids_dir, [KEY, self.id_field])
         if members is None:
             empty = {KEY: pa.array([], pa.int64()), "group_key": pa.array([], pa.int64())}
             return task.derive(pa.table(empty), cls=DocumentBatch)
@@ -120,7 +125,7 @@ def id_phases(name: str, reader: FileReader, id_field: str, members_dir: str, wo
     """The ``ids`` and ``join`` phases (see the module docstring); the list goes to ``list_dir``."""
     from ..pipeline import Pipeline
 
-    ids_dir = os.path.join(work, "ids")
+    ids_dir = fs.join(work, "ids")
     return [
         Phase(
             "ids",

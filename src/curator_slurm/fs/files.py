@@ -2,13 +2,15 @@
 
 Local files go through the ``os`` module and ``open`` (as before: seekable, fsync-able, symlinks and FIFOs
 visible); URIs through ``pyarrow.fs`` (an S3 object opened for reading is read with ranged GETs, never
-downloaded whole). Errors the user can act on (a missing file, a dangling link, a FIFO, no permission)
-become :class:`~curator_slurm.errors.InputError` or :class:`~curator_slurm.errors.OutputError` naming the
-path and the fix; retrying cannot help them, so no executor retries them.
+downloaded whole), every request retried on transient errors and counted (:mod:`.retry`). Errors the user
+can act on (a missing file, a dangling link, a FIFO, no permission, a missing bucket, denied access) become
+:class:`~curator_slurm.errors.InputError` or :class:`~curator_slurm.errors.OutputError` naming the path and
+the fix; retrying cannot help them, so no executor retries them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -16,7 +18,12 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ..errors import InputError, OutputError
-from .paths import is_local, resolve
+from .paths import is_local, resolve, scheme
+from .remote import RemoteFile, bucket_exists, missing_error
+from .retry import bucket_of, call, permanent_error
+
+#: Bytes a sequential stream of an object (:func:`open_decompressed`) asks for at a time.
+STREAM_READAHEAD = 8 << 20
 
 #: Compressed endings the readers decode, lower case, each with the codec that decodes it: pyarrow's stream
 #: codecs, and Python's ``lzma`` for xz (pyarrow has none). A name matches in any case (``.GZ``).
@@ -76,16 +83,37 @@ def local_info(path: str) -> FileInfo:
     return FileInfo(path, st.st_size)
 
 
+#: Sizes of objects this process listed or uploaded, by URI: what :func:`info` answers without a HEAD
+#: request (planning 100,000 listed objects would otherwise ask for each one's size again, one by one).
+#: A listing refreshes its entries; an upload sets its own. Local files are never cached.
+_KNOWN_SIZES: dict[str, int] = {}
+
+
+def remember_sizes(sizes: dict[str, int]) -> None:
+    """Note the sizes a listing (or an upload) of object-store URIs just gave (see :data:`_KNOWN_SIZES`)."""
+    _KNOWN_SIZES.update(sizes)
+
+
+def forget_size(path: str) -> None:
+    _KNOWN_SIZES.pop(path, None)
+
+
 def info(path: str) -> FileInfo:
-    """:func:`local_info`, or the object's size for a URI (a missing object is an InputError naming it)."""
+    """:func:`local_info`, or the object's size for a URI: a missing object, a missing bucket or a prefix is an
+    InputError that says which. An object this process listed or uploaded is answered from that listing."""
     if is_local(path):
         return local_info(path)
+    known = _KNOWN_SIZES.get(path)
+    if known is not None:
+        return FileInfo(path, known)
     import pyarrow.fs as pafs
 
     filesystem, inner = resolve(path)
-    found = filesystem.get_file_info(inner)
+    found = call(path, "info", lambda: filesystem.get_file_info(inner))
+    if found.type == pafs.FileType.NotFound:
+        raise missing_error(path, filesystem)
     if found.type != pafs.FileType.File:
-        raise InputError(f"{path}: no such object (or it is a prefix, not an object); check the URI")
+        raise InputError(f"{path}: a prefix (a directory), not an object; check the URI")
     return FileInfo(path, int(found.size))
 
 
@@ -105,7 +133,7 @@ def exists(path: str) -> bool:
     import pyarrow.fs as pafs
 
     filesystem, inner = resolve(path)
-    return filesystem.get_file_info(inner).type != pafs.FileType.NotFound
+    return call(path, "info", lambda: filesystem.get_file_info(inner)).type != pafs.FileType.NotFound  # type: ignore[no-any-return]
 
 
 def isdir(path: str) -> bool:
@@ -114,11 +142,12 @@ def isdir(path: str) -> bool:
     import pyarrow.fs as pafs
 
     filesystem, inner = resolve(path)
-    return filesystem.get_file_info(inner).type == pafs.FileType.Directory
+    return call(path, "info", lambda: filesystem.get_file_info(inner)).type == pafs.FileType.Directory  # type: ignore[no-any-return]
 
 
 def open_input(path: str) -> BinaryIO:
-    """``path`` opened for reading, seekable (a URI as a random-access file read by ranged requests)."""
+    """``path`` opened for reading, seekable: a local file, or for a URI a :class:`~.remote.RemoteFile` whose
+    every read is one ranged request, retried on transient errors (pyarrow's readers take it as it is)."""
     if is_local(path):
         local_info(path)  # a FIFO would block open() for ever; a dangling link, no permission: say which
         try:
@@ -126,7 +155,7 @@ def open_input(path: str) -> BinaryIO:
         except PermissionError:
             raise InputError(f"{path}: permission denied; make the file readable for this user") from None
     filesystem, inner = resolve(path)
-    return filesystem.open_input_file(inner)  # type: ignore[no-any-return]
+    return RemoteFile(path, filesystem, inner)  # type: ignore[return-value]
 
 
 def read_range(path: str, start: int, length: int) -> bytes:
@@ -150,7 +179,7 @@ def open_decompressed(path: str) -> Any:
             raise InputError(f"{path}: permission denied; make the file readable for this user") from None
     else:
         filesystem, inner = resolve(path)
-        raw = filesystem.open_input_stream(inner)
+        raw = RemoteFile(path, filesystem, inner, readahead=STREAM_READAHEAD)
         if codec not in (None, "xz"):
             raw = pa.CompressedInputStream(raw, codec)
     if codec == "xz":
@@ -164,13 +193,45 @@ def makedirs(path: str) -> None:
     """Create the directory ``path`` and its parents (object stores have none to create). A read-only
     place is an :class:`OutputError` that names it, not a traceback."""
     if not is_local(path):
-        filesystem, inner = resolve(path)
-        filesystem.create_dir(inner, recursive=True)
+        _remote_makedirs(path)
         return
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as e:
         raise output_error(e, path) from e
+
+
+#: Buckets this process found to exist (writers call :func:`makedirs` for every file they write).
+_BUCKETS_SEEN: set[str] = set()
+
+
+def _remote_makedirs(path: str) -> None:
+    """An object store has no directories: S3 checks once per process that the bucket exists (an
+    OutputError naming it if not); other filesystems create the directory."""
+    filesystem, inner = resolve(path)
+    if scheme(path) != "s3":
+        call(path, "mkdir", lambda: filesystem.create_dir(inner, recursive=True), writing=True)
+        return
+    bucket = bucket_of(path)
+    if bucket in _BUCKETS_SEEN:
+        return
+    if not bucket_exists(path, filesystem, writing=True):
+        raise permanent_error(path, "bucket", "NoSuchBucket", writing=True)
+    _BUCKETS_SEEN.add(bucket)
+
+
+def remove(path: str) -> None:
+    """Delete the file or object ``path``; one that does not exist is no error (a retried delete may find
+    it gone). On S3, pyarrow then writes an empty marker object ``<prefix>/`` (a directory to pyarrow, which
+    listings skip)."""
+    if is_local(path):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    forget_size(path)
+    filesystem, inner = resolve(path)
+    with contextlib.suppress(FileNotFoundError):
+        call(path, "delete", lambda: filesystem.delete_file(inner), writing=True)
 
 
 def output_error(error: OSError, path: str) -> OSError:

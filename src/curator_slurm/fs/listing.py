@@ -6,7 +6,8 @@ other file is *skipped* and the caller logs them in one line. Hidden names (a le
 unfinished temporary files, ``.git``) are never taken from a directory. Symbolic links to directories are
 followed; a directory reached a second time (a cycle, or two links to one place) is listed once and the
 second path reported; so is a file reached twice. A dangling link or a FIFO that matches is an error
-naming it. Object stores are listed through ``pyarrow.fs`` (one paginated listing per root).
+naming it. Object stores are listed through ``pyarrow.fs`` (one paginated listing per root, retried whole
+on transient errors).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..errors import InputError
-from .files import COMPRESSIONS, local_info
+from .files import COMPRESSIONS, local_info, remember_sizes
 from .paths import absolute, is_local, relative, resolve, uri_of
+from .remote import bucket_exists
+from .retry import call, permanent_error
 
 
 def name_patterns(extensions: Iterable[str], compressed: bool) -> tuple[str, ...]:
@@ -146,13 +149,16 @@ def _remote_root(root: str, patterns: tuple[str, ...] | None, recursive: bool, l
     import pyarrow.fs as pafs
 
     filesystem, inner = resolve(root)
-    top = filesystem.get_file_info(inner)
+    top = call(root, "info", lambda: filesystem.get_file_info(inner))
     if top.type == pafs.FileType.File:
         listing.sizes[root] = int(top.size)
         return
     if top.type == pafs.FileType.NotFound:
+        if not bucket_exists(root, filesystem):
+            raise permanent_error(root, "bucket", "NoSuchBucket", writing=False)
         raise InputError(f"{root}: no such object or prefix; check the URI")
-    infos = filesystem.get_file_info(pafs.FileSelector(inner, recursive=recursive, allow_not_found=True))
+    selector = pafs.FileSelector(inner, recursive=recursive, allow_not_found=True)
+    infos = call(root, "list", lambda: filesystem.get_file_info(selector))
     for found in sorted(infos, key=lambda i: i.path):
         if found.type != pafs.FileType.File:
             continue
@@ -163,12 +169,13 @@ def _remote_root(root: str, patterns: tuple[str, ...] | None, recursive: bool, l
             listing.sizes[uri] = int(found.size)
         else:
             listing.skipped.append(uri)
+    remember_sizes({uri: size for uri, size in listing.sizes.items() if not is_local(uri)})
 
 
 def finished_files(directory: str, suffix: str) -> list[str]:
     """The finished files of one directory (no recursion) whose names end in ``suffix``, sorted: hidden names
     (writers' temporaries) left out, a directory that does not exist (yet) empty. Shuffle buckets and dedup's
-    key files are listed this way."""
+    key files are listed this way. A bucket that does not exist is an InputError naming it."""
     if is_local(directory):
         try:
             names = os.listdir(directory)
@@ -178,9 +185,13 @@ def finished_files(directory: str, suffix: str) -> list[str]:
     import pyarrow.fs as pafs
 
     filesystem, inner = resolve(directory)
-    infos = filesystem.get_file_info(pafs.FileSelector(inner, recursive=False, allow_not_found=True))
-    return sorted(
+    selector = pafs.FileSelector(inner, recursive=False, allow_not_found=True)
+    infos = call(directory, "list", lambda: filesystem.get_file_info(selector))
+    found = sorted(
         uri_of(directory, i.path)
         for i in infos
         if i.type == pafs.FileType.File and i.base_name.endswith(suffix) and not i.base_name.startswith(".")
     )
+    if not found and not bucket_exists(directory, filesystem):  # not "no files yet": a wrong URI
+        raise permanent_error(directory, "bucket", "NoSuchBucket", writing=False)
+    return found

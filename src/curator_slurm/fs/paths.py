@@ -6,6 +6,7 @@ made by :func:`os.path.abspath`, served by the ``os`` module. Source task ids an
 relative to the reader's root, so the canonical form of a local path must never change. A URI keeps its
 scheme (``s3://b/k`` never becomes ``<cwd>/s3:/b/k``) and is served by ``pyarrow.fs``, imported only then:
 ``pyarrow.fs`` loads the S3, GCS, Azure and HDFS bindings and ``ssl`` (about 25 ms in every array task).
+S3 filesystems are built here with the options :mod:`.s3` resolves; a URI with credentials in it is refused.
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ import posixpath
 import re
 import threading
 from typing import Any
+
+from ..errors import OptionError
+from .retry import call
+from .s3 import options_generation, s3_options
 
 #: ``scheme://``: RFC 3986 schemes; a Windows drive (``C:\\``) has no ``//`` and one letter, so it is not one.
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
@@ -48,8 +53,27 @@ def absolute(path: str | os.PathLike) -> str:
     rest = text[len(kind) + 3 :]
     if kind == "file":
         return os.path.abspath(rest or "/")
+    authority = rest.split("/", 1)[0]
+    if "@" in authority or (kind in _BUCKET_SCHEMES and ":" in authority):
+        refuse_credentials(kind, rest)
     parts = [p for p in rest.split("/") if p and p != "."]
     return f"{kind}://" + "/".join(parts)
+
+
+#: Schemes whose authority is a bucket name, which never holds ``:`` (elsewhere it may be ``host:port``).
+_BUCKET_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs"})
+
+
+def refuse_credentials(kind: str, rest: str) -> None:
+    """A URI with credentials in it (``s3://KEY:SECRET@bucket/...``) is refused, with the secret left out of
+    the message: they would be copied into logs, ``run.json``, manifests, ledgers and sbatch scripts."""
+    after = rest.partition("@")[2].split("/", 1)[0]  # a secret may hold '/', never '@'
+    shown = f"{kind}://***@{after}/..." if after else f"{kind}://***"
+    raise OptionError(
+        f"{shown}: a URI must not hold credentials (they would be written to logs, run.json and manifests); "
+        "remove the part before '@' and give them as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (and "
+        "AWS_SESSION_TOKEN), or as a profile in ~/.aws/credentials chosen by AWS_PROFILE"
+    )
 
 
 def join(base: str, *names: str) -> str:
@@ -99,30 +123,91 @@ def common_root(paths: list[str]) -> str:
 
 
 #: scheme://authority -> (filesystem, what the URI holds before the filesystem's own path): ``""`` for s3
-#: (its paths are ``bucket/key``), the authority and its slash for schemes whose paths leave it out.
-_FILESYSTEMS: dict[str, tuple[Any, str]] = {}
+#: (its paths are ``bucket/key``), the authority and its slash for schemes whose paths leave it out. Kept
+#: for the process that built them: a forked child builds its own (an S3 client's connections are not
+#: shared across a fork).
+_FILESYSTEMS: dict[str, tuple[Any, str, int]] = {}  # ... and the S3 options' generation it was built with
+_OWNER = [os.getpid()]
+_INHERITED: list[Any] = []  # a forked child's copies of its parent's filesystems, never used or destroyed
 _LOCK = threading.Lock()
+
+
+def _cached(key: str) -> tuple[Any, str, int] | None:
+    with _LOCK:
+        if _OWNER[0] != os.getpid():
+            _INHERITED.extend(_FILESYSTEMS.values())  # destroying them could close the parent's connections
+            _FILESYSTEMS.clear()
+            _OWNER[0] = os.getpid()
+        return _FILESYSTEMS.get(key)
 
 
 def _filesystem(text: str) -> tuple[Any, str, str]:
     """(filesystem, prefix, key) of the canonical URI ``text``: ``scheme://`` + prefix + the path inside it."""
-    import pyarrow.fs as pafs
-
     kind = scheme(text)
     rest = text.split("://", 1)[1]
     key = f"{kind}://{rest.split('/', 1)[0]}"
-    with _LOCK:
-        cached = _FILESYSTEMS.get(key)
-    if cached is None:
-        try:
-            filesystem, inner = pafs.FileSystem.from_uri(text)
-        except (ValueError, NotImplementedError) as e:  # pyarrow knows no such scheme: try fsspec
-            filesystem, inner = _from_fsspec(text, str(kind), e)
-        inner = inner.lstrip("/") if not rest.startswith("/") else inner
-        prefix = rest[: len(rest) - len(inner)] if inner and rest.endswith(inner) else ""
+    generation = options_generation() if kind == "s3" else 0
+    cached = _cached(key)
+    if cached is None or cached[2] != generation:
+        if kind == "s3":
+            filesystem, prefix = s3_filesystem(rest.split("/", 1)[0]), ""
+        else:
+            filesystem, prefix = _from_uri(text, str(kind), rest)
         with _LOCK:
-            cached = _FILESYSTEMS.setdefault(key, (filesystem, prefix))
+            if cached is not None and _FILESYSTEMS.get(key) is cached:
+                del _FILESYSTEMS[key]
+            cached = _FILESYSTEMS.setdefault(key, (filesystem, prefix, generation))
     return cached[0], cached[1], key
+
+
+def s3_filesystem(bucket: str) -> Any:
+    """A new ``pyarrow.fs.S3FileSystem`` for ``bucket`` with the options in effect (:func:`.s3.s3_options`),
+    pyarrow's own retries off (one attempt) so that :mod:`.retry` counts every one."""
+    import pyarrow.fs as pafs
+
+    options = s3_options(bucket)
+    kwargs: dict[str, Any] = {
+        "anonymous": options.anonymous,
+        "allow_delayed_open": True,
+        "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=1),
+    }
+    if options.endpoint_url:
+        kwargs["endpoint_override"] = options.endpoint_url
+    for name in ("connect_timeout", "request_timeout"):
+        if getattr(options, name) is not None:
+            kwargs[name] = getattr(options, name)
+    region = options.region
+    if region is None and not options.endpoint_url:
+        region = _bucket_region(bucket)
+    if region:
+        kwargs["region"] = region
+    try:
+        return pafs.S3FileSystem(**kwargs)
+    except TypeError:  # a pyarrow before allow_delayed_open: an upload starts with CreateMultipartUpload
+        del kwargs["allow_delayed_open"]
+        return pafs.S3FileSystem(**kwargs)
+
+
+def _bucket_region(bucket: str) -> str | None:
+    """The AWS region of ``bucket`` (one unauthenticated request, retried), None when it cannot be learnt
+    (the SDK then chooses: the profile's region, or us-east-1)."""
+    import pyarrow.fs as pafs
+
+    try:
+        return str(call(f"s3://{bucket}", "region", lambda: pafs.resolve_s3_region(bucket)))
+    except (OSError, ValueError):
+        return None
+
+
+def _from_uri(text: str, kind: str, rest: str) -> tuple[Any, str]:
+    import pyarrow.fs as pafs
+
+    try:
+        filesystem, inner = pafs.FileSystem.from_uri(text)
+    except (ValueError, NotImplementedError) as e:  # pyarrow knows no such scheme: try fsspec
+        filesystem, inner = _from_fsspec(text, kind, e)
+    inner = inner.lstrip("/") if not rest.startswith("/") else inner
+    return filesystem, (rest[: len(rest) - len(inner)] if inner and rest.endswith(inner) else "")
 
 
 def resolve(path: str | os.PathLike) -> tuple[Any, str]:

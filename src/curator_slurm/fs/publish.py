@@ -10,12 +10,14 @@ resume on that host can remove the file with certainty; files of other hosts are
 may be alive there) and reported.
 
 Object stores have no rename: there a finished file is written whole, as one object (the bytes are spooled
-to a local temporary file first, then uploaded in one stream that completes at its end), so a killed writer
-leaves no object under a final name.
+to a local temporary file first, then uploaded in one stream that completes at its end: one PutObject for a
+small object, a multipart upload for a large one), so a killed writer leaves no object under a final name. A
+failed upload is retried whole (:mod:`.retry`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable, Collection
@@ -23,8 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from ..errors import is_out_of_space, out_of_space
-from .files import output_error
+from .files import forget_size, output_error, remember_sizes
 from .paths import is_local, resolve
+from .retry import call
 
 #: What every temporary name holds after the final name (tests and cleanup look for it).
 TMP_MARK = ".tmp-"
@@ -113,20 +116,48 @@ def atomic_write_text(final_path: str, text: str, sync: bool = True) -> None:
 
 
 def _write_object(uri: str, write: Callable[[BinaryIO], Any]) -> None:
+    """``write`` into a local spool file, then the spool uploaded as the object ``uri`` (retried whole on
+    transient errors, :func:`.retry.call`)."""
     import tempfile
 
+    import pyarrow as pa
+
     filesystem, inner = resolve(uri)
-    with tempfile.TemporaryFile(prefix="curator-upload-") as spool:
-        write(spool)  # type: ignore[arg-type]
-        spool.seek(0)
-        try:
-            stream = filesystem.open_output_stream(inner)
-        except FileNotFoundError:  # a filesystem with real directories (object stores have none to make)
-            filesystem.create_dir(inner.rpartition("/")[0], recursive=True)
-            stream = filesystem.open_output_stream(inner)
-        with stream as out:
-            while chunk := spool.read(8 << 20):
-                out.write(chunk)
+    with tempfile.NamedTemporaryFile(prefix="curator-upload-") as spool:
+        write(spool.file)  # type: ignore[arg-type]
+        spool.file.flush()
+        size = os.fstat(spool.fileno()).st_size
+        data = pa.memory_map(spool.name).read_buffer() if size else pa.py_buffer(b"")  # no copy in memory
+        forget_size(uri)
+        call(uri, "upload", lambda: _upload(filesystem, inner, data), writing=True)
+        remember_sizes({uri: size})
+
+
+def _upload(filesystem: Any, inner: str, data: Any) -> None:
+    """One attempt at uploading ``data`` as ``inner``. The bytes go in one call, so nothing in Python (a
+    signal's exception) can stop it between the first and the last byte: pyarrow completes an upload when its
+    stream is closed, even one left halfway, and has no abort. If something still stops it (before the
+    write), what the close published is deleted."""
+    try:
+        stream = filesystem.open_output_stream(inner, compression=None)  # bytes as they are: no gzip by name
+    except FileNotFoundError:  # a filesystem with real directories (object stores have none to make)
+        filesystem.create_dir(inner.rpartition("/")[0], recursive=True)
+        stream = filesystem.open_output_stream(inner, compression=None)  # bytes as they are: no gzip by name
+    try:
+        stream.write(data)
+    except BaseException:
+        _abandon(filesystem, inner, stream)
+        raise
+    stream.close()
+
+
+def _abandon(filesystem: Any, inner: str, stream: Any) -> None:
+    try:
+        stream.close()
+    except Exception:  # the store refused the upload: nothing was published
+        return
+    with contextlib.suppress(Exception):  # the close published part of the object: take it back
+        filesystem.delete_file(inner)
 
 
 @dataclass(frozen=True)

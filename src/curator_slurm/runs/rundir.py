@@ -23,6 +23,7 @@ from typing import Any
 
 import xxhash
 
+from curator_slurm import fs
 from curator_slurm.errors import RunDirError, ShardConfigError, is_out_of_space, out_of_space
 from curator_slurm.runs.ledger import LedgerState, LedgerWriter, load_status
 from curator_slurm.runs.options import RunOptions
@@ -41,6 +42,36 @@ CLAIMS_DIR = "claims"
 REFUSALS_DIR = "refusals"
 #: Where a run directory goes when none is given and the sink writes files: inside its output directory.
 DEFAULT_RUN_DIR_NAME = ".curator-run"
+
+
+def default_run_dir_of(place: str | os.PathLike) -> str:
+    """Where the run directory of an output (or a workflow's work directory) ``place`` goes by default.
+
+    A local ``place``: inside it, ``<place>/.curator-run`` (as always). An object-store URI: the run directory
+    needs a POSIX filesystem (its ledger appends, its claims and markers are files that are created exclusively
+    and renamed), so it stays local, under the working directory, named after the URI:
+    ``<cwd>/.curator-run/s3/<bucket>/<prefix>``. Array tasks find the same place because ``submit`` starts
+    them in the directory it was run from (the script's ``cd``), which must then be on a filesystem every
+    node mounts, as the script itself is; ``CURATOR_RUN_DIR`` or ``run_dir=`` puts it anywhere else."""
+    text = fs.absolute(place)
+    if fs.is_local(text):
+        return os.path.join(text, DEFAULT_RUN_DIR_NAME)
+    kind, rest = text.split("://", 1)
+    return os.path.join(os.getcwd(), DEFAULT_RUN_DIR_NAME, kind, *[p for p in rest.split("/") if p])
+
+
+def local_run_dir(path: str | os.PathLike, what: str = "run directory") -> str:
+    """``path`` as an absolute local path; a URI is a RunDirError before any work, saying why and what to do."""
+    text = os.fspath(path)
+    if fs.is_uri(text):
+        raise RunDirError(
+            f"{what} {text}: a run directory must be on a POSIX filesystem (local or shared, e.g. NFS or Lustre) "
+            "because its ledger is appended to and its claims are created exclusively, which object stores "
+            "cannot do; outputs may be on object storage, the run directory may not. Set CURATOR_RUN_DIR "
+            "(or run_dir=) to a directory every array task sees, or leave it unset for the default "
+            "(<working directory>/.curator-run/<scheme>/<bucket>/<prefix>)"
+        )
+    return fs.absolute(text)
 
 
 def source_digest(task_ids: Sequence[str]) -> str:
@@ -104,7 +135,7 @@ class RunDir:
     """A run directory: checks that it belongs to this pipeline and input set, and hands out the ledger."""
 
     def __init__(self, path: str | os.PathLike) -> None:
-        self.path = os.path.abspath(os.fspath(path))
+        self.path = local_run_dir(path)
 
     def __repr__(self) -> str:
         return f"RunDir({self.path!r})"

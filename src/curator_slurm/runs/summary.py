@@ -61,6 +61,9 @@ class DoneSummary:
     notes: dict[str, Any] = field(default_factory=dict)
     #: The array tasks (``<job>_<index>``) that wrote a record of any kind: they started and did work.
     jobs: set[str] = field(default_factory=set)
+    #: Object-store requests and retries of every recorded task (done or failed, each attempt's record):
+    #: ``{"requests", "retries", "reasons"}``; None when no record made any.
+    s3: dict[str, Any] | None = None
 
 
 def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
@@ -78,6 +81,9 @@ def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
         if table is None or table.num_rows == 0:
             continue
         summary.records += table.num_rows
+        for line in lines:
+            if b'"s3":' in line:  # only records of tasks that talked to an object store
+                summary.s3 = _add_s3(summary.s3, line)
         job, task = table.column("array_job_id")[0].as_py(), table.column("array_task_id")[0].as_py()
         if job:  # a ledger file is one writer's: one array task
             summary.jobs.add(f"{job}_{task}")
@@ -119,6 +125,38 @@ def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
     if not summary.records:
         summary.first_time = summary.last_time = 0.0
     return summary
+
+
+def _add_s3(total: dict[str, Any] | None, line: bytes) -> dict[str, Any] | None:
+    try:
+        part = json.loads(line).get("s3")
+    except ValueError:
+        return total
+    return add_s3_counts(total, part) if isinstance(part, dict) else total
+
+
+def add_s3_counts(total: dict[str, Any] | None, part: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``total`` plus ``part`` (either may be None)."""
+    if not part:
+        return total
+    out = dict(total or {"requests": 0, "retries": 0, "reasons": {}})
+    out["requests"] += part.get("requests", 0)
+    out["retries"] += part.get("retries", 0)
+    out["reasons"] = dict(out["reasons"])
+    for k, v in part.get("reasons", {}).items():
+        out["reasons"][k] = out["reasons"].get(k, 0) + v
+    if part.get("gave_up"):
+        out["gave_up"] = out.get("gave_up", 0) + part["gave_up"]
+    return out
+
+
+def describe_s3(counts: dict[str, Any] | None) -> str:
+    """``"S3: 120 requests, 7 retried (throttled 4, connection reset 3)"``, or "" without requests."""
+    if not counts:
+        return ""
+    why = ", ".join(f"{k} {v}" for k, v in sorted(counts.get("reasons", {}).items()))
+    gave_up = f", {counts['gave_up']} gave up" if counts.get("gave_up") else ""
+    return f"S3: {counts['requests']} requests, {counts['retries']} retried" + (f" ({why})" if why else "") + gave_up
 
 
 def _summary_table(path: str) -> tuple[pa.Table | None, list[bytes]]:

@@ -70,7 +70,6 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
     total = _planned_total(run_dir)
     total = total if total is not None else done_count + len(failed)
     pending = max(total - done_count - len(failed), 0)
-    rows_in, rows_out = summary.rows_in, summary.rows_out
     elapsed = summary.last_time - summary.first_time if summary.records else 0.0
     rate = done_count / elapsed if elapsed > 0 else None
     shards = summary.shards
@@ -121,11 +120,12 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
         "failed": len(failed),
         "pending": pending,
         "percent": 100.0 * done_count / total if total else 100.0,
-        "rows_in": rows_in,
-        "rows_out": rows_out,
+        "rows_in": summary.rows_in,
+        "rows_out": summary.rows_out,
         "tokens": summary.tokens,
+        "s3": summary.s3,
         "tasks_per_second": rate,
-        "docs_per_second": rows_in / elapsed if elapsed > 0 else None,
+        "docs_per_second": summary.rows_in / elapsed if elapsed > 0 else None,
         "eta_seconds": None if stalled else pending / rate if rate and pending else (0.0 if not pending else None),
         "stalled": stalled,
         "stopped": stalled,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from curator_slurm.runs.summary import describe_s3
+
 
 def shard_order(row: dict[str, Any]) -> tuple[int, int, str]:
     """By shard count, then index: ``2/16`` before ``10/16``, and the shards of one count together."""
@@ -52,6 +54,8 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
     )
     if status.get("tokens") is not None:
         lines.append(f"tokens: {status['tokens']} in the outputs of the done source tasks")
+    if status.get("s3"):  # object-store requests of every recorded attempt; retries distinct from task retries
+        lines.append(describe_s3(status["s3"]) + " by the recorded source tasks (request retries, not task retries)")
     lines.extend(format_funnel(status["funnel"]))
     lines.extend(format_notes(status.get("notes") or {}))
     if status["job_states"] is not None:

@@ -38,7 +38,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import pyarrow as pa
 
-from .. import extras
+from .. import extras, fs
 from ..errors import InputError
 from ..settings import limit_tokenizer_threads
 from ..tasks import DocumentBatch, FileGroupTask
@@ -229,7 +229,7 @@ class MegatronTokenizerWriter(BaseWriter):
 
     def process(self, task: DocumentBatch) -> FileGroupTask:
         texts = self.texts(task)
-        os.makedirs(self.path, exist_ok=True)
+        fs.makedirs(self.path)
         final_bin = self.output_path(task)
         final_idx = final_bin[: -len(self.extension)] + ".idx"
         sync = not (self.is_sink_stage and output_sync_deferred())

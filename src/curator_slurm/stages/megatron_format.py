@@ -24,7 +24,6 @@ decoding tokens, streaming each section in chunks, so its memory does not grow w
 
 from __future__ import annotations
 
-import os
 import shutil
 import struct
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from typing import BinaryIO
 
 import numpy as np
 
+from .. import fs
 from ..errors import InputError
 
 MAGIC = b"MMIDIDX\x00\x00"
@@ -85,8 +85,7 @@ class IndexHeader:
 
 def read_header(path: str) -> IndexHeader:
     """The header of the ``.idx`` at ``path``; an error naming the file when it is not one."""
-    with open(path, "rb") as f:
-        head = f.read(HEADER_BYTES)
+    head = fs.read_range(path, 0, HEADER_BYTES)
     if len(head) < HEADER_BYTES or head[:9] != MAGIC:
         raise InputError(f"{path}: not a Megatron .idx file (no {MAGIC!r} header)")
     _, version, code, sequences, documents = _FIXED.unpack(head)
@@ -94,8 +93,9 @@ def read_header(path: str) -> IndexHeader:
         raise InputError(f"{path}: .idx version {version}, dtype code {code}: only version 1 with a known code is read")
     header = IndexHeader(path, DTYPE_OF_CODE[code], sequences, documents)
     expected = header.documents_offset + 8 * documents
-    if os.path.getsize(path) != expected:
-        raise InputError(f"{path}: {os.path.getsize(path)} bytes, but its header promises {expected}; rewrite it")
+    size = fs.size(path)
+    if size != expected:
+        raise InputError(f"{path}: {size} bytes, but its header promises {expected}; rewrite it")
     return header
 
 
@@ -117,7 +117,10 @@ def write_index(f: BinaryIO, dtype: np.dtype, lengths: np.ndarray) -> None:
 
 
 def _section(path: str, offset: int, dtype: type, count: int) -> np.ndarray:
-    return np.fromfile(path, dtype=np.dtype(dtype).newbyteorder("<"), count=count, offset=offset)
+    kind = np.dtype(dtype).newbyteorder("<")
+    if fs.is_local(path):
+        return np.fromfile(path, dtype=kind, count=count, offset=offset)
+    return np.frombuffer(fs.read_range(path, offset, count * kind.itemsize), dtype=kind)  # one ranged GET
 
 
 def _chunks(count: int) -> list[tuple[int, int]]:
@@ -126,7 +129,7 @@ def _chunks(count: int) -> list[tuple[int, int]]:
 
 def pair_tokens(prefix: str, dtype: np.dtype) -> int:
     """Tokens in ``prefix.bin`` (its size over the token size): what merging plans with, without reading."""
-    size = os.path.getsize(prefix + ".bin")
+    size = fs.size(prefix + ".bin")
     if size % dtype.itemsize:
         raise InputError(f"{prefix}.bin: {size} bytes is not a whole number of {dtype} tokens; rewrite it")
     return size // dtype.itemsize
@@ -148,7 +151,7 @@ def merge_pairs(prefixes: list[str], write: Callable[[str, Callable[[BinaryIO], 
 
     def fill_bin(f: BinaryIO) -> None:
         for prefix in prefixes:
-            with open(prefix + ".bin", "rb") as src:
+            with fs.open_input(prefix + ".bin") as src:
                 shutil.copyfileobj(src, f, _COPY_BYTES)
 
     def fill_idx(f: BinaryIO) -> None:
@@ -164,7 +167,7 @@ def merge_pairs(prefixes: list[str], write: Callable[[str, Callable[[BinaryIO], 
                 f.write((pointers + base).astype("<i8").tobytes())
                 last_length = _section(h.path, h.lengths_offset + 4 * (start + n - 1), np.int32, 1)
                 end = int(pointers[-1]) + int(last_length[0]) * dtype.itemsize
-            size = os.path.getsize(prefix + ".bin")
+            size = fs.size(prefix + ".bin")
             if end != size:
                 raise InputError(f"{h.path}: its sequences end at byte {end} but {prefix}.bin has {size}; rewrite both")
             base += size

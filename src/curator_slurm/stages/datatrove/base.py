@@ -14,7 +14,6 @@ document is in exactly one file however often its task ran. Give each filter its
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
+from ... import fs
 from ...errors import InputError
 from ...tasks import DocumentBatch
 from .._kernels import filter_table, from_numpy
@@ -126,7 +126,7 @@ class DatatroveFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         if self.exclusion_writer is not None:
-            os.makedirs(self.exclusion_writer.path, exist_ok=True)
+            fs.makedirs(self.exclusion_writer.path)
 
 
 def batch_seed(seed: int | None, task: DocumentBatch) -> np.random.Generator:
