@@ -161,6 +161,28 @@ def test_real_array_on_s3_equals_local(
     assert SECRET not in proc.stdout + proc.stderr
 
 
+@pytest.mark.parametrize("fuzzy", [False, True], ids=["exact", "fuzzy"])
+def test_real_dedup_arrays_on_s3_equal_local(
+    slurm_cluster: str, server: str, s3_corpus: str, corpus: Path, tmp_path: Path, fuzzy: bool
+) -> None:
+    """`submit examples/dedup.py` with input, output and work directory on S3: one array per phase, each
+    waiting for the one before, the deduplicated objects equal to the local run's files."""
+    from slurmtools import wait_for_job
+
+    flags = ["--fuzzy"] if fuzzy else []
+    ref = local_reference(DEDUP, corpus, tmp_path, *flags)
+    bucket = new_bucket(server)
+    out = f"s3://{bucket}/dedup"
+    proc = run([sys.executable, "-m", "curator_slurm.cli", "submit", str(DEDUP), "--shards", "4", "--json", "--",
+                *flags, "--input", s3_corpus, "--output", out], tmp_path, env_for(server))  # fmt: skip
+    jobs = {name: record["arrays"][0]["job_id"] for name, record in json.loads(proc.stdout).items()}
+    assert len(jobs) == (4 if fuzzy else 3)
+    for name, job in jobs.items():
+        assert set(wait_for_job(job, timeout=300).values()) == {"COMPLETED"}, name
+    got = {k: v for k, v in tree_of(server, out).items() if "/" not in k}
+    assert got == {k: v for k, v in ref.items() if "/" not in k}
+
+
 def test_missing_bucket_fails_at_once_naming_the_uri(server: str, corpus: Path, tmp_path: Path) -> None:
     bucket = new_bucket(server)
     missing = "s3://curator-no-such-bucket-x1/in"
