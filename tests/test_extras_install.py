@@ -56,9 +56,13 @@ def core_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run(python: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    # Not the checkout's parent: `python -c` puts its working directory first on sys.path, and a parent such as
+    # /tmp may hold a `ray` directory (Ray's session files) that then imports as a namespace package.
+    # The directory that holds the core venv holds nothing else.
     return subprocess.run(
-        [str(python), *args], capture_output=True, text=True, timeout=300, env=venv_env(), cwd=cwd or ROOT.parent
-    )
+        [str(python), *args], capture_output=True, text=True, timeout=300, env=venv_env(),
+        cwd=cwd or python.parents[2],
+    )  # fmt: skip
 
 
 def test_the_core_install_has_no_optional_package(core_python: Path) -> None:

@@ -36,7 +36,15 @@ def test_a_shard_claimed_by_another_process_of_the_step_is_refused(tmp_path: Pat
 @pytest.mark.slurm
 def test_srun_ranks_forced_to_one_procid_do_the_work_once(slurm_cluster: str, corpus: Path, tmp_path: Path) -> None:
     out, log = tmp_path / "out", tmp_path / "job.log"
-    command = f"{sys.executable} {EXAMPLE} --input {corpus} --output {out} --workers 1"
+    # Each rank's process stays alive a while after its run, holding its claim, so the two overlap however
+    # late the second starts (a claimant that has ended may be followed by a later run of the script).
+    wrapper = tmp_path / "rank.py"
+    wrapper.write_text(
+        "import runpy, sys, time\n"
+        f"sys.argv = [{str(EXAMPLE)!r}, '--input', {str(corpus)!r}, '--output', {str(out)!r}, '--workers', '1']\n"
+        f"try:\n    runpy.run_path({str(EXAMPLE)!r}, run_name='__main__')\nfinally:\n    time.sleep(10)\n"
+    )
+    command = f"{sys.executable} {wrapper}"
     script = f"#!/bin/bash\nset -e\nsrun -n 2 bash -c 'SLURM_PROCID=0 exec {command}'\n"
     job = sbatch(script, "-n", "2", "-o", str(log))
     assert wait_for_job(job, timeout=300) == {"": "FAILED"}, "a step that did a shard twice must not end COMPLETED"
