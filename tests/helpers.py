@@ -94,7 +94,14 @@ def assert_same_parquet(mine: Path, theirs: Path) -> None:
     assert all(a[name].equals(b[name]) for name in a), "same names, other rows"
 
 
-def kill_when_recorded(cmd: list[str], ledger: Path, timeout: float, window: int = 5) -> None:
+def kill_when_recorded(
+    cmd: list[str],
+    ledger: Path,
+    timeout: float,
+    window: int = 5,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> None:
     """Start ``cmd`` and SIGKILL it as soon as a record appears in the ledger directory ``ledger`` (the run
     is then in the middle of the work that ledger records); fail if it ended before that. The ledger
     commits every ``window`` records (``CURATOR_LEDGER_WINDOW``), so records appear while work goes on
@@ -102,8 +109,8 @@ def kill_when_recorded(cmd: list[str], ledger: Path, timeout: float, window: int
     import signal
     import time
 
-    env = clean_env({"CURATOR_LEDGER_WINDOW": str(window)})
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**(env if env is not None else clean_env()), "CURATOR_LEDGER_WINDOW": str(window)}
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         if ledger.is_dir() and any(f.stat().st_size for f in ledger.iterdir()):

@@ -6,16 +6,13 @@ started from the manifest never list the bucket; a missing bucket fails at once,
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from helpers import REPO, clean_env, read_tree
+from helpers import REPO, clean_env, kill_when_recorded, read_tree
 from s3tools import client, endpoint, fault_proxy, new_bucket, object_tree, s3_env, upload_tree
 
 CURATE = REPO / "examples" / "curate.py"
@@ -55,6 +52,11 @@ def split_uri(uri: str) -> tuple[str, str]:
 
 def tree_of(server: str, uri: str) -> dict[str, bytes]:
     return object_tree(server, *split_uri(uri))
+
+
+def top_level(tree: dict[str, bytes]) -> dict[str, bytes]:
+    """The files directly in an output (the work directory's shuffle files left out)."""
+    return {k: v for k, v in tree.items() if "/" not in k}
 
 
 def local_reference(script: Path, corpus: Path, tmp_path: Path, *args: str) -> dict[str, bytes]:
@@ -99,18 +101,18 @@ def test_demo_on_s3_equals_local_unsharded_and_sharded(
 def test_dedup_on_s3_equals_local(server: str, s3_corpus: str, corpus: Path, tmp_path: Path, fuzzy: bool) -> None:
     flags = ["--fuzzy"] if fuzzy else []
     ref = local_reference(DEDUP, corpus, tmp_path, *flags)
-    ref_parquet = {k: v for k, v in ref.items() if "/" not in k}
+    ref_parquet = top_level(ref)
     bucket = new_bucket(server)
     out = f"s3://{bucket}/dedup"
     run([sys.executable, str(DEDUP), *flags, "--input", s3_corpus, "--output", out], tmp_path, env_for(server))
     got = tree_of(server, out)
-    assert {k: v for k, v in got.items() if "/" not in k} == ref_parquet
+    assert top_level(got) == ref_parquet
     # The shuffle buckets and duplicate lists went to the bucket too, under the work directory.
     assert any(k.startswith(".curator-work/") for k in got)
     sharded = f"s3://{bucket}/sharded"
     run([sys.executable, "-m", "curator_slurm.cli", "local", str(DEDUP), "--shards", "4", "--", *flags,
          "--input", s3_corpus, "--output", sharded], tmp_path, env_for(server))  # fmt: skip
-    assert {k: v for k, v in tree_of(server, sharded).items() if "/" not in k} == ref_parquet
+    assert top_level(tree_of(server, sharded)) == ref_parquet
 
 
 def test_kill_9_mid_upload_then_resume_leaves_one_whole_copy(
@@ -121,16 +123,7 @@ def test_kill_9_mid_upload_then_resume_leaves_one_whole_copy(
     out = f"s3://{bucket}/out"
     ledger = tmp_path / ".curator-run" / "s3" / bucket / "out" / "ledger"
     cmd = [sys.executable, str(CURATE), "--input", s3_corpus, "--output", out, "--workers", "1"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env_for(server, CURATOR_LEDGER_WINDOW="1"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if ledger.is_dir() and any(f.stat().st_size for f in ledger.iterdir()):
-            break
-        time.sleep(0.005)
-    assert proc.poll() is None, "the run ended before it recorded anything"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_when_recorded(cmd, ledger, timeout=120, window=1, env=env_for(server), cwd=tmp_path)
     partial = tree_of(server, out)
     assert 0 < len(partial) < len(ref), "killed in the middle"
     assert all(ref[name] == data for name, data in partial.items()), "every object there is whole"
@@ -179,8 +172,7 @@ def test_real_dedup_arrays_on_s3_equal_local(
     assert len(jobs) == (4 if fuzzy else 3)
     for name, job in jobs.items():
         assert set(wait_for_job(job, timeout=300).values()) == {"COMPLETED"}, name
-    got = {k: v for k, v in tree_of(server, out).items() if "/" not in k}
-    assert got == {k: v for k, v in ref.items() if "/" not in k}
+    assert top_level(tree_of(server, out)) == top_level(ref)
 
 
 def test_missing_bucket_fails_at_once_naming_the_uri(server: str, corpus: Path, tmp_path: Path) -> None:
@@ -226,8 +218,7 @@ def test_tokenized_megatron_files_on_s3_equal_local(server: str, tmp_path: Path)
     upload_tree(server, tmp_path / "in", bucket, "in")
     run([sys.executable, str(script), "--input", f"s3://{bucket}/in", "--output", f"s3://{bucket}/tokens",
          *common], tmp_path, env_for(server))  # fmt: skip
-    got = {k: v for k, v in tree_of(server, f"s3://{bucket}/tokens").items() if "/" not in k}
-    assert got == want
+    assert top_level(tree_of(server, f"s3://{bucket}/tokens")) == want
 
 
 def test_a_fifth_of_requests_failing_still_gives_every_object_once(
