@@ -17,7 +17,7 @@ venv: $(VENV)/.installed
 
 # The demo's output is its own: start it afresh so each run shows the work (a re-run would skip it all).
 demo: venv
-	@test -d $(SAMPLE) || $(PY) -m curator_slurm.sample $(SAMPLE) --files 16 --docs-per-file 500
+	@test -d $(SAMPLE) || $(PY) -m curator_slurm.samples.corpus $(SAMPLE) --files 16 --docs-per-file 500
 	rm -rf $(DEMO_OUT)
 	$(PY) examples/curate.py --input $(SAMPLE) --output $(DEMO_OUT)
 

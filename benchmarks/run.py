@@ -5,7 +5,7 @@ medians), divides them, and checks the ratio against a target. One table is prin
 the machine it ran on; ``--json PATH`` writes the same numbers (and every sample) for tooling.
 
 Corpora are generated outside the repository, under ``$CURATOR_BENCH_DIR`` (default
-``/tmp/curator-bench``), with :func:`curator_slurm.sample.make_corpus` (seeded, so the same options give
+``/tmp/curator-bench``), with :func:`curator_slurm.samples.corpus.make_corpus` (seeded, so the same options give
 the same bytes on any machine), and reused when already there.
 
 Rows:

@@ -14,10 +14,10 @@ import argparse
 import sys
 
 from curator_slurm import CuratorError, LocalExecutor, PipelineFailedError, configure_logging
-from curator_slurm.dedup.exact import ExactDuplicates
-from curator_slurm.dedup.fuzzy import FuzzyDuplicates
 from curator_slurm.stages import JsonlReader, ParquetWriter
-from curator_slurm.workflow import Workflow
+from curator_slurm.workflows.dedup.exact import ExactDuplicates
+from curator_slurm.workflows.dedup.fuzzy import FuzzyDuplicates
+from curator_slurm.workflows.workflow import Workflow
 
 
 def build_workflow(args: argparse.Namespace) -> Workflow:

@@ -30,9 +30,6 @@ import os
 import sys
 
 from curator_slurm import CuratorError, LocalExecutor, Pipeline, PipelineFailedError, configure_logging
-from curator_slurm.chain import PhaseOutputsReader
-from curator_slurm.dedup.fuzzy import FuzzyDuplicates
-from curator_slurm.dedup.minhash import FINEWEB_BANDS, FINEWEB_NGRAM, FINEWEB_ROWS
 from curator_slurm.stages import (
     JsonlWriter,
     JusTextExtractor,
@@ -50,7 +47,10 @@ from curator_slurm.stages.datatrove import (
     PIIFormatter,
     URLFilter,
 )
-from curator_slurm.workflow import Phase, Workflow
+from curator_slurm.workflows.chain import PhaseOutputsReader
+from curator_slurm.workflows.dedup.fuzzy import FuzzyDuplicates
+from curator_slurm.workflows.dedup.minhash import FINEWEB_BANDS, FINEWEB_NGRAM, FINEWEB_ROWS
+from curator_slurm.workflows.workflow import Phase, Workflow
 
 EXTRACTORS = {"trafilatura": TrafilaturaExtractor, "resiliparse": ResiliparseExtractor, "justext": JusTextExtractor}
 

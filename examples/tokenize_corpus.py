@@ -18,7 +18,7 @@ import sys
 
 from curator_slurm import CuratorError, LocalExecutor, PipelineFailedError, configure_logging
 from curator_slurm.stages import JsonlReader, MegatronTokenizerWriter, ParquetReader
-from curator_slurm.tokenization import MegatronTokenization
+from curator_slurm.workflows.tokenization import MegatronTokenization
 
 
 def input_format(path: str) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from curator_slurm.sample import make_corpus
+from curator_slurm.samples.corpus import make_corpus
 from executors import executor_factory_fixture, ray_cluster_fixture  # noqa: F401 - fixtures for every test module
 
 

@@ -15,7 +15,7 @@ import pytest
 from curator_slurm import EmptyTask, FileGroupTask, LocalExecutor, Pipeline, PipelineResult, ShardSpec
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import FilePartitioningStage
-from curator_slurm.stages.writers import TMP_MARK
+from curator_slurm.stages.io.writers import TMP_MARK
 
 #: Documents with unicode, escapes, nested structs, lists (empty, null, of structs), explicit nulls and
 #: mixed numeric values; every row has every key so a columnar format can represent them exactly.

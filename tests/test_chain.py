@@ -1,5 +1,5 @@
-"""Chained phases (curator_slurm.chain): filter, then deduplicate what the filter kept, then rewrite it, as one
-workflow whose later phases read the earlier phases' recorded outputs. The kept documents equal a brute-force
+"""Chained phases (curator_slurm.workflows.chain): filter, then deduplicate what the filter kept, then rewrite it,
+as one workflow whose later phases read the earlier phases' recorded outputs. The kept documents equal a brute-force
 filter-then-dedup with the survivor rule "first occurrence in (input path, row) order", for any shard layout."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from curator_slurm import LocalExecutor, Pipeline, ShardSpec
-from curator_slurm.chain import PhaseOutputsReader
-from curator_slurm.dedup.exact import ExactDuplicates
-from curator_slurm.dedup.fuzzy import FuzzyDuplicates
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetWriter, ScoreFilter, WordCountFilter
-from curator_slurm.workflow import Phase, Workflow
+from curator_slurm.workflows.chain import PhaseOutputsReader
+from curator_slurm.workflows.dedup.exact import ExactDuplicates
+from curator_slurm.workflows.dedup.fuzzy import FuzzyDuplicates
+from curator_slurm.workflows.workflow import Phase, Workflow
 from dedup.test_exact_dedup import make_dup_corpus
 
 MIN_WORDS = 31

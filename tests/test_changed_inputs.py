@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from curator_slurm.sample import make_corpus
+from curator_slurm.samples.corpus import make_corpus
 from helpers import REPO, clean_env
 from slurmtools import wait_for_job
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from curator_slurm.cli import EXAMPLES
+from curator_slurm.cli.main import EXAMPLES
 from curator_slurm.runs.ledger import iter_records, load_status
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
-from curator_slurm.sample import make_corpus
+from curator_slurm.samples.corpus import make_corpus
 from curator_slurm.slurm.submit import (
     ArrayChunk,
     SubmitOptions,

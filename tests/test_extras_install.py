@@ -78,7 +78,7 @@ def test_the_core_install_has_no_optional_package(core_python: Path) -> None:
 
 def test_the_demo_runs_on_the_core_install(core_python: Path, tmp_path: Path) -> None:
     data, out = tmp_path / "data", tmp_path / "out"
-    made = run(core_python, "-m", "curator_slurm.sample", str(data), "--files", "4", "--docs-per-file", "50")
+    made = run(core_python, "-m", "curator_slurm.samples.corpus", str(data), "--files", "4", "--docs-per-file", "50")
     assert made.returncode == 0, made.stderr
     demo = run(core_python, str(ROOT / "examples" / "curate.py"), "--input", str(data), "--output", str(out))
     assert demo.returncode == 0, demo.stderr

@@ -13,8 +13,8 @@ import pytest
 
 from curator_slurm import DocumentBatch, InputError, LocalExecutor, Pipeline
 from curator_slurm.errors import RunDirError
-from curator_slurm.positions import document_positions, rows_before
 from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetReader, ProcessingStage, ScoreFilter, WordCountFilter
+from curator_slurm.stages.positions import document_positions, rows_before
 
 
 def _jsonl_corpus(root: Path, seed: int = 0) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from curator_slurm.runs.ledger import iter_records
-from curator_slurm.sample import make_corpus
+from curator_slurm.samples.corpus import make_corpus
 from helpers import REPO, clean_env, kill_when_recorded
 from megatron_files import EOT, corpus_texts, pairs, sequences_of, train_tokenizer
 

@@ -1,5 +1,5 @@
 """Real HTML for the web tests (the Debian packages scripts/html-fixtures.sh installs) and WARC files built from
-it, Common Crawl style, with FastWARC's writer (curator_slurm.web_sample); damaged copies for robustness tests.
+it, Common Crawl style, with FastWARC's writer (curator_slurm.samples.web); damaged copies for robustness tests.
 
 Missing HTML skips a test on a developer's machine (with the command that installs it) and fails it in CI or
 under CURATOR_REQUIRE_SLURM=1, where the fixtures must be there."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from curator_slurm import web_sample
+from curator_slurm.samples import web as web_sample
 
 #: Where each package's HTML is (scripts/html-fixtures.sh prints the same).
 HTML_ROOTS = {

@@ -1,4 +1,4 @@
-"""The generated corpora (``curator_slurm.sample.make_corpus``, seeded): named by every argument and the
+"""The generated corpora (``curator_slurm.samples.corpus.make_corpus``, seeded): named by every argument and the
 generator's version, made once under the bench directory and reused."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import curator_slurm
-import curator_slurm.sample
-from curator_slurm.sample import make_corpus
+import curator_slurm.samples.corpus
+from curator_slurm.samples.corpus import make_corpus
 from curator_slurm.tasks import content_id
 
 from .harness import BenchError, progress
@@ -51,9 +51,9 @@ class Corpus:
 
 
 MARKER = ".complete"  # hidden: the framework's file listing skips it
-#: Which version of the generator made a corpus: a change to curator_slurm.sample makes new corpora
+#: Which version of the generator made a corpus: a change to curator_slurm.samples.corpus makes new corpora
 #: instead of silently reusing ones it would no longer produce.
-GENERATOR = content_id(inspect.getsource(curator_slurm.sample))[:8]
+GENERATOR = content_id(inspect.getsource(curator_slurm.samples.corpus))[:8]
 
 
 def ensure_corpus(root: Path, spec: CorpusSpec) -> Corpus:

@@ -33,7 +33,7 @@ MAX_WORDS = 100_000  # WordCountFilter's default upper bound
 MAX_SYMBOL_RATIO = 0.25
 #: Whitespace as str.split() sees it (the filters' definition; pyarrow's \s alone is ASCII-only).
 SPACE = r"\s\x0b\x1c-\x1f\x85\p{Z}"
-#: The JSON block size the framework's reader uses (curator_slurm.stages.readers._JSON_BLOCK_SIZE);
+#: The JSON block size the framework's reader uses (curator_slurm.stages.io.readers._JSON_BLOCK_SIZE);
 #: the plain loop uses the same so that the comparison measures the framework, not a read option.
 JSON_BLOCK_SIZE = 16 << 20
 

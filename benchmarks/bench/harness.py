@@ -26,7 +26,7 @@ import pyarrow as pa
 import xxhash
 
 import curator_slurm
-import curator_slurm.sample
+import curator_slurm.samples.corpus
 from curator_slurm.settings import job_environment
 
 #: A measure whose samples spread more than this (relative to the median) gets a warning note.

@@ -22,6 +22,10 @@ for _name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # not OMP_NUM_THREADS
 _collecting = gc.isenabled()
 gc.disable()
 try:
+    from curator_slurm import _moved
+
+    _moved.install()  # old module paths (before the package was grouped by role) keep importing
+
     from curator_slurm.backends.local import LocalExecutor
     from curator_slurm.backends.results import PipelineResult
     from curator_slurm.errors import (
@@ -36,8 +40,8 @@ try:
     )
     from curator_slurm.logs import configure_logging
     from curator_slurm.pipeline import Pipeline
+    from curator_slurm.runs.steps import is_driver
     from curator_slurm.shard import ShardSpec
-    from curator_slurm.steps import is_driver
     from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, FileGroupTask, NoneTask, Task
 finally:
     if _collecting:

@@ -16,11 +16,11 @@ from curator_slurm.logs import bound, ensure_logging
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import RunDir, default_run_dir_of, local_run_dir
 from curator_slurm.runs.sharding import check_source_ids
+from curator_slurm.runs.steps import next_step, not_my_step
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import PASSTHROUGH, CompositeStage, ProcessingStage
+from curator_slurm.stages.io.writers import BaseWriter
 from curator_slurm.stages.params import FINGERPRINT_SCHEME, fingerprint_params
-from curator_slurm.stages.writers import BaseWriter
-from curator_slurm.steps import next_step, not_my_step
 from curator_slurm.tasks import ID_SCHEME
 
 
@@ -105,7 +105,7 @@ class Pipeline:
                 'run under `if __name__ == "__main__":` (or use workers=1)'
             )
         options = options if options is not None else RunOptions.from_env()
-        step = next_step()  # the script's n-th run call (curator_slurm.steps)
+        step = next_step()  # the script's n-th run call (curator_slurm.runs.steps)
         stages = self.build()
         spec = shard if shard is not None else ShardSpec.from_env()
         executor = executor or LocalExecutor()

@@ -252,7 +252,7 @@ class RunOptions:
     #: workflow; ``Workflow.run`` then runs that phase's shard only.
     phase: str | None = None
     #: ``CURATOR_PIPELINE``: set by `curator-slurm local/submit` in the tasks of one step of a script that
-    #: runs several pipelines or workflows (:mod:`curator_slurm.steps`): only that run call does its work.
+    #: runs several pipelines or workflows (:mod:`curator_slurm.runs.steps`): only that run call does its work.
     pipeline: int | None = None
     #: ``CURATOR_LEDGER_WINDOW``: the ledger commits (makes outputs durable, then appends records with one
     #: fsync) every this many source tasks at most; 1 commits each on its own. A crash loses at most one

@@ -13,7 +13,7 @@ from curator_slurm.backends.retry import MAX_RETRY_DELAY, failed_task, retry_del
 from curator_slurm.errors import InputError, OutputSpaceError, PipelineBuildError
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages import ProcessingStage
-from curator_slurm.stages.writers import LINEAGE_KEY
+from curator_slurm.stages.io.writers import LINEAGE_KEY
 from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, FileGroupTask, NoneTask, Task
 
 NAMES = [f"part-{i:03d}.jsonl" for i in range(40)]

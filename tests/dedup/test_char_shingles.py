@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from curator_slurm.dedup import char_shingles, minhash
+from curator_slurm.workflows.dedup import char_shingles, minhash
 
 TEXTS = [
     "The quick brown fox jumpéd over the lazy brown dog.",

@@ -1,4 +1,4 @@
-"""Connected components over chunked edge lists (curator_slurm.dedup.components) against a plain
+"""Connected components over chunked edge lists (curator_slurm.workflows.dedup.components) against a plain
 Python union-find, on chains, stars and random graphs, with chunks cut anywhere."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from curator_slurm.dedup.components import connected_components, duplicate_members
+from curator_slurm.workflows.dedup.components import connected_components, duplicate_members
 
 
 def reference_components(edges: list[tuple[int, int]]) -> dict[int, int]:

@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_slurm import LocalExecutor
-from curator_slurm.dedup.exact import ExactDuplicates
-from curator_slurm.dedup.fuzzy import FuzzyDuplicates
 from curator_slurm.stages import JsonlReader, ParquetWriter
+from curator_slurm.workflows.dedup.exact import ExactDuplicates
+from curator_slurm.workflows.dedup.fuzzy import FuzzyDuplicates
 
 TEXT = "the quick brown fox jumps over the lazy dog and runs far away into the dark green forest"
 RECORDS = [

@@ -15,11 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_slurm import LocalExecutor, PipelineFailedError, ShardSpec
-from curator_slurm.dedup.exact import ExactDuplicates
 from curator_slurm.runs.ledger import iter_records
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter
-from curator_slurm.workflow import PhaseNotReadyError
+from curator_slurm.workflows.dedup.exact import ExactDuplicates
+from curator_slurm.workflows.workflow import PhaseNotReadyError
 from helpers import REPO, assert_same_parquet, clean_env, kill_when_recorded, parquet_tables
 
 DEDUP = REPO / "examples" / "dedup.py"
@@ -167,7 +167,7 @@ def test_kill_9_in_the_find_phase_then_rerun(dup_corpus: Path, unsharded: Path, 
 
 def test_normalisation_is_pythons_split_and_join() -> None:
     """Every whitespace character Python's str.split() knows, in runs and alone, at the ends and inside."""
-    from curator_slurm.dedup.exact import normalize_for_exact
+    from curator_slurm.workflows.dedup.exact import normalize_for_exact
 
     spaces = [chr(c) for c in range(0x3001) if chr(c).isspace()]
     rng = random.Random(3)
@@ -179,7 +179,7 @@ def test_shuffle_file_counts_and_what_a_bucket_task_reads(dup_corpus: Path, unsh
     """The scale limits the reference states, at small size: the hash phase writes one file per source task
     (not one per task and bucket), the find phase one per bucket, and a bucket task's batch holds only its
     own bucket's rows."""
-    from curator_slurm.shuffle import read_bucket, shuffle_files
+    from curator_slurm.workflows.shuffle import read_bucket, shuffle_files
 
     work = unsharded / ".curator-work"
     sources = len(list(dup_corpus.rglob("*.jsonl")))

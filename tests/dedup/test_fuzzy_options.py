@@ -15,11 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_slurm import LocalExecutor, ShardSpec
-from curator_slurm.dedup import minhash
-from curator_slurm.dedup.fuzzy import FuzzyDuplicates
-from curator_slurm.dedup.synthetic import NearDuplicateCorpus, near_duplicate_corpus, score_groups
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter
+from curator_slurm.workflows.dedup import minhash
+from curator_slurm.workflows.dedup.fuzzy import FuzzyDuplicates
+from curator_slurm.workflows.dedup.synthetic import NearDuplicateCorpus, near_duplicate_corpus, score_groups
 
 PER_FILE = 200
 CHAR_PHASES = ["signatures", "candidates", "components", "ids", "join"]

@@ -1,5 +1,5 @@
-"""MinHash + LSH (curator_slurm.dedup.minhash) on small hand-made inputs, against plain-Python references,
-and end to end on a generated corpus with planted near-duplicates (curator_slurm.dedup.synthetic)."""
+"""MinHash + LSH (curator_slurm.workflows.dedup.minhash) on small hand-made inputs, against plain-Python references,
+and end to end on a generated corpus with planted near-duplicates (curator_slurm.workflows.dedup.synthetic)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from curator_slurm.dedup import minhash as mh
-from curator_slurm.dedup.components import duplicate_members
-from curator_slurm.dedup.synthetic import near_duplicate_corpus, score_groups
+from curator_slurm.workflows.dedup import minhash as mh
+from curator_slurm.workflows.dedup.components import duplicate_members
+from curator_slurm.workflows.dedup.synthetic import near_duplicate_corpus, score_groups
 
 # ------------------------------------------------------------------------------------------------------
 # normalisation and shingles

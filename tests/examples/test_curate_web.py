@@ -1,7 +1,7 @@
 """examples/curate_web.py as a user runs it: its own process on a web-like corpus, once unsharded and as
 four shards (CURATOR_SHARD_INDEX/CURATOR_NUM_SHARDS), which must write the same files, byte for byte.
 
-The corpus is the example's own (--make-sample): curator_slurm.sample's made-up syllable text is not
+The corpus is the example's own (--make-sample): curator_slurm.samples.corpus's made-up syllable text is not
 English, so the language filter would rightly drop all of it and there would be nothing to compare."""
 
 from __future__ import annotations

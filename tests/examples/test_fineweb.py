@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from curator_slurm import web_sample
+from curator_slurm.samples import web as web_sample
 from helpers import REPO, clean_env, kill_when_recorded
 from webfixtures import html_root
 

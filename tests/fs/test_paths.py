@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_slurm import LocalExecutor, Pipeline, ShardSpec, fs
-from curator_slurm.positions import document_positions
 from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
 from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.stages.positions import document_positions
 from curator_slurm.tasks import DocumentBatch, FileGroupTask, content_id
 
 

@@ -19,10 +19,10 @@ from curator_slurm.runs import durable as durable_module
 from curator_slurm.runs.ledger import LedgerWriter, iter_records, load_status
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RunDir
-from curator_slurm.sample import make_corpus
+from curator_slurm.samples.corpus import make_corpus
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages import JsonlReader, ParquetWriter
-from curator_slurm.stages.writers import TMP_MARK, output_sync_deferred
+from curator_slurm.stages.io.writers import TMP_MARK, output_sync_deferred
 from helpers import REPO, clean_env, read_tree
 
 TALLY = REPO / "tests" / "pipelines" / "tally.py"

@@ -230,7 +230,7 @@ def test_each_workflow_phase_loads_its_own_manifest(slurm_cluster: str, tmp_path
     run's."""
     import pyarrow.parquet as pq
 
-    from curator_slurm.sample import make_corpus
+    from curator_slurm.samples.corpus import make_corpus
 
     dedup = EXAMPLE.parent / "dedup.py"
     make_corpus(str(tmp_path / "in"), files=6, docs_per_file=30, seed=3)

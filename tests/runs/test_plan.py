@@ -8,7 +8,7 @@ import pytest
 
 from curator_slurm.errors import OptionError
 from curator_slurm.runs.plan import format_plan, plan_summary, run_plan, save_plan, shard_loads
-from curator_slurm.sample import make_corpus
+from curator_slurm.samples.corpus import make_corpus
 from curator_slurm.slurm.status import collect_status
 from helpers import EXAMPLE
 

@@ -202,7 +202,7 @@ def test_a_run_directory_on_object_storage_is_refused_before_any_work(
 
 def test_tokenized_megatron_files_on_s3_equal_local(server: str, tmp_path: Path) -> None:
     pytest.importorskip("tokenizers")
-    from curator_slurm.sample import make_corpus
+    from curator_slurm.samples.corpus import make_corpus
     from megatron_files import EOT, corpus_texts, train_tokenizer
 
     script = REPO / "examples" / "tokenize_corpus.py"

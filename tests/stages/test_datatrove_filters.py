@@ -29,8 +29,8 @@ from curator_slurm.stages.datatrove import (
     SamplerFilter,
     URLFilter,
 )
-from curator_slurm.stages.datatrove._text import strings
-from curator_slurm.stages.datatrove._words import sentence_counts, words
+from curator_slurm.stages.text.spacy_words import sentence_counts, words
+from curator_slurm.stages.text.split import strings
 
 
 def batch(texts: list[str], **extra: list[Any]) -> DocumentBatch:

@@ -14,6 +14,7 @@ from curator_slurm import Pipeline
 from curator_slurm.extras import MissingExtraError
 from curator_slurm.runs.ledger import iter_records
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
+from curator_slurm.samples.web import _record, http_response
 from curator_slurm.stages import (
     HtmlExtractor,
     JsonlWriter,
@@ -22,7 +23,6 @@ from curator_slurm.stages import (
     TrafilaturaExtractor,
     WarcReader,
 )
-from curator_slurm.web_sample import _record, http_response
 from docfiles import output_rows, run
 from webfixtures import build_warc, html_root, pages
 

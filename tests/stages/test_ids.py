@@ -24,7 +24,7 @@ from curator_slurm.stages import (
     UnicodeReformatter,
     UrlRemover,
 )
-from curator_slurm.stages.ids import position_ids
+from curator_slurm.stages.modifiers.ids import position_ids
 from executors import ExecutorFactory
 
 

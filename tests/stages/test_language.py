@@ -15,7 +15,7 @@ import pytest
 
 from curator_slurm import DocumentBatch, InputError, LocalExecutor, Pipeline, ShardSpec
 from curator_slurm.stages import JsonlReader, LanguageFilter, ParquetWriter
-from curator_slurm.stages.language import detect_language, detect_languages
+from curator_slurm.stages.filters.language import detect_language, detect_languages
 
 ENGLISH = "The committee published its annual report on water quality in the river basin last week."
 GERMAN = "Der Ausschuss hat letzte Woche seinen Jahresbericht über die Wasserqualität im Flussgebiet veröffentlicht."

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from curator_slurm.errors import InputError
-from curator_slurm.stages import megatron_format
-from curator_slurm.stages.megatron_format import merge_pairs
+from curator_slurm.stages.io import megatron_format
+from curator_slurm.stages.io.megatron_format import merge_pairs
 from megatron_files import read_megatron
 
 

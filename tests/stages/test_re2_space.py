@@ -9,7 +9,7 @@ import sys
 import pyarrow as pa
 
 from curator_slurm.stages import UrlRemover
-from curator_slurm.stages._kernels import RE2_SPACE, match_substring, re2_literal, to_numpy
+from curator_slurm.stages.text.compute import RE2_SPACE, match_substring, re2_literal, to_numpy
 
 EVERY_CHARACTER = [chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
 

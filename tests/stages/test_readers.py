@@ -29,7 +29,7 @@ from curator_slurm import (
 )
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
-from curator_slurm.stages.readers import row_group_start
+from curator_slurm.stages.io.readers import row_group_start
 from curator_slurm.tasks import content_id
 from docfiles import (
     ROWS,

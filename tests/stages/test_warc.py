@@ -17,8 +17,8 @@ import pytest
 from curator_slurm import Pipeline
 from curator_slurm.runs.ledger import iter_records
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
+from curator_slurm.samples.web import _record, http_response
 from curator_slurm.stages import AddId, JsonlWriter, WarcReader, WetReader
-from curator_slurm.web_sample import _record, http_response
 from docfiles import output_rows, run
 from helpers import clean_env
 from webfixtures import build_warc, corrupted_copy, pages, record_offsets, response_urls, truncated_copy
@@ -219,8 +219,8 @@ def test_exact_dedup_over_warc_files_keeps_the_first_copy_of_each_page(tmp_path:
     """ExactDuplicates takes a WarcReader unchanged: two crawls that share 6 pages, deduplicated on ``html``
     (whole files, or record-aligned pieces of them), keep each page once, its first copy (file order)."""
     from curator_slurm import LocalExecutor, ShardSpec
-    from curator_slurm.dedup.exact import ExactDuplicates
     from curator_slurm.runs.options import RunOptions
+    from curator_slurm.workflows.dedup.exact import ExactDuplicates
 
     html = pages(PYTHON_DOCS, "tutorial/*.html", 14)
     root = html[0].parents[1]

@@ -16,7 +16,7 @@ import pytest
 
 from curator_slurm import DocumentBatch, LocalExecutor, Pipeline, PipelineFailedError, ShardSpec
 from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetWriter, ScoreFilter, WordCountFilter
-from curator_slurm.stages.writers import atomic_write
+from curator_slurm.stages.io.writers import atomic_write
 from curator_slurm.tasks import content_id
 from docfiles import (
     ROWS,
@@ -200,7 +200,7 @@ def test_a_pyarrow_whose_private_writer_differs_gets_the_public_one(
 ) -> None:
     """If pyarrow's private ParquetWriter no longer takes these arguments (it is not a public API), the
     writer falls back to pyarrow.parquet.write_table and writes the same file."""
-    from curator_slurm.stages import writers
+    from curator_slurm.stages.io import writers
 
     def changed_signature(*args: Any, **kwargs: Any) -> None:
         raise TypeError("__cinit__() got an unexpected keyword argument 'writer_engine_version'")

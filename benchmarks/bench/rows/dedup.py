@@ -23,7 +23,7 @@ from ..harness import BenchError, Measure, Row, fresh_dir, progress, rotated, ru
 
 def bench_fuzzy_signatures(b: Bench) -> list[Row]:
     """Row 12: fuzzy dedup's signature step (normalise, 5-word shingles, 160 MinHash permutations, 20 band
-    hashes; curator_slurm.dedup.minhash) over a batch of ~250-word documents, against a datasketch-style
+    hashes; curator_slurm.workflows.dedup.minhash) over a batch of ~250-word documents, against a datasketch-style
     loop doing the same work per document and per shingle: Python normalising and splitting, one hash
     per shingle, one numpy update of the 160 minima per shingle (datasketch's ``MinHash.update``, with
     its default SHA-1 shingle hash and its ``(a * x + b) mod (2^61 - 1)`` family), then one xxhash per
@@ -33,8 +33,8 @@ def bench_fuzzy_signatures(b: Bench) -> list[Row]:
 
     import numpy as np
 
-    from curator_slurm.dedup import minhash as mh
-    from curator_slurm.dedup.synthetic import near_duplicate_corpus
+    from curator_slurm.workflows.dedup import minhash as mh
+    from curator_slurm.workflows.dedup.synthetic import near_duplicate_corpus
 
     docs = 200 if b.quick else 2000
     corpus = near_duplicate_corpus(unrelated=docs * 3 // 4, originals=docs // 12, copies=(2, 2), words=250, seed=0)
@@ -174,9 +174,9 @@ for d, _, names in os.walk(src):
 
 
 def near_duplicate_jsonl(b: Bench) -> tuple[Path, int]:
-    """A planted near-duplicate corpus (curator_slurm.dedup.synthetic) as JSONL files of 1,000 documents,
+    """A planted near-duplicate corpus (curator_slurm.workflows.dedup.synthetic) as JSONL files of 1,000 documents,
     generated once (its marker holds the document count)."""
-    from curator_slurm.dedup.synthetic import near_duplicate_corpus
+    from curator_slurm.workflows.dedup.synthetic import near_duplicate_corpus
 
     unrelated, originals = (600, 150) if b.quick else (36_000, 6_000)
     root = b.root / "corpora" / f"near-dup-u{unrelated}-o{originals}-g{GENERATOR}"

@@ -78,8 +78,9 @@ def run_ours(name: str, docs: list[dict[str, str]], lists: str | None) -> tuple[
     """(CPU seconds, per-document results in the peer script's format) of our stage on one batch."""
     import pyarrow as pa
 
-    from curator_slurm.stages.datatrove import PIIFormatter, _words
-    from curator_slurm.stages.datatrove._text import strings
+    from curator_slurm.stages.datatrove import PIIFormatter
+    from curator_slurm.stages.text import spacy_words as _words
+    from curator_slurm.stages.text.split import strings
     from curator_slurm.tasks import DocumentBatch
 
     stage = ours(name, lists)

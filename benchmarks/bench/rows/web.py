@@ -1,5 +1,5 @@
 """Rows w1a-w4: WARC -> text. The corpus is Common Crawl style ``.warc.gz`` files of the Debian Handbook's
-English pages (real HTML, ``scripts/html-fixtures.sh`` installs it), made with ``curator_slurm.web_sample``.
+English pages (real HTML, ``scripts/html-fixtures.sh`` installs it), made with ``curator_slurm.samples.web``.
 
 w1a-w1c: ``WarcReader -> extractor -> JsonlWriter`` on ``LocalExecutor(workers=1)`` in this process against a
 bare loop doing the same work (FastWARC's iterator, the same library call with the same options, JSONL
@@ -38,7 +38,7 @@ TIME_LIMIT = 30.0  # generous: a loaded machine must not make either side drop p
 
 def web_corpus(b: Bench, pages: int, files: int, root: str = HANDBOOK) -> Path:
     """``files`` WARC files of the first ``pages`` pages under ``root``, built once per bench directory."""
-    from curator_slurm.web_sample import make_warcs
+    from curator_slurm.samples.web import make_warcs
 
     if not os.path.isdir(root):
         raise BenchError(f"{root} is missing: run scripts/html-fixtures.sh (as root) to install it")
@@ -70,7 +70,7 @@ def _one_page(name: str) -> Callable[[], Callable[[str], str | None]]:
     def justext() -> Callable[[str], str | None]:
         import justext as j
 
-        from curator_slurm.stages.extract_justext import classify, detect_language, stop_list_names
+        from curator_slurm.stages.extractors.justext import classify, detect_language, stop_list_names
 
         lists = _LISTS  # the stop lists, each read once when a page first needs it, as the stage does
         options = JusTextExtractor()  # NeMo's parameters, read by classify()

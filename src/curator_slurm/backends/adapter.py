@@ -20,8 +20,8 @@ from curator_slurm.backends.retry import NOT_RETRIED, failed_task, retry_delay, 
 from curator_slurm.runs.sharding import Selection, check_source_ids, read_source_list, select
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.stages.io.writers import LINEAGE_KEY
 from curator_slurm.stages.notes import CHARS_KEY, NOTES_KEY, merge_notes
-from curator_slurm.stages.writers import LINEAGE_KEY
 from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, NoneTask, Task
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ time or of the tasks' own run time, whichever comes first; the rest when the wri
 window's lines are written, every output they list is made durable (one ``syncfs`` per filesystem on
 Linux >= 5.8, else an fsync of each file and of its directory); then the lines are appended with one
 fsync. So an output is in place and durable before any record says ``done``, and the sink writer need not
-fsync each file itself (``curator_slurm.stages.writers.defer_output_sync``). A crash loses at most the
+fsync each file itself (``curator_slurm.stages.io.writers.defer_output_sync``). A crash loses at most the
 window not yet committed: its source tasks are done again on resume, and rewrite the same files.
 
 Partitions: a ledger file's name says which shard wrote it, ``p.<layout>.<index>.<writer>.jsonl``, where
@@ -45,7 +45,7 @@ from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import is_out_of_space, out_of_space
 from curator_slurm.runs.durable import best_sync_method, make_durable
 from curator_slurm.shard import ShardSpec
-from curator_slurm.stages.writers import defer_output_sync
+from curator_slurm.stages.io.writers import defer_output_sync
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ Layout (one directory per submission, ``<run dir>/manifest/<kind>-<n>/``; ``CURA
 
 The assignment is made once, at submit, so every shard sees the same list by construction: ``balanced``
 (by bytes, the default with a manifest) is then as safe as ``hash``. A file's recorded size lets the reader
-notice an input that changed after the plan (see ``curator_slurm.stages.readers``); a file added after the
+notice an input that changed after the plan (see ``curator_slurm.stages.io.readers``); a file added after the
 plan is simply not in the manifest.
 
 Only source tasks that can be rebuilt exactly are kept in a manifest: :class:`FileGroupTask` with

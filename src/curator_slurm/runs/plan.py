@@ -30,7 +30,7 @@ def run_plan(script: str, script_args: Sequence[str], cwd: str | None = None) ->
     exits without reading data.
 
     The result is the first plan line the script wrote, plus ``plans`` (one per step: every pipeline or
-    workflow run the script makes, see :mod:`curator_slurm.steps`), each with ``sources_table`` (a
+    workflow run the script makes, see :mod:`curator_slurm.runs.steps`), each with ``sources_table`` (a
     pipeline's full source tasks for a manifest, None when they cannot go into one) and ``phase_sources``
     (a workflow's, by phase), and ``glue`` (the script guards code with ``is_driver()``).
     """

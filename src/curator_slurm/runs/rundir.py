@@ -28,7 +28,7 @@ from curator_slurm.errors import RunDirError, ShardConfigError, is_out_of_space,
 from curator_slurm.runs.ledger import LedgerState, LedgerWriter, load_status
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.shard import ShardSpec
-from curator_slurm.stages.writers import atomic_write
+from curator_slurm.stages.io.writers import atomic_write
 
 logger = logging.getLogger(__name__)
 

@@ -69,7 +69,7 @@ def _run_dirs(plan: dict[str, Any]) -> list[str]:
 def _run_steps(
     plan: dict[str, Any], run: LocalArray, shards: int, strategy: str | None, phase_shards: str | None, out: IO[str]
 ) -> list[int]:
-    """Every step of the script (:mod:`curator_slurm.steps`) as its own local array(s), in order, each
+    """Every step of the script (:mod:`curator_slurm.runs.steps`) as its own local array(s), in order, each
     task with ``CURATOR_PIPELINE`` naming its step; then, when the script has glue, the script once as a
     plain process (it finds every step done and runs the glue)."""
     steps = plan["plans"]

@@ -140,7 +140,7 @@ WORKFLOW_SUBMISSION = "workflow-submission.json"
 
 def save_submission(run_root: str, base: SubmitOptions, counts: dict[str, int], plan: dict[str, Any]) -> None:
     """Record what `submit` used for every phase, so `retry` can resubmit a phase and those after it."""
-    from curator_slurm.workflow import write_marker
+    from curator_slurm.workflows.workflow import write_marker
 
     write_marker(run_root, plan["workflow"], [p["phase"] for p in plan["phases"]])
     path = os.path.join(run_root, WORKFLOW_SUBMISSION)

@@ -44,7 +44,7 @@ def check_run_dir(path: str) -> None:
 
 def workflow_phase_dirs(run_dir: str) -> list[tuple[str, str]] | None:
     """(phase, run directory) of each phase when ``run_dir`` is a workflow's, else None."""
-    from curator_slurm.workflow import workflow_phases
+    from curator_slurm.workflows.workflow import workflow_phases
 
     phases = workflow_phases(run_dir)
     return None if phases is None else [(p, os.path.join(run_dir, p)) for p in phases]

@@ -129,7 +129,7 @@ def format_funnel(funnel: list[dict[str, Any]]) -> list[str]:
 
 def _retry_target(run_dir: str) -> str:
     """What to give `retry` for ``run_dir``: a workflow phase is retried through its workflow."""
-    from curator_slurm.workflow import workflow_phases
+    from curator_slurm.workflows.workflow import workflow_phases
 
     root = os.path.dirname(os.path.abspath(run_dir))
     phases = workflow_phases(root) or []

@@ -1,4 +1,4 @@
-"""Submitting a script of several steps (pipelines or workflows, :mod:`curator_slurm.steps`) and glue: each
+"""Submitting a script of several steps (pipelines or workflows, :mod:`curator_slurm.runs.steps`) and glue: each
 step its own array(s), behind the step before (``afterok``), its tasks told their step
 (``CURATOR_PIPELINE``); then, when the script guards glue with ``is_driver()``, one plain job behind the
 last step that runs the script once more: its steps find all their work done, and the glue runs once.

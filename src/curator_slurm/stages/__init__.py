@@ -5,20 +5,28 @@ modifier (and ``Modify``) from :mod:`.modifiers`, by their ``__all__``: a filter
 there is exported here too.
 """
 
+from curator_slurm.stages.extractors.base import HtmlExtractor, ResiliparseExtractor, TrafilaturaExtractor
+from curator_slurm.stages.extractors.justext import JusTextExtractor
+from curator_slurm.stages.filters.classifiers import FastTextClassifierFilter, FastTextQualityFilter
+from curator_slurm.stages.filters.language import LanguageFilter
+from curator_slurm.stages.io.megatron import MegatronTokenizerWriter
+from curator_slurm.stages.io.partitioning import FilePartitioningStage
+from curator_slurm.stages.io.readers import (
+    FileReader,
+    FileReaderStage,
+    JsonlReader,
+    JsonlReaderStage,
+    ParquetReader,
+    ParquetReaderStage,
+)
+from curator_slurm.stages.io.warc import WarcReader, WarcReaderStage, WetReader, WetReaderStage
+from curator_slurm.stages.io.writers import JsonlWriter, ParquetWriter
+from curator_slurm.stages.modifiers.ids import AddId
+
 from . import filters, modifiers
 from .base import PASSTHROUGH, CompositeStage, ProcessingStage, Resources
-from .extract_justext import JusTextExtractor
-from .extractors import HtmlExtractor, ResiliparseExtractor, TrafilaturaExtractor
-from .fasttext import FastTextClassifierFilter, FastTextQualityFilter
 from .filters import *  # noqa: F403
-from .ids import AddId
-from .language import LanguageFilter
-from .megatron import MegatronTokenizerWriter
 from .modifiers import *  # noqa: F403
-from .partitioning import FilePartitioningStage
-from .readers import FileReader, FileReaderStage, JsonlReader, JsonlReaderStage, ParquetReader, ParquetReaderStage
-from .warc import WarcReader, WarcReaderStage, WetReader, WetReaderStage
-from .writers import JsonlWriter, ParquetWriter
 
 __all__ = [
     "PASSTHROUGH",

@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ._kernels import call
+from curator_slurm.stages.text.compute import call
 
 #: The metadata key of a task's notes: ``{"counts": {cause: n}, "damaged": [{"file", "offset", "error"}]}``.
 NOTES_KEY = "notes"

@@ -15,13 +15,13 @@ Words and sentences are spaCy's blank English tokenizer's and sentencizer's, as 
 where datatrove fails (a division by zero) or depends on scheduling (random draws, PII replacement turns).
 """
 
-from .base import REASON_FIELD, DatatroveFilter, Decision
-from .c4 import C4BadWordsFilter, C4QualityFilter
-from .fineweb import FineWebQualityFilter
-from .gopher import GopherQualityFilter, GopherRepetitionFilter
-from .pii import PIIFormatter
-from .sampler import SamplerFilter
-from .url import URLFilter
+from curator_slurm.stages.filters.decide import REASON_FIELD, DatatroveFilter, Decision
+from curator_slurm.stages.filters.quality.c4 import C4BadWordsFilter, C4QualityFilter
+from curator_slurm.stages.filters.quality.fineweb import FineWebQualityFilter
+from curator_slurm.stages.filters.quality.gopher import GopherQualityFilter, GopherRepetitionFilter
+from curator_slurm.stages.filters.sampler import SamplerFilter
+from curator_slurm.stages.filters.url import URLFilter
+from curator_slurm.stages.modifiers.pii import PIIFormatter
 
 #: The datatrove classes this package copies, by name.
 DATATROVE_STAGES = (

@@ -19,13 +19,14 @@ One module per family, as the catalogue groups them: :mod:`.characters`, :mod:`.
 stages. Import the filters from here (or from the ``stages`` package): the modules may move.
 """
 
-from . import characters, lines, repetition, substrings, words
+from curator_slurm.stages.filters.heuristic import characters, lines, repetition, substrings, words
+from curator_slurm.stages.filters.heuristic.characters import *  # noqa: F403
+from curator_slurm.stages.filters.heuristic.lines import *  # noqa: F403
+from curator_slurm.stages.filters.heuristic.repetition import *  # noqa: F403
+from curator_slurm.stages.filters.heuristic.substrings import *  # noqa: F403
+from curator_slurm.stages.filters.heuristic.words import *  # noqa: F403
+
 from .base import DocumentFilter, Filter, Score, ScoreFilter
-from .characters import *  # noqa: F403
-from .lines import *  # noqa: F403
-from .repetition import *  # noqa: F403
-from .substrings import *  # noqa: F403
-from .words import *  # noqa: F403
 
 #: NeMo Curator's heuristic filters of the string and repetition families, by class name.
 NEMO_HEURISTIC_FILTERS = (

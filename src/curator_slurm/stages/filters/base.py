@@ -15,9 +15,10 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
+from curator_slurm.stages.text.compute import call, filter_table
+
 from ...errors import FilterError, InputError
 from ...tasks import DocumentBatch
-from .._kernels import call, filter_table
 from ..base import PASSTHROUGH, ProcessingStage, snake_case
 from ..notes import note_removed_chars
 

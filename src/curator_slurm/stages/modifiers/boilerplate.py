@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import itertools
 
-from ..constants import POLICY_SUBSTRINGS
+from curator_slurm.stages.text.constants import POLICY_SUBSTRINGS
+
 from .base import DocumentModifier
 
 

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
+from curator_slurm.stages.text.compute import RE2_SPACE, call, replace_regex, to_numpy
+
 from ..._lazy import LazyModule
-from .._kernels import RE2_SPACE, call, replace_regex, to_numpy
 from .base import DocumentModifier, regex, string_array
 
 _compute = LazyModule("pyarrow._compute")

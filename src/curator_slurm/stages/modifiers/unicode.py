@@ -10,9 +10,10 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from curator_slurm.stages.text.compute import call
+
 from ..._lazy import LazyModule
 from ...extras import load, require
-from .._kernels import call
 from .base import DocumentModifier
 
 _compute = LazyModule("pyarrow._compute")

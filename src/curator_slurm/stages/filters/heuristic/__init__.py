@@ -1,0 +1,1 @@
+"""NeMo Curator's heuristic filters, by family: characters, words, lines, repetition, substrings."""

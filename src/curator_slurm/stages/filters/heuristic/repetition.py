@@ -1,0 +1,269 @@
+"""NeMo Curator's repetition filters, with its names, parameters, defaults and decisions.
+
+Each class mirrors the class of the same name in NeMo Curator's
+``nemo_curator/stages/text/filters/heuristic/repetition/repetition.py`` (after Gopher, Rae et al.
+2021). Mind the parameter names: NeMo's ``max_repeated_line_fraction`` and the three like it are
+LOWER bounds on the share of *unique* lines or paragraphs (or of their characters): a document is
+kept when its score is at least the value. The n-gram filters' parameters are upper bounds on the
+share of characters in repeated n-grams.
+
+Lines are NeMo's "sentences": the pieces of ``text.split("\\n")`` that are not blank, compared
+unstripped. Paragraphs are the pieces of ``text.split("\\n\\n")``, empty ones included.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from curator_slurm.stages.filters.heuristic._shared import MaxRatio, MinRatio, check_lang, ratio, sentences
+from curator_slurm.stages.text import chars as _chars
+from curator_slurm.stages.text import pieces as _pieces
+from curator_slurm.stages.text.compute import call
+
+
+def _distinct_share(pieces: _pieces.Pieces, by_chars: bool, empty: float) -> np.ndarray:
+    """Per document: distinct pieces / pieces, or characters of the distinct pieces / characters of
+    all pieces."""
+    first = _pieces.first_occurrences(pieces)
+    if not by_chars:
+        return ratio(pieces.per_doc(first), pieces.counts, empty)
+    lengths = pieces.lengths().astype(np.float64)
+    n = len(pieces.counts)
+    total = np.bincount(pieces.doc, weights=lengths, minlength=n)
+    return ratio(pieces.per_doc(first, lengths), total, empty)
+
+
+class RepeatedLinesFilter(MinRatio):
+    """Keep documents in which at least ``max_repeated_line_fraction`` of the non-blank lines are
+    distinct: the score is ``len(set(lines)) / len(lines)`` and a document is kept when the score is
+    >= the value (NeMo's meaning, whatever the name says). Text without non-blank lines scores 0.0
+    (NeMo divides by zero)."""
+
+    name = "repeated_lines"
+    _cutoff_name = "max_repeated_line_fraction"
+
+    def __init__(self, max_repeated_line_fraction: float = 0.7) -> None:
+        self.max_repeated_line_fraction = max_repeated_line_fraction
+
+    def score_document(self, text: str) -> float:
+        lines = sentences(text)
+        return len(set(lines)) / len(lines) if lines else 0.0
+
+    def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
+        return _chars.per_chunk(texts, lambda c: _distinct_share(_pieces.lines(c), False, 0.0), pa.float64())
+
+
+class RepeatedParagraphsFilter(MinRatio):
+    """Keep documents in which at least ``max_repeated_paragraphs_ratio`` of the paragraphs are
+    distinct: ``len(set(paragraphs)) / len(paragraphs)`` >= the value. Empty text is one (empty)
+    paragraph and scores 1.0."""
+
+    name = "repeated_paragraphs"
+    _cutoff_name = "max_repeated_paragraphs_ratio"
+
+    def __init__(self, max_repeated_paragraphs_ratio: float = 0.7) -> None:
+        self.max_repeated_paragraphs_ratio = max_repeated_paragraphs_ratio
+
+    def score_document(self, text: str) -> float:
+        paragraphs = text.split("\n\n")
+        return len(set(paragraphs)) / len(paragraphs)
+
+    def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
+        return _chars.per_chunk(texts, lambda c: _distinct_share(_pieces.paragraphs(c), False, 0.0), pa.float64())
+
+
+class RepeatedLinesByCharFilter(MinRatio):
+    """Keep documents in which the distinct non-blank lines hold at least
+    ``max_repeated_lines_char_ratio`` of the characters of all non-blank lines:
+    ``len("".join(set(lines))) / len("".join(lines))`` >= the value. Text without non-blank lines
+    scores 0.0 (NeMo divides by zero)."""
+
+    name = "repeated_lines_char"
+    _cutoff_name = "max_repeated_lines_char_ratio"
+
+    def __init__(self, max_repeated_lines_char_ratio: float = 0.8) -> None:
+        self.max_repeated_lines_char_ratio = max_repeated_lines_char_ratio
+
+    def score_document(self, text: str) -> float:
+        lines = sentences(text)
+        total = sum(map(len, lines))
+        return sum(map(len, set(lines))) / total if total else 0.0
+
+    def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
+        return _chars.per_chunk(texts, lambda c: _distinct_share(_pieces.lines(c), True, 0.0), pa.float64())
+
+
+class RepeatedParagraphsByCharFilter(MinRatio):
+    """Keep documents in which the distinct paragraphs hold at least
+    ``max_repeated_paragraphs_char_ratio`` of the characters of all paragraphs (``\\n\\n``
+    separators not counted). Text whose paragraphs are all empty (``""``, ``"\\n\\n"``) scores 0.0
+    (NeMo divides by zero)."""
+
+    name = "repeated_paragraphs_char"
+    _cutoff_name = "max_repeated_paragraphs_char_ratio"
+
+    def __init__(self, max_repeated_paragraphs_char_ratio: float = 0.8) -> None:
+        self.max_repeated_paragraphs_char_ratio = max_repeated_paragraphs_char_ratio
+
+    def score_document(self, text: str) -> float:
+        paragraphs = text.split("\n\n")
+        total = sum(map(len, paragraphs))
+        return sum(map(len, set(paragraphs))) / total if total else 0.0
+
+    def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
+        return _chars.per_chunk(texts, lambda c: _distinct_share(_pieces.paragraphs(c), True, 0.0), pa.float64())
+
+
+def _check_n(owner: str, n: int) -> int:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"{owner}(n={n!r}): n is the number of words in an n-gram, an integer >= 1")
+    return n
+
+
+class RepeatingTopNGramsFilter(MaxRatio):
+    """Keep documents in which the most frequent word ``n``-gram covers at most
+    ``max_repeating_ngram_ratio`` of the characters: the score is ``len(text) - len(text.replace(g,
+    ""))`` over ``len(text)``, ``g`` being that n-gram's words joined by single spaces (so every
+    non-overlapping occurrence of that string counts, inside other words too). Text with fewer than
+    ``n`` words scores 1.0.
+
+    Among equally frequent n-grams NeMo takes whichever its ``set`` yields first, which depends on
+    ``PYTHONHASHSEED`` (so NeMo's score can change from run to run); this filter takes the one that
+    occurs first in the text. Without ties (the common case for a document it drops) the scores are
+    equal."""
+
+    _cutoff_name = "max_repeating_ngram_ratio"
+
+    def __init__(self, n: int = 2, max_repeating_ngram_ratio: float = 0.2, lang: str = "en") -> None:
+        self.n = _check_n("RepeatingTopNGramsFilter", n)
+        self.max_repeating_ngram_ratio = max_repeating_ngram_ratio
+        self.lang = check_lang("RepeatingTopNGramsFilter", lang)
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"repeating_top_{self.n}grams"
+
+    def score_document(self, text: str) -> float:
+        words = text.split()
+        if len(words) < self.n:
+            return 1.0
+        grams = list(zip(*(words[i:] for i in range(self.n)), strict=False))
+        counts: dict[tuple[str, ...], int] = {}
+        for g in grams:
+            counts[g] = counts.get(g, 0) + 1
+        top = " ".join(max(counts, key=counts.__getitem__))  # the first of the most frequent, in text order
+        return text.count(top) * len(top) / len(text)
+
+    def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
+        n = self.n
+
+        def score(chunk: pa.Array) -> np.ndarray:
+            words = _pieces.words(chunk)
+            out = np.ones(len(chunk), np.float64)
+            positions, grams = _pieces.ngram_codes(words, n)
+            if len(positions) == 0:
+                return out
+            doc = words.doc[positions]
+            ids, first = _pieces.occurrences(_pieces.combine(doc, grams), doc)
+            counts = np.bincount(ids)
+            first_at = np.flatnonzero(first)  # where each (document, n-gram) first occurs, in id order
+            id_doc = doc[first_at]
+            # A document's ids are consecutive (documents are contiguous): the first id of the document
+            # with the highest count is its most frequent n-gram, the earliest on ties.
+            group = np.flatnonzero(np.r_[True, id_doc[1:] != id_doc[:-1]])
+            best = np.maximum.reduceat(counts, group)
+            sizes = np.diff(np.r_[group, len(counts)])
+            candidate = np.where(counts == np.repeat(best, sizes), np.arange(len(counts)), len(counts))
+            top = np.minimum.reduceat(candidate, group)
+            top_docs = id_doc[group]
+            top_start = positions[first_at[top]]
+            parts = [call("take", words.values, pa.array(top_start + k)) for k in range(n)]
+            space = pa.scalar(" ", words.values.type)
+            joined = call("binary_join_element_wise", *parts, space) if n > 1 else parts[0]
+            texts_py = chunk.take(pa.array(top_docs)).to_pylist()
+            grams_py = joined.to_pylist()
+            hits = np.fromiter(
+                (len(g) * t.count(g) for t, g in zip(texts_py, grams_py, strict=True)),
+                dtype=np.float64,
+                count=len(grams_py),
+            )
+            out[top_docs] = hits / _chars.char_lengths(chunk)[top_docs]
+            return out
+
+        return _chars.per_chunk(texts, score, pa.float64())
+
+
+class RepeatingDuplicateNGramsFilter(MaxRatio):
+    """Keep documents in which the word ``n``-grams that repeat an earlier n-gram cover at most
+    ``max_repeating_duplicate_ngram_ratio`` of the characters. The covered characters are NeMo's
+    count: the lengths of the words inside any repeated n-gram, plus one per gap between two covered
+    words of overlapping repeated n-grams; over ``len(text)``. Text with fewer than ``n`` words
+    scores 1.0."""
+
+    _cutoff_name = "max_repeating_duplicate_ngram_ratio"
+
+    def __init__(self, n: int = 2, max_repeating_duplicate_ngram_ratio: float = 0.2, lang: str = "en") -> None:
+        self.n = _check_n("RepeatingDuplicateNGramsFilter", n)
+        self.max_repeating_duplicate_ngram_ratio = max_repeating_duplicate_ngram_ratio
+        self.lang = check_lang("RepeatingDuplicateNGramsFilter", lang)
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"repeating_dup_{self.n}gram"
+
+    def score_document(self, text: str) -> float:
+        n = self.n
+        words = text.split()
+        if len(words) < n:
+            return 1.0
+        seen: set[tuple[str, ...]] = set()
+        overlap = 0  # how many leading words of the current n-gram an earlier repeat already counted
+        chars = 0
+        for gram in zip(*(words[i:] for i in range(n)), strict=False):
+            if gram in seen:
+                chars += sum(map(len, gram[overlap:])) + min(n - overlap, n - 1)
+                overlap = n
+            seen.add(gram)
+            overlap = max(overlap - 1, 0)
+        return chars / len(text)
+
+    def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
+        n = self.n
+
+        def score(chunk: pa.Array) -> np.ndarray:
+            words = _pieces.words(chunk)
+            out = np.ones(len(chunk), np.float64)
+            enough = words.counts >= n
+            if not enough.any():
+                return out
+            positions, grams = _pieces.ngram_codes(words, n)
+            doc = words.doc[positions]
+            repeat = ~_pieces.occurrences(_pieces.combine(doc, grams), doc)[1]
+            starts = positions[repeat]
+            total = len(words.values)
+            # Words covered by a repeated n-gram: +1 where one starts, -1 just after it ends.
+            cover = np.cumsum(
+                np.bincount(starts, minlength=total + n + 1) - np.bincount(starts + n, minlength=total + n + 1)
+            )[:total]
+            covered = cover > 0
+            lengths = words.lengths()
+            # A repeated n-gram that starts where no earlier one still covers starts a new run of covered
+            # words; NeMo counts one space between consecutive covered words of a run.
+            runs = np.bincount(words.doc[starts[cover[starts] == 1]], minlength=len(chunk))
+            chars = words.per_doc(covered, lengths.astype(np.float64)) + words.per_doc(covered) - runs
+            lengths_of_texts = _chars.char_lengths(chunk)
+            out[enough] = chars[enough] / lengths_of_texts[enough]
+            return out
+
+        return _chars.per_chunk(texts, score, pa.float64())
+
+
+__all__ = [
+    "RepeatedLinesByCharFilter",
+    "RepeatedLinesFilter",
+    "RepeatedParagraphsByCharFilter",
+    "RepeatedParagraphsFilter",
+    "RepeatingDuplicateNGramsFilter",
+    "RepeatingTopNGramsFilter",
+]

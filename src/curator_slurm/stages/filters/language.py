@@ -1,0 +1,247 @@
+"""Language identification offline: CLD2 through ``pycld2`` (the default: its model is compiled into the
+package), or a fastText model file the user gives (``backend="fasttext"``, datatrove's ``ft176`` semantics).
+
+Why CLD2 (pycld2): its model is part of the compiled extension, so nothing is downloaded at run time
+(an array task on a compute node often cannot reach the internet, and NeMo Curator's fastText filter
+needs a model file fetched beforehand); it installs from wheels (gcld3 has none for Python 3.11 here
+and needs protobuf; langid.py is pure Python on numpy and slower); it identifies 80+ languages at
+10-25 MB/s per core here, nearly all of it in CLD2 itself; and its import takes about 2 ms, paid
+only when a language stage first runs (never when this package is imported).
+
+The score of a document is the fraction of its text (by bytes, as CLD2 counts them) that is in its
+most likely language, 0 to 1. CLD2 answers ``"un"`` (unknown) with score 0 for text it cannot call
+reliably (very short text, digits, symbols) unless ``best_effort`` is set.
+
+With ``backend="fasttext"`` (extra ``[fasttext]``) the model is a file such as ``lid.176.bin`` that the
+user downloaded (:mod:`.fasttext`); the decision is datatrove's (see :class:`LanguageFilter`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from curator_slurm._lazy import LazyModule
+from curator_slurm.errors import InputError
+from curator_slurm.extras import require
+from curator_slurm.stages.base import PASSTHROUGH, ProcessingStage
+from curator_slurm.stages.notes import note_removed_chars
+from curator_slurm.stages.text.compute import call, cast, filter_table, replace_regex
+from curator_slurm.tasks import DocumentBatch
+
+_cld2 = LazyModule("pycld2")
+_compute = LazyModule("pyarrow._compute")
+
+#: CLD2 refuses text holding these code points (C0 controls but tab, LF, FF and CR; DEL and the C1
+#: controls; the Unicode non-characters): they become spaces before detection, which changes no word.
+_REFUSED = (
+    r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\x{fdd0}-\x{fdef}"
+    + "".join(f"\\x{{{plane:x}fffe}}\\x{{{plane:x}ffff}}" for plane in range(17))
+    + "]"
+)
+
+UNKNOWN = "un"
+#: The identifiers: CLD2 (built in) or a fastText model file; "ft176" is datatrove's name for the second.
+BACKENDS = ("cld2", "fasttext", "ft176")
+#: Defaults of the two thresholds (the CLD2 one is this package's; the fastText one is datatrove's).
+DEFAULT_MIN_SCORE = 0.3
+DEFAULT_LANGUAGE_THRESHOLD = 0.65
+
+
+def detect_language(text: str, best_effort: bool = False) -> tuple[str, float]:
+    """(language code, score) of one text, as CLD2 sees it: ``("en", 0.98)``; ``("un", 0.0)`` when it
+    cannot tell. ``text`` must be free of the code points CLD2 refuses (see :func:`detect_languages`)."""
+    try:
+        reliable, _, details = _cld2.detect(text, isPlainText=True, bestEffort=best_effort)
+    except _cld2.error:
+        return UNKNOWN, 0.0
+    _, code, percent, _ = details[0]
+    if code == UNKNOWN or not (reliable or best_effort):
+        return UNKNOWN, 0.0
+    return code, percent / 100.0
+
+
+def detect_languages(texts: pa.Array | pa.ChunkedArray, best_effort: bool = False) -> tuple[pa.Array, pa.Array]:
+    """The language codes (string) and scores (float64) of a column of texts; nulls are ``"un"``, 0."""
+    if pa.types.is_null(texts.type):
+        texts = cast(texts, pa.string())
+    cleaned = replace_regex(call("coalesce", texts, ""), _REFUSED, " ")
+    codes: list[str] = []
+    scores: list[float] = []
+    for text in cleaned.to_pylist():
+        code, score = detect_language(text, best_effort) if text else (UNKNOWN, 0.0)
+        codes.append(code)
+        scores.append(score)
+    return pa.array(codes, pa.string()), pa.array(scores, pa.float64())
+
+
+class LanguageFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
+    """Identify each document's language; keep the languages asked for, and write the language and its
+    score as columns.
+
+    ``backend="cld2"`` (default, extra ``[lang]``): CLD2, offline with no model file; a document is kept when
+    its most likely language is in ``languages`` and its score is at least ``min_score`` (0.3). Codes are
+    CLD2's ("en", "de", "zh", "zh-Hant", ...; any case); ``best_effort`` lets CLD2 guess on short text it
+    would otherwise call unknown.
+
+    ``backend="fasttext"`` (or datatrove's name ``"ft176"``; extra ``[fasttext]``): the fastText model in
+    ``model_path`` (e.g. ``lid.176.bin``, or GlotLID's model; never downloaded), loaded once per worker, with
+    datatrove's decision: every label is scored on the text with newlines made spaces; with ``languages``,
+    a document is kept when **any** of them scores strictly above ``language_threshold`` (0.65); with
+    ``languages=None``, when the best label does. The columns hold the best label over all the model's
+    labels and its score (as datatrove's metadata does), so a kept document's column may name another
+    language when ``language_threshold`` is low. Codes are the model's labels without ``__label__``
+    ("en" for lid.176, "eng_Latn" for GlotLID; matched ignoring case; each must be one of the model's).
+
+    Both: ``languages`` is one code or several, or None; with ``label_only`` (datatrove's) every document is
+    kept and only the columns are written; for CLD2, ``languages=None`` does the same. ``language_field``
+    and ``score_field`` name the columns (None: not written); ``invert`` keeps the documents that fail.
+    """
+
+    name = "language_filter"
+    fingerprint_exclude = frozenset({"_model"})  # the fastText model loaded by setup(); model_path says which
+
+    def __init__(
+        self,
+        languages: str | Sequence[str] | None = "en",
+        min_score: float | None = None,
+        text_field: str = "text",
+        language_field: str | None = "language",
+        score_field: str | None = "language_score",
+        invert: bool = False,
+        best_effort: bool = False,
+        backend: str = "cld2",
+        model_path: str | os.PathLike | None = None,
+        language_threshold: float | None = None,
+        label_only: bool = False,
+    ) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"LanguageFilter(backend={backend!r}): one of {BACKENDS}")
+        self.backend = "fasttext" if backend == "ft176" else backend
+        fasttext = self.backend == "fasttext"
+        require("fasttext" if fasttext else "pycld2", "LanguageFilter" + (f"(backend={backend!r})" if fasttext else ""))
+        if isinstance(languages, str):
+            languages = [languages]
+        self.languages = sorted({code.lower() for code in languages}) if languages is not None else None
+        if self.languages is not None and not self.languages:
+            raise ValueError("LanguageFilter(languages=[]): name at least one language, or None to keep all")
+        if fasttext:
+            if min_score is not None or best_effort:
+                raise ValueError(
+                    "LanguageFilter(backend='fasttext'): min_score and best_effort are CLD2's; "
+                    "the fastText backend takes language_threshold (datatrove's, default 0.65)"
+                )
+            if model_path is None:
+                raise ValueError(
+                    "LanguageFilter(backend='fasttext') needs model_path=, a fastText language model file "
+                    "(e.g. lid.176.bin from https://fasttext.cc/docs/en/language-identification.html)"
+                )
+            from curator_slurm.stages.filters.classifiers import check_model_file
+
+            self.model_path: str | None = check_model_file(model_path, "LanguageFilter")
+            threshold = DEFAULT_LANGUAGE_THRESHOLD if language_threshold is None else float(language_threshold)
+        else:
+            if model_path is not None or language_threshold is not None:
+                raise ValueError(
+                    "LanguageFilter: model_path and language_threshold are for backend='fasttext'; "
+                    "CLD2 (the default backend) takes min_score"
+                )
+            self.model_path = None
+            threshold = DEFAULT_MIN_SCORE if min_score is None else float(min_score)
+        if not 0.0 <= threshold <= 1.0:
+            name = "language_threshold" if fasttext else "min_score"
+            raise ValueError(f"LanguageFilter({name}={threshold}): a score is a fraction between 0 and 1")
+        self.min_score = None if fasttext else threshold
+        self.language_threshold = threshold if fasttext else None
+        self.text_field = text_field
+        self.language_field = language_field
+        self.score_field = score_field
+        self.invert = invert
+        self.best_effort = best_effort
+        self.label_only = label_only
+        self._model: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_model": None}  # a loaded fastText model does not pickle
+
+    def inputs(self) -> tuple[list[str], list[str]]:
+        return ["data"], [self.text_field]
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        written = [f for f in (self.language_field, self.score_field) if f]
+        return ["data"], [PASSTHROUGH, *written]
+
+    def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
+        if self.backend == "cld2":
+            _cld2.detect  # noqa: B018 - import pycld2 once per worker, before the first task
+        elif self._model is None:
+            from curator_slurm.stages.filters.classifiers import LABEL_PREFIX, load_model
+
+            assert self.model_path is not None
+            model = load_model(self.model_path, "LanguageFilter")
+            labels = {label.removeprefix(LABEL_PREFIX).lower() for label in model.labels}
+            missing = [code for code in self.languages or [] if code not in labels]
+            if missing:
+                raise ValueError(
+                    f"LanguageFilter(languages={missing}): not labels of {self.model_path}; it has "
+                    f"{sorted(labels)[:20]}{' ...' if len(labels) > 20 else ''}"
+                )
+            self._model = model
+
+    def keep_mask(self, codes: pa.Array, scores: pa.Array) -> pa.Array:
+        """Which documents to keep, from their codes and scores (CLD2's rule)."""
+        if self.label_only:
+            keep = pa.array(np.ones(len(codes), dtype=bool))
+        else:
+            keep = call("greater_equal", scores, self.min_score)
+            if self.languages is not None:
+                lowered = call("utf8_lower", codes)
+                lookup = _compute.SetLookupOptions(pa.array(self.languages, pa.string()))
+                keep = call("and", keep, call("is_in", lowered, options=lookup))
+        return call("invert", keep) if self.invert else keep
+
+    def _fasttext(self, texts: pa.ChunkedArray) -> tuple[pa.Array, pa.Array, pa.Array]:
+        """(codes, scores, keep) with datatrove's rule (see the class docstring)."""
+        from curator_slurm.stages.filters.classifiers import LABEL_PREFIX, language_scores
+
+        self.setup()
+        best, top, matrix = language_scores(self._model, [t or "" for t in texts.to_pylist()], str(self.model_path))
+        if self.label_only:
+            keep = np.ones(len(best), dtype=bool)
+        elif self.languages is None:
+            keep = top > self.language_threshold
+        else:
+            wanted = set(self.languages)
+            labels = [label.removeprefix(LABEL_PREFIX).lower() for label in self._model.labels]
+            listed = [i for i, label in enumerate(labels) if label in wanted]
+            keep = (matrix[:, listed] > self.language_threshold).any(axis=1)
+        if self.invert:
+            keep = ~keep
+        return pa.array(best, pa.string()), pa.array(top, pa.float64()), pa.array(keep)
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        table = task.data
+        if self.text_field not in table.column_names:
+            where = ", ".join(task.metadata.get("files", [])) or task.task_id
+            raise InputError(
+                f"{where}: no field {self.text_field!r} to identify the language of; the data has "
+                f"{table.column_names}. Set text_field= to one of them."
+            )
+        texts = table.column(self.text_field)
+        if self.backend == "fasttext":
+            codes, scores, keep = self._fasttext(texts)
+        else:
+            codes, scores = detect_languages(texts, self.best_effort)
+            keep = self.keep_mask(codes, scores)
+        for field, values in ((self.language_field, codes), (self.score_field, scores)):
+            if not field:
+                continue
+            if field in table.column_names:
+                table = table.set_column(table.column_names.index(field), field, values)
+            else:
+                table = table.append_column(field, values)
+        return note_removed_chars(task.derive(filter_table(table, keep)), texts, keep)

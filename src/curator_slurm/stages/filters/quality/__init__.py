@@ -1,0 +1,1 @@
+"""datatrove's quality filters: Gopher, C4 and FineWeb."""

@@ -1,0 +1,306 @@
+"""datatrove's Gopher filters (``gopher_quality_filter.py``, ``gopher_repetition_filter.py``): the rules of
+the Gopher paper (Rae et al. 2021, appendix A1) as datatrove applies them, counted over spaCy's English
+words (:mod:`._words`).
+
+Each rule is checked for every document of the batch at once and a document goes for the first rule it
+fails, in datatrove's order, with datatrove's reason. A rule whose threshold is ``None`` (or, where
+datatrove writes ``if self.x and ...``, 0) is off, as in datatrove.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from curator_slurm.stages.filters.decide import DatatroveFilter, Decision, first_reason
+from curator_slurm.stages.io.writers import BaseWriter
+from curator_slurm.stages.text.compute import RE2_SPACE, _compute, call, match_substring, to_numpy
+from curator_slurm.stages.text.spacy_words import Words, check_language, words
+from curator_slurm.stages.text.split import (
+    PUNCTUATION_SET,
+    duplicates,
+    lengths,
+    per_row,
+    ratio,
+    split_regex,
+    splitlines,
+    strip,
+)
+from curator_slurm.tasks import DocumentBatch
+
+#: datatrove's ``STOP_WORDS``.
+STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
+
+
+def _count(texts: pa.Array, pattern: str) -> np.ndarray:
+    return to_numpy(call("count_substring", texts, options=_substring(pattern))).astype(np.int64)
+
+
+def _substring(pattern: str) -> object:
+    return _compute.MatchSubstringOptions(pattern)
+
+
+class GopherQualityFilter(DatatroveFilter):
+    """datatrove's ``GopherQualityFilter``: same parameters, defaults and decisions (reasons
+    ``gopher_short_doc``, ``gopher_long_doc``, ``gopher_below_avg_threshold``, ``gopher_above_avg_threshold``,
+    ``gopher_too_many_hashes``, ``gopher_too_many_ellipsis``, ``gopher_too_many_bullets``,
+    ``gopher_too_many_end_ellipsis``, ``gopher_below_alpha_threshold``, ``gopher_enough_stop_words``).
+
+    Words are spaCy's English tokens; a "non-symbol word" has a character outside datatrove's punctuation
+    set, and the word-count and mean-length bounds count those. ``max_non_alpha_words_ratio`` is, as in
+    datatrove, the *minimum* fraction of words with an alphabetic character. A document with no words at all
+    (reachable only with ``min_doc_words`` off), where datatrove divides by zero, goes as ``gopher_short_doc``.
+    """
+
+    name = "gopher_quality_filter"
+
+    def __init__(
+        self,
+        min_doc_words: int | None = 50,
+        max_doc_words: int | None = 100000,
+        min_avg_word_length: int | None = 3,
+        max_avg_word_length: int | None = 10,
+        max_symbol_word_ratio: float | None = 0.1,
+        max_bullet_lines_ratio: float | None = 0.9,
+        max_ellipsis_lines_ratio: float | None = 0.3,
+        max_non_alpha_words_ratio: float | None = 0.8,
+        min_stop_words: int | None = 2,
+        stop_words: list[str] | None = None,
+        exclusion_writer: BaseWriter | None = None,
+        language: str = "eng",
+        text_field: str = "text",
+    ) -> None:
+        super().__init__(exclusion_writer, text_field)
+        self.min_doc_words = min_doc_words
+        self.max_doc_words = max_doc_words
+        self.min_avg_word_length = min_avg_word_length
+        self.max_avg_word_length = max_avg_word_length
+        self.max_symbol_word_ratio = max_symbol_word_ratio
+        self.max_bullet_lines_ratio = max_bullet_lines_ratio
+        self.max_ellipsis_lines_ratio = max_ellipsis_lines_ratio
+        self.max_non_alpha_words_ratio = max_non_alpha_words_ratio
+        self.min_stop_words = min_stop_words
+        self.stop_words = sorted(set(STOP_WORDS if stop_words is None else stop_words))
+        self.language = check_language(language, type(self).__name__)
+
+    def decide(self, texts: pa.Array, task: DocumentBatch) -> Decision:
+        rows = len(texts)
+        w = words(texts)
+        n_words = w.counts
+        word_rows = w.rows
+        symbol_free = w.of_vocab(lambda t: any(c not in PUNCTUATION_SET for c in t))[w.ids]
+        n_free = per_row(symbol_free.astype(np.float64), word_rows, rows)
+        mean_length = ratio(per_row(w.lengths[w.ids] * symbol_free, word_rows, rows), n_free)
+        rules: list[tuple[str, np.ndarray]] = [("gopher_short_doc", n_words == 0)]
+        if self.min_doc_words:
+            rules.append(("gopher_short_doc", n_free < self.min_doc_words))
+        if self.max_doc_words:
+            rules.append(("gopher_long_doc", n_free > self.max_doc_words))
+        if self.min_avg_word_length:
+            rules.append(("gopher_below_avg_threshold", mean_length < self.min_avg_word_length))
+        if self.max_avg_word_length:
+            rules.append(("gopher_above_avg_threshold", mean_length > self.max_avg_word_length))
+        if self.max_symbol_word_ratio:
+            hashes = ratio(_count(texts, "#"), n_words)
+            ellipses = ratio(_count(texts, "...") + _count(texts, "\u2026"), n_words)
+            rules.append(("gopher_too_many_hashes", hashes > self.max_symbol_word_ratio))
+            rules.append(("gopher_too_many_ellipsis", ellipses > self.max_symbol_word_ratio))
+        if self.max_bullet_lines_ratio or self.max_ellipsis_lines_ratio:
+            lines, line_rows = splitlines(texts)
+            n_lines = np.bincount(line_rows, minlength=rows)
+            if self.max_bullet_lines_ratio:
+                bullet = to_numpy(match_substring(lines, f"^[{RE2_SPACE}]*[\u2022-]", regex=True))
+                share = ratio(per_row(bullet.astype(np.float64), line_rows, rows), n_lines)
+                rules.append(("gopher_too_many_bullets", share > self.max_bullet_lines_ratio))
+            if self.max_ellipsis_lines_ratio:
+                ending = to_numpy(match_substring(lines, f"(?:\\.\\.\\.|\u2026)[{RE2_SPACE}]*$", regex=True))
+                share = ratio(per_row(ending.astype(np.float64), line_rows, rows), n_lines)
+                rules.append(("gopher_too_many_end_ellipsis", share > self.max_ellipsis_lines_ratio))
+        if self.max_non_alpha_words_ratio:
+            alpha = w.of_vocab(lambda t: any(c.isalpha() for c in t))[w.ids]
+            share = ratio(per_row(alpha.astype(np.float64), word_rows, rows), n_words)
+            rules.append(("gopher_below_alpha_threshold", share < self.max_non_alpha_words_ratio))
+        if self.min_stop_words:
+            rules.append(("gopher_enough_stop_words", _distinct_stop_words(w, self.stop_words) < self.min_stop_words))
+        return first_reason(rules, rows)
+
+
+def _distinct_stop_words(w: Words, stop_words: list[str]) -> np.ndarray:
+    """How many of ``stop_words`` each text has (each counted once)."""
+    rows = len(w.offsets) - 1
+    stop = w.of_vocab(set(stop_words).__contains__)
+    hit = stop[w.ids]
+    if not hit.any():
+        return np.zeros(rows, np.int64)
+    pairs = np.unique(w.rows[hit] * len(w.vocab) + w.ids[hit])
+    return np.bincount(pairs // len(w.vocab), minlength=rows)
+
+
+#: datatrove's default ``dup_n_grams``: (n, highest fraction of characters in repeated n-grams).
+DUP_N_GRAMS = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
+
+
+class GopherRepetitionFilter(DatatroveFilter):
+    """datatrove's ``GopherRepetitionFilter``: same parameters, defaults and decisions (reasons ``empty``,
+    ``dup_para_frac``, ``dup_para_char_frac``, ``dup_line_frac``, ``dup_line_char_frac``, ``top_{n}_gram``,
+    ``duplicated_{n}_n_grams``).
+
+    Paragraphs are the stripped text split at two or more newlines, lines the text split at newlines; the
+    fractions of characters are of the whole text. The top n-gram is the most frequent n-gram of words
+    (the first to appear among equally frequent ones), its characters joined by spaces, times its count;
+    duplicated n-grams are counted as datatrove counts them: words joined without spaces, and after a
+    repeat the scan jumps past it.
+    """
+
+    name = "gopher_repetition_filter"
+
+    def __init__(
+        self,
+        dup_line_frac: float | None = 0.3,
+        dup_para_frac: float | None = 0.3,
+        dup_line_char_frac: float | None = 0.2,
+        dup_para_char_frac: float | None = 0.2,
+        top_n_grams: tuple[tuple[int, float], ...] = ((2, 0.2), (3, 0.18), (4, 0.16)),
+        dup_n_grams: tuple[tuple[int, float], ...] = DUP_N_GRAMS,
+        exclusion_writer: BaseWriter | None = None,
+        language: str = "eng",
+        text_field: str = "text",
+    ) -> None:
+        super().__init__(exclusion_writer, text_field)
+        self.dup_line_frac = dup_line_frac
+        self.dup_para_frac = dup_para_frac
+        self.dup_line_char_frac = dup_line_char_frac
+        self.dup_para_char_frac = dup_para_char_frac
+        self.top_n_grams = tuple((int(n), float(f)) for n, f in top_n_grams)
+        self.dup_n_grams = tuple((int(n), float(f)) for n, f in dup_n_grams)
+        self.language = check_language(language, type(self).__name__)
+
+    def decide(self, texts: pa.Array, task: DocumentBatch) -> Decision:
+        rows = len(texts)
+        size = lengths(texts)
+        rules: list[tuple[str, np.ndarray]] = [("empty", size == 0)]
+        paragraphs, para_rows = split_regex(strip(texts), "\n{2,}")
+        n_paragraphs = np.bincount(para_rows, minlength=rows)
+        para_dups, para_chars = duplicates(paragraphs, para_rows, rows)
+        if self.dup_para_frac:
+            rules.append(("dup_para_frac", ratio(para_dups, n_paragraphs) > self.dup_para_frac))
+        if self.dup_para_char_frac:
+            rules.append(("dup_para_char_frac", ratio(para_chars, size) > self.dup_para_char_frac))
+        lines, line_rows = split_regex(texts, "\n+")
+        line_dups, line_chars = duplicates(lines, line_rows, rows)
+        if self.dup_line_frac:
+            n_lines = np.bincount(line_rows, minlength=rows)
+            rules.append(("dup_line_frac", ratio(line_dups, n_lines) > self.dup_line_frac))
+        if self.dup_line_char_frac:
+            rules.append(("dup_line_char_frac", ratio(line_chars, size) > self.dup_line_char_frac))
+        decision = first_reason(rules, rows)
+        alive = np.flatnonzero(decision.keep)
+        if not len(alive) or not (self.top_n_grams or self.dup_n_grams):
+            return decision
+        # The n-gram rules only for the documents still kept (datatrove stops at the first failing rule).
+        w = words(texts.take(pa.array(alive)))
+        checks = [(f"top_{n}_gram", n, frac, False) for n, frac in self.top_n_grams]
+        checks += [(f"duplicated_{n}_n_grams", n, frac, True) for n, frac in self.dup_n_grams]
+        left = np.arange(len(alive))  # positions in ``alive`` of the documents no check has dropped yet
+        for reason, n, frac, duplicated in checks:
+            if not len(left):
+                break
+            sub = w.subset(left)
+            limit = size[alive[left]]
+            chars = _dup_ngram_chars(sub, n, frac, limit) if duplicated else _top_ngram_chars(sub, n)
+            over = ratio(chars, limit) > frac
+            rules.append((reason, _scatter(over, alive[left], rows)))
+            left = left[~over]
+        return first_reason(rules, rows)
+
+
+def _scatter(values: np.ndarray, at: np.ndarray, rows: int) -> np.ndarray:
+    out = np.zeros(rows, dtype=bool)
+    out[at] = values
+    return out
+
+
+def _ngram_ids(w: Words, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(start position, id) of every n-gram of words inside one text; equal ids are equal word sequences."""
+    total = len(w.ids)
+    starts = np.arange(max(total - n + 1, 0))
+    starts = starts[(starts + n <= w.offsets[w.rows[starts] + 1])] if len(starts) else starts
+    gram = w.ids[starts]
+    for k in range(1, n):
+        _, gram = np.unique(gram * len(w.vocab) + w.ids[starts + k], return_inverse=True)
+        gram = gram.reshape(-1).astype(np.int64)
+    return starts, gram
+
+
+def _top_ngram_chars(w: Words, n: int) -> np.ndarray:
+    """datatrove's ``find_top_duplicate`` of every text's n-grams (0 where a text has none)."""
+    rows = len(w.offsets) - 1
+    out = np.zeros(rows)
+    starts, gram = _ngram_ids(w, n)
+    if not len(starts):
+        return out
+    row = w.rows[starts]
+    _, first, counts = np.unique(row * (gram.max() + 1) + gram, return_index=True, return_counts=True)
+    key_row = row[first]
+    # Per text: the highest count, and among those the n-gram that appeared first.
+    order = np.lexsort((first, -counts, key_row))
+    best = order[np.r_[True, key_row[order][1:] != key_row[order][:-1]]]
+    cum = np.concatenate([[0], np.cumsum(w.lengths[w.ids])])
+    chars = cum[starts[first[best]] + n] - cum[starts[first[best]]] + (n - 1)
+    out[key_row[best]] = chars * counts[best]
+    return out
+
+
+def _dup_ngram_chars(w: Words, n: int, frac: float, size: np.ndarray) -> np.ndarray:
+    """datatrove's ``find_all_duplicate`` of every text: characters of the n-grams (words joined without
+    spaces) seen before in the text, the scan jumping ``n`` words past each repeat. Where even every
+    n-gram seen before cannot make more than ``frac`` of ``size`` characters, that bound stands in for
+    the scan (the decision is the same)."""
+    rows = len(w.offsets) - 1
+    out = np.zeros(rows)
+    starts = np.arange(len(w.ids))
+    valid = starts + n <= w.offsets[w.rows[starts] + 1] if len(starts) else np.zeros(0, bool)
+    starts = starts[valid]
+    if not len(starts):
+        return out
+    tokens = pa.array(w.vocab, pa.large_string()).take(pa.array(w.ids))
+    joined = call(
+        "binary_join_element_wise",
+        *(tokens.take(pa.array(starts + k)) for k in range(n)),
+        pa.scalar("", pa.large_string()),
+    )
+    encoded = call("dictionary_encode", joined)
+    gram = to_numpy(encoded.indices).astype(np.int64)
+    gram_chars = lengths(encoded.dictionary)
+    row = w.rows[starts]
+    _, first = np.unique(row * (gram.max() + 1) + gram, return_index=True)
+    seen_before = np.ones(len(starts), dtype=bool)
+    seen_before[first] = False
+    # Up to a text's first repeat every n-gram is new: the scan starts there, with those in its set.
+    repeats = np.flatnonzero(seen_before)
+    bound = per_row(gram_chars[gram[repeats]].astype(np.float64), row[repeats], rows)
+    out[:] = bound
+    texts_with_repeats, first_repeat = np.unique(row[repeats], return_index=True)
+    for r, at in zip(texts_with_repeats.tolist(), repeats[first_repeat].tolist(), strict=True):
+        if not ratio(bound[r], size[r]) > frac:
+            continue
+        lo, hi = np.searchsorted(row, [r, r + 1])
+        out[r] = _greedy_repeats(gram[lo:hi].tolist(), gram_chars, n, at - lo)
+    return out
+
+
+def _greedy_repeats(grams: list[int], chars: np.ndarray, n: int, start: int) -> int:
+    seen: set[int] = set(grams[:start])
+    repeated, i = 0, start
+    while i < len(grams):
+        g = grams[i]
+        if g in seen:
+            repeated += int(chars[g])
+            i += n
+        else:
+            seen.add(g)
+            i += 1
+    return repeated
+
+
+__all__ = ["STOP_WORDS", "GopherQualityFilter", "GopherRepetitionFilter"]

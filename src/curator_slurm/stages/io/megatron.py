@@ -1,0 +1,246 @@
+"""Tokenize documents into Megatron indexed datasets (``.bin``/``.idx``, see :mod:`.megatron_format`).
+
+:class:`MegatronTokenizerWriter` keeps NeMo Curator's name and parameters where they apply
+(``model_identifier``, ``text_field``, ``tokenization_batch_size``, ``append_eod``); it differs on purpose:
+
+- the tokenizer is a local file or directory, loaded with Hugging Face ``tokenizers`` and never downloaded
+  (compute nodes are often offline); NeMo's ``cache_dir`` and ``hf_token`` have nothing to do here;
+- ``append_eod`` is on by default (a document boundary the model can see is what pre-training wants), with
+  the token named by ``eod_token`` or else the tokenizer directory's own ``eos_token``; ``bos_token``
+  optionally opens every document;
+- like NeMo, the tokenizer's post-processor is not applied (``add_special_tokens=False``): the sequence of
+  a document is ``[bos] + tokenizer.encode(text, add_special_tokens=False).ids + [eod]``;
+- a document whose text is empty or null gets no sequence: a sequence of nothing but EOS teaches nothing.
+  The writer's ``rows`` (the funnel) count the documents written, so they show as dropped by this stage.
+
+Outputs are named by lineage like every writer's (``<source id>.bin`` and ``.idx``), each written to a hidden
+temporary name and renamed, the ``.bin`` first, so an ``.idx`` under its final name always has its ``.bin``.
+A source task whose texts are all empty still gets its (empty) pair. The task's token count goes into its
+metadata (``tokens``), from there into its ledger record, and the ``status`` command sums it.
+
+Threads: ``tokenizers`` encodes a batch on a pool of Rust threads that by default has one thread per core,
+in every process. With one worker per core that is cores x cores threads fighting over the caches. So the
+writer sets the pool of its own process in :meth:`setup`, before the first encode: ``tokenizer_threads=1``
+(the default) sets ``TOKENIZERS_PARALLELISM=false`` (the batch is encoded on the calling thread; the speed
+comes from one worker per core), ``tokenizer_threads=k>1`` sets ``RAYON_NUM_THREADS=k`` (for few workers
+per node, e.g. one worker per node of ``k`` cores), through ``settings.limit_tokenizer_threads``, only in the
+process that runs the stage. ``tokenization_batch_size`` (1000, NeMo's) bounds memory: an encoding
+holds its tokens' strings and offsets, a few hundred bytes per token, for one batch at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import numpy as np
+import pyarrow as pa
+
+from curator_slurm import extras, fs
+from curator_slurm.errors import InputError
+from curator_slurm.settings import limit_tokenizer_threads
+from curator_slurm.stages.io.megatron_format import token_dtype, write_index
+from curator_slurm.stages.io.writers import BaseWriter, atomic_write, output_sync_deferred
+from curator_slurm.stages.text.compute import call
+from curator_slurm.tasks import DocumentBatch, FileGroupTask
+
+TOKENIZER_FILE = "tokenizer.json"
+FEATURE = "MegatronTokenizerWriter"
+
+
+def tokenizer_file(model_identifier: str) -> str:
+    """The ``tokenizer.json`` that ``model_identifier`` names: the file itself, or the one in a directory."""
+    path = os.path.abspath(os.path.expanduser(model_identifier))
+    if os.path.isdir(path):
+        path = os.path.join(path, TOKENIZER_FILE)
+        if not os.path.isfile(path):
+            raise InputError(
+                f"{model_identifier}: a tokenizer directory needs a {TOKENIZER_FILE} (the Hugging Face fast "
+                "tokenizer); for a model with only a slow tokenizer, AutoTokenizer.from_pretrained(dir)."
+                "save_pretrained(dir) once, on a machine with transformers, writes it"
+            )
+    elif not os.path.isfile(path):
+        raise InputError(
+            f"model_identifier={model_identifier!r}: no such file or directory. The tokenizer is read locally and "
+            f"never downloaded: give a {TOKENIZER_FILE} or a directory that holds one (e.g. a downloaded model's)"
+        )
+    return path
+
+
+def configured_eos(model_identifier: str) -> str | None:
+    """The ``eos_token`` a tokenizer directory declares (``tokenizer_config.json``, else
+    ``special_tokens_map.json``), or None (a bare ``tokenizer.json`` declares none)."""
+    directory = model_identifier if os.path.isdir(model_identifier) else os.path.dirname(model_identifier)
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8") as f:
+                value = json.load(f).get("eos_token")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(value, dict):
+            value = value.get("content")
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+@dataclass(frozen=True)
+class TokenizerSpec:
+    """What a process needs to tokenize: the file, the special ids to add, and the token dtype."""
+
+    file: str
+    digest: str  # of the tokenizer file's bytes: a changed tokenizer is a changed output
+    vocab_size: int
+    eod_id: int | None
+    bos_id: int | None
+
+    @property
+    def dtype(self) -> np.dtype:
+        return token_dtype(self.vocab_size)
+
+
+def resolve_tokenizer(
+    model_identifier: str, append_eod: bool, eod_token: str | None, bos_token: str | None
+) -> TokenizerSpec:
+    """Load the tokenizer once (when the stage is built) to check the special tokens and size the dtype."""
+    import xxhash
+
+    file = tokenizer_file(model_identifier)
+    tokenizer = extras.load("tokenizers", FEATURE).Tokenizer.from_file(file)
+
+    def token_id(token: str, what: str) -> int:
+        found = tokenizer.token_to_id(token)
+        if found is None:
+            raise InputError(f"{what} {token!r} is not a token of {file}; give one of its special tokens")
+        return int(found)
+
+    eod_id = None
+    if append_eod:
+        name = eod_token or configured_eos(model_identifier)
+        if name is None:
+            raise InputError(
+                f"{file} declares no eos_token (a bare tokenizer.json has none): give eod_token='...' (e.g. "
+                "'<|endoftext|>' or '</s>', whichever the tokenizer has), or append_eod=False"
+            )
+        eod_id = token_id(name, "eod_token" if eod_token else f"eos_token (declared in {os.path.dirname(file)})")
+    bos_id = token_id(bos_token, "bos_token") if bos_token else None
+    with open(file, "rb") as f:
+        digest = xxhash.xxh3_64_hexdigest(f.read())
+    return TokenizerSpec(file, digest, int(tokenizer.get_vocab_size(with_added_tokens=True)), eod_id, bos_id)
+
+
+class MegatronTokenizerWriter(BaseWriter):
+    """Tokenize ``text_field`` of each batch and write ``<source id>.bin``/``.idx`` (Megatron's indexed dataset,
+    one sequence per document) into ``path``; ``model_identifier`` is a local ``tokenizer.json`` or tokenizer
+    directory. The task's token count is in its metadata and ledger record (``tokens``)."""
+
+    name = "megatron_tokenizer_writer"
+    extension = ".bin"
+    #: params() records the tokenizer by its bytes (digest, eod and bos ids), not by the resolved path in
+    #: _spec; _tokenizer is what setup() loads.
+    fingerprint_exclude = frozenset({"_spec", "_tokenizer"})
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        model_identifier: str | os.PathLike,
+        text_field: str = "text",
+        tokenization_batch_size: int = 1000,
+        append_eod: bool = True,
+        eod_token: str | None = None,
+        bos_token: str | None = None,
+        tokenizer_threads: int = 1,
+    ) -> None:
+        super().__init__(path)
+        extras.require("tokenizers", FEATURE)
+        if tokenization_batch_size < 1 or tokenizer_threads < 1:
+            raise ValueError(
+                f"{FEATURE}(tokenization_batch_size={tokenization_batch_size}, tokenizer_threads="
+                f"{tokenizer_threads}): both must be >= 1"
+            )
+        self.model_identifier = os.fspath(model_identifier)
+        self.text_field = text_field
+        self.tokenization_batch_size = tokenization_batch_size
+        self.append_eod = append_eod
+        self.eod_token = eod_token
+        self.bos_token = bos_token
+        self.tokenizer_threads = tokenizer_threads
+        self._spec = resolve_tokenizer(self.model_identifier, append_eod, eod_token, bos_token)
+        self._tokenizer: Any = None
+
+    def params(self) -> dict[str, Any]:
+        out = {k: v for k, v in super().params().items() if k not in ("model_identifier", "tokenizer_threads")}
+        # The tokenizer's bytes, not where it lies, define the output; the thread count does not change it.
+        return {**out, "tokenizer": self._spec.digest, "eod_id": self._spec.eod_id, "bos_id": self._spec.bos_id}
+
+    def inputs(self) -> tuple[list[str], list[str]]:
+        return ["data"], [self.text_field]
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The token dtype of every ``.bin`` this writer makes (uint16 or int32, by vocabulary size)."""
+        return self._spec.dtype
+
+    def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
+        super().setup(worker_metadata)
+        limit_tokenizer_threads(self.tokenizer_threads)
+        self._tokenizer = extras.load("tokenizers", FEATURE).Tokenizer.from_file(self._spec.file)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_tokenizer": None}  # workers load their own in setup()
+
+    def texts(self, task: DocumentBatch) -> list[str]:
+        """The non-empty texts of the batch, in order (empty and null ones get no sequence)."""
+        table = task.data
+        if self.text_field not in table.column_names:
+            where = ", ".join(task.metadata.get("files", [])) or task.task_id
+            raise InputError(f"{where}: no field {self.text_field!r} to tokenize; the data has {table.column_names}")
+        column = table.column(self.text_field)
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            if not pa.types.is_null(column.type):
+                raise InputError(f"{task.task_id}: field {self.text_field!r} is {column.type}, not text")
+            return []
+        keep = call("greater", call("utf8_length", column), 0)
+        return call("filter", column, call("coalesce", keep, False)).to_pylist()
+
+    def encode_into(self, texts: list[str], f: BinaryIO) -> np.ndarray:
+        """Write the token ids of ``texts`` (with BOS/EOD) into ``f``; the length of each sequence."""
+        if self._tokenizer is None:
+            self.setup()
+        spec, dtype = self._spec, self._spec.dtype
+        head = [] if spec.bos_id is None else [spec.bos_id]
+        tail = [] if spec.eod_id is None else [spec.eod_id]
+        extra = len(head) + len(tail)
+        lengths = np.empty(len(texts), dtype=np.int32)
+        size = self.tokenization_batch_size
+        for start in range(0, len(texts), size):
+            encodings = self._tokenizer.encode_batch(texts[start : start + size], add_special_tokens=False)
+            flat: list[int] = []
+            for i, encoding in enumerate(encodings, start):
+                ids = encoding.ids
+                lengths[i] = len(ids) + extra
+                flat.extend(head)
+                flat.extend(ids)
+                flat.extend(tail)
+            f.write(np.array(flat, dtype=dtype).tobytes())
+        return lengths
+
+    def process(self, task: DocumentBatch) -> FileGroupTask:
+        texts = self.texts(task)
+        fs.makedirs(self.path)
+        final_bin = self.output_path(task)
+        final_idx = final_bin[: -len(self.extension)] + ".idx"
+        sync = not (self.is_sink_stage and output_sync_deferred())
+        lengths: list[np.ndarray] = []
+        atomic_write(final_bin, lambda f: lengths.append(self.encode_into(texts, f)), sync=sync)
+        atomic_write(final_idx, lambda f: write_index(f, self._spec.dtype, lengths[0]), sync=sync)
+        return FileGroupTask(
+            task_id=task.task_id,
+            dataset_name=task.dataset_name,
+            data=[final_bin, final_idx],
+            metadata={"rows": len(texts), "tokens": int(lengths[0].sum(dtype=np.int64))},
+            stage_perf=task.stage_perf,
+            source_id=task.source_id,
+        )

@@ -1,0 +1,358 @@
+"""JSONL and Parquet readers: a file group in, one :class:`DocumentBatch` out."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from curator_slurm import fs
+from curator_slurm._lazy import LazyModule
+from curator_slurm.errors import InputError
+from curator_slurm.stages.base import CompositeStage, ProcessingStage
+from curator_slurm.stages.io.jsonl import MAX_LINE_BYTES, jsonl_rows_before, read_jsonl
+from curator_slurm.stages.io.partitioning import FilePartitioningStage, parse_size
+from curator_slurm.tasks import DocumentBatch, FileGroupTask
+
+pq = LazyModule("pyarrow.parquet")
+
+#: A reader's ``schema``: a pyarrow schema, or field name -> pyarrow type or type name ("int64").
+SchemaLike = pa.Schema | Mapping[str, "pa.DataType | str"]
+
+
+def to_schema(schema: SchemaLike) -> pa.Schema:
+    """A pyarrow schema from a schema or a mapping of field names to types or type names; an unknown
+    type name is a ValueError naming the field."""
+    if isinstance(schema, pa.Schema):
+        return schema
+    fields = []
+    for name, type_ in schema.items():
+        if isinstance(type_, str):
+            try:
+                type_ = pa.type_for_alias(type_)
+            except ValueError:
+                raise ValueError(
+                    f"schema field {name!r}: unknown type {type_!r}; use a pyarrow type or a name such as "
+                    "'string', 'int64', 'float64', 'bool' or 'timestamp[s]'"
+                ) from None
+        fields.append(pa.field(name, type_))
+    return pa.schema(fields)
+
+
+@contextlib.contextmanager
+def _parquet_errors(path: str, where: str) -> Iterator[None]:
+    """pyarrow's low-level errors while reading a Parquet file, as one InputError that names it."""
+    try:
+        yield
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise InputError(f"{path}: no such file; was it removed after the run started?") from e
+        raise InputError(f"{where}: not a readable Parquet file ({e}); it may be truncated or not Parquet") from e
+
+
+def _require_fields(fields: list[str] | None, names: list[str], where: str) -> None:
+    missing = [f for f in fields or [] if f not in names]
+    if missing:
+        raise InputError(f"{where}: missing field(s) {missing}; the file has {names}")
+
+
+def read_parquet(path: str, fields: list[str] | None = None) -> pa.Table:
+    """Read one Parquet file, turning pyarrow's low-level errors into one that names the file."""
+    with _parquet_errors(path, path):
+        if fields is not None:
+            _require_fields(fields, pq.read_schema(_source(path)).names, path)
+        return pq.read_table(_source(path), columns=fields)
+
+
+def _source(path: str) -> Any:
+    """What pyarrow's Parquet functions read: a local path as it is, a URI opened through the layer (its row
+    groups and footer then come by ranged reads)."""
+    return path if fs.is_local(path) else fs.open_input(path)
+
+
+def parquet_rows_before(path: str, offset: int) -> int:
+    """How many rows of a Parquet file lie in the row groups that start before byte ``offset``."""
+    if offset <= 0:
+        return 0
+    with pq.ParquetFile(_source(path)) as f:
+        meta = f.metadata
+        groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+        return sum(g.num_rows for g in groups if row_group_start(g) < offset)
+
+
+def row_group_start(group: Any) -> int:
+    """The offset of a row group's first byte: its earliest column chunk page (a dictionary page comes
+    before the data pages)."""
+    starts = []
+    for i in range(group.num_columns):
+        column = group.column(i)
+        starts.append(column.data_page_offset)
+        if column.has_dictionary_page and column.dictionary_page_offset:
+            starts.append(column.dictionary_page_offset)
+    return min(starts, default=0)
+
+
+def read_parquet_range(path: str, start: int, end: int, fields: list[str] | None = None) -> pa.Table | None:
+    """The row groups of a Parquet file that start in ``[start, end)``; None when none does (row groups
+    are not cut, so a range smaller than one row group may hold none)."""
+    where = f"{path} (bytes {start}-{end})"
+    with _parquet_errors(path, where), pq.ParquetFile(_source(path)) as parquet:
+        _require_fields(fields, parquet.schema_arrow.names, where)
+        meta = parquet.metadata
+        # A start at or past the end (metadata that is off) belongs to the last piece, so no row is lost.
+        last = end >= fs.size(path)
+        starts = [row_group_start(meta.row_group(i)) for i in range(meta.num_row_groups)]
+        groups = [i for i, at in enumerate(starts) if start <= at and (at < end or last)]
+        if not groups:
+            return None
+        return parquet.read_row_groups(groups, columns=fields)
+
+
+def _select(table: pa.Table, fields: list[str] | None, path: str) -> pa.Table:
+    if fields is None:
+        return table
+    _require_fields(fields, table.column_names, path)
+    return table.select(fields)
+
+
+def concat_tables(tables: list[pa.Table], paths: list[str]) -> pa.Table:
+    if len(tables) == 1:
+        return tables[0]
+    try:
+        return pa.concat_tables(tables, promote_options="default")
+    except (pa.ArrowTypeError, pa.ArrowInvalid) as e:
+        schemas = "; ".join(
+            f"{p}: {t.schema.to_string(show_schema_metadata=False)}" for p, t in zip(paths, tables, strict=True)
+        )
+        raise InputError(f"{', '.join(paths)}: files of one group have incompatible schemas ({e}): {schemas}") from e
+
+
+def _check_planned_sizes(task: FileGroupTask) -> None:
+    """A task rebuilt from a plan made before it ran knows each file's size when it was planned
+    (``metadata["file_sizes"]``): an input removed or changed since then is refused here, naming the file,
+    instead of being read as something other than what was planned."""
+    sizes = task.metadata.get("file_sizes")
+    if not sizes:
+        return
+    for path, planned in zip(task.data, sizes, strict=False):
+        if not fs.exists(path):
+            raise InputError(
+                f"{path}: the file was removed after the run was planned (at submit); restore it, "
+                "or submit the run again to plan the inputs as they are now"
+            )
+        now = fs.size(path)
+        if now != planned:
+            raise InputError(
+                f"{path}: the file is {now} bytes but was {planned} when the run was planned (at submit); "
+                "restore it, or submit the run again (into a new run directory if outputs exist) to "
+                "plan the inputs as they are now"
+            )
+
+
+class FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
+    """The public base of file readers: reads every file of a group into one batch whose id is the group's id.
+
+    A subclass implements :meth:`read_file` (a whole file into a table, one row per document, in the file's
+    order) and, if its files can be cut into record-aligned byte ranges (``split_files``), :meth:`read_range`
+    (the records that *start* in ``[start, end)``) and :meth:`rows_before` (how many records start before an
+    offset). The base records which files each batch came from, so positions (relative path, record number),
+    ids and deduplication work for every reader without knowing its format.
+    """
+
+    def __init__(self, fields: list[str] | None = None, schema: SchemaLike | None = None) -> None:
+        self.fields = list(fields) if fields else None
+        self._schema = to_schema(schema) if schema is not None else None
+        #: The declared types as text: what the run fingerprint records.
+        self.schema = {f.name: str(f.type) for f in self._schema} if self._schema is not None else None
+
+    def read_file(self, path: str) -> pa.Table:
+        raise NotImplementedError
+
+    def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
+        """The records of ``path`` that start in ``[start, end)``; None when none does."""
+        raise InputError(
+            f"{path} (bytes {start}-{end}): {type(self).__name__} cannot read part of a file; "
+            "partition these files without split_files"
+        )
+
+    @classmethod
+    def rows_before(cls, path: str, offset: int) -> int:
+        """How many records of ``path`` start before byte ``offset``: the record number of the first record of
+        a piece that starts there. Only readers that read byte ranges need it."""
+        raise InputError(f"{path}: {cls.__name__} cannot count the records before byte {offset}")
+
+    def inputs(self) -> tuple[list[str], list[str]]:
+        return ["data"], []
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], self.fields
+
+    def process(self, task: FileGroupTask) -> DocumentBatch | None:
+        _check_planned_sizes(task)
+        byte_range = task.metadata.get("byte_range")
+        if byte_range is not None:
+            table = self.read_range(task.data[0], *byte_range)
+            if table is None:  # no record starts in this piece of the file
+                return None
+            file_rows = [table.num_rows]
+        else:
+            tables = [self.read_file(p) for p in task.data]
+            file_rows = [t.num_rows for t in tables]
+            table = concat_tables(tables, list(task.data))
+        # files and file_rows (with root, file_indices and byte_range from the source task) are what
+        # the positions module turns into each document's position, when a stage asks for it.
+        # row_counter: the class whose rows_before() numbers the records of a piece of a split file.
+        return task.derive(table, cls=DocumentBatch, files=list(task.data), file_rows=file_rows, row_counter=type(self))
+
+
+class JsonlReaderStage(FileReaderStage):
+    name = "jsonl_reader"
+
+    #: The longest line read (bytes); an instance attribute only when set, so runs that keep the default keep
+    #: the fingerprint they had before the option existed.
+    max_line_bytes: int = MAX_LINE_BYTES
+
+    def read_file(self, path: str) -> pa.Table:
+        table = read_jsonl(path, self.fields, schema=self._schema, max_line_bytes=self.max_line_bytes)
+        assert table is not None  # only a byte range can hold no record
+        return table
+
+    def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
+        return read_jsonl(path, self.fields, (start, end), self._schema, self.max_line_bytes)
+
+    @classmethod
+    def rows_before(cls, path: str, offset: int) -> int:
+        return jsonl_rows_before(path, offset)
+
+
+class ParquetReaderStage(FileReaderStage):
+    name = "parquet_reader"
+
+    def read_file(self, path: str) -> pa.Table:
+        return read_parquet(path, self.fields)
+
+    def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
+        return read_parquet_range(path, start, end, self.fields)
+
+    @classmethod
+    def rows_before(cls, path: str, offset: int) -> int:
+        return parquet_rows_before(path, offset)
+
+
+class FileReader(CompositeStage[FileGroupTask, DocumentBatch]):
+    """The public base of reader composites: a :class:`FilePartitioningStage` (the source stage: lists the
+    files under ``file_paths`` and groups them into source tasks with deterministic ids) and a
+    :class:`FileReaderStage` (``reader_class``) that reads each group. A subclass sets ``reader_class``,
+    ``default_extensions`` and whether it ``can_split`` files into byte ranges; deduplication workflows take
+    any such reader (they call :meth:`with_fields` and use ``partitioner``)."""
+
+    #: The endings listed when no ``file_extensions`` is given. What the run fingerprint records (as the
+    #: partitioner's ``file_extensions``); the names actually taken are :attr:`read_extensions`.
+    default_extensions: tuple[str, ...] = ()
+    #: The endings taken by default, in any case (``.JSONL``); with :attr:`decompresses`, each also followed by
+    #: any compression ending the layer decodes (:data:`fs.COMPRESSIONS`). Empty: as default.
+    read_extensions: tuple[str, ...] = ()
+    decompresses = False
+    reader_class: type[FileReaderStage] = FileReaderStage
+    can_split = False  # whether the reader reads byte ranges (split_files)
+    infers_types = False  # whether column types come from the data (so a schema can fix them)
+
+    def __init__(
+        self,
+        file_paths: str | os.PathLike | list[str],
+        files_per_partition: int | None = None,
+        blocksize: int | str | None = None,
+        fields: list[str] | None = None,
+        file_extensions: list[str] | None = None,
+        limit: int | None = None,
+        split_files: bool = False,
+        schema: SchemaLike | None = None,
+    ) -> None:
+        if split_files and not self.can_split:
+            raise ValueError(
+                f"{type(self).__name__}(split_files=True): these files cannot be read by byte range; "
+                "use blocksize alone, or write smaller files"
+            )
+        if schema is not None and not self.infers_types:
+            raise ValueError(
+                f"{type(self).__name__}(schema=...): these files carry their own types; cast columns in a stage "
+                "if they differ between files"
+            )
+        wanted = file_extensions or self.read_extensions or self.default_extensions
+        self.partitioner = FilePartitioningStage(
+            file_paths,
+            files_per_partition=files_per_partition,
+            blocksize=blocksize,
+            file_extensions=file_extensions or list(self.default_extensions),
+            limit=limit,
+            split_files=split_files,
+            patterns=fs.name_patterns(wanted, self.decompresses) if wanted else None,
+            wanted=fs.describe_names(wanted, self.decompresses) if wanted else "",
+        )
+        self.reader = self.reader_class(fields, schema)
+
+    def decompose(self) -> list[ProcessingStage]:
+        return [self.partitioner, self.reader]
+
+    def with_fields(self, fields: list[str]) -> FileReader:
+        """A copy of this reader that reads only ``fields`` (e.g. a dedup hash phase needs only the text)."""
+        copied = copy.copy(self)
+        copied.reader = copy.copy(self.reader)
+        copied.reader.fields = list(fields)
+        return copied
+
+
+class JsonlReader(FileReader):
+    """Read JSONL files (plain or compressed) into document batches, one batch per file group, or
+    per piece of a file with ``split_files=True`` and ``blocksize``.
+
+    Takes ``.jsonl``, ``.json`` and ``.ndjson`` in any case, plain or compressed (gz, bz2, xz, zst/zstd, lz4,
+    br); other files under the path are skipped and listed in one log line (``file_extensions`` takes endings
+    or globs instead). ``max_line_bytes`` is the longest line read (256 MiB by default); a longer one fails
+    its task naming the file and line."""
+
+    name = "jsonl_reader"
+    default_extensions = (".jsonl", ".json", ".jsonl.gz", ".jsonl.zst", ".json.gz")
+    read_extensions = (*default_extensions, ".ndjson")
+    decompresses = True
+    reader_class = JsonlReaderStage
+    can_split = True
+    infers_types = True
+
+    def __init__(
+        self,
+        file_paths: str | os.PathLike | list[str],
+        files_per_partition: int | None = None,
+        blocksize: int | str | None = None,
+        fields: list[str] | None = None,
+        file_extensions: list[str] | None = None,
+        limit: int | None = None,
+        split_files: bool = False,
+        schema: SchemaLike | None = None,
+        max_line_bytes: int | str = MAX_LINE_BYTES,
+    ) -> None:
+        super().__init__(
+            file_paths, files_per_partition, blocksize, fields, file_extensions, limit, split_files, schema
+        )
+        try:
+            limit_bytes = parse_size(max_line_bytes)
+        except ValueError:
+            raise ValueError(f"max_line_bytes={max_line_bytes!r} is not a size; write e.g. '512MiB'") from None
+        if limit_bytes != MAX_LINE_BYTES:
+            if limit_bytes >= 1 << 31:
+                raise ValueError(f"max_line_bytes={max_line_bytes!r}: pyarrow reads blocks below 2 GiB; use less")
+            self.reader.max_line_bytes = limit_bytes  # type: ignore[attr-defined]
+
+
+class ParquetReader(FileReader):
+    """Read Parquet files into document batches, one batch per file group, or per piece of a file with
+    ``split_files=True`` and ``blocksize``: a piece reads the row groups that start in it."""
+
+    name = "parquet_reader"
+    default_extensions = (".parquet",)
+    reader_class = ParquetReaderStage
+    can_split = True

@@ -1,0 +1,197 @@
+"""JSONL and Parquet writers.
+
+Each batch becomes one file named by its lineage: the id of the source task it descends from plus its
+position among that source task's outputs (see :func:`output_stem`), never an id a stage happened to
+give it, so a re-run names every output the same way. A file is written under a hidden temporary name
+in the same directory and renamed into place (:func:`fs.atomic_write`; on an object store, one
+whole-object write). So a crash never leaves a
+partial file under a final name, a re-run overwrites the same names with the same bytes, and many
+independent processes can write into one directory. Writers never delete anything.
+
+Durability: a file is fsynced before its rename, unless a run ledger in this process has taken that
+over (:func:`defer_output_sync`; the ``LedgerWriter`` of ``runs.ledger`` does while it is open). The
+ledger then makes the outputs of a window of source tasks durable together before it records them done,
+which costs one flush per window instead of one per file. Only the sink writer defers (its files are the
+outputs the ledger records), and only in this process and the workers it forks afterwards (they inherit
+the setting; a spawned or remote worker starts without it and syncs its own files).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Collection
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+
+from curator_slurm import fs
+from curator_slurm._lazy import LazyModule
+from curator_slurm.fs import TMP_MARK, atomic_write, remove_temporaries
+from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.tasks import DocumentBatch, FileGroupTask, Task
+
+#: ``pyarrow.parquet`` imports ``pyarrow.fs``, which loads the S3, GCS, Azure and HDFS bindings and ``ssl``:
+#: about 25 ms of CPU in every array task, for a writer that only needs ``pyarrow._parquet``. The writer
+#: calls that module's ParquetWriter with the arguments ``pyarrow.parquet.write_table`` gives it; a test
+#: checks that both write the same bytes. A pyarrow whose private writer takes other arguments gets the
+#: public function instead (same file, slower start); another test checks the fast path is the one taken.
+_parquet = LazyModule("pyarrow._parquet")
+pq = LazyModule("pyarrow.parquet")
+
+__all__ = [
+    "LINEAGE_KEY",
+    "TMP_MARK",
+    "BaseWriter",
+    "JsonlWriter",
+    "ParquetWriter",
+    "atomic_write",
+    "defer_output_sync",
+    "output_stem",
+    "output_sync_deferred",
+    "remove_temporaries",
+]
+
+#: ``task.metadata`` key under which the stage adapter records a task's position within its source task:
+#: ``""`` while every stage so far gave one output per input, else the output's index at each stage
+#: that gave several, joined by ``-`` (``"2"``, ``"2-0"``). Stages need not (and should not) set it.
+LINEAGE_KEY = "_lineage"
+
+
+def output_stem(task: Task) -> str:
+    """The file name (without extension) of ``task``'s output: ``<source id>`` for the usual one output
+    per source task, ``<source id>-<lineage>`` when a stage split it. Depends only on the source task and
+    the output's position within it, so it is the same in every shard, executor and re-run."""
+    stem = task.source_id or task.task_id
+    lineage = task.metadata.get(LINEAGE_KEY, "") if task.metadata else ""
+    if lineage:
+        stem = f"{stem}-{lineage}"
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)
+
+
+#: How many open run ledgers of this process make the outputs they record durable themselves.
+_sync_deferred = 0
+
+
+def defer_output_sync(deferred: bool) -> None:
+    """Say that a run ledger of this process now makes the sink's outputs durable before it records them
+    (``True``), or no longer does (``False``, once per ``True``). While one does, a sink writer renames its
+    file into place without an fsync of its own. Worker processes forked afterwards inherit the setting.
+    It is per process: a pipeline run at the same time in another thread of this process, without a run
+    directory, would skip the fsync too (run such pipelines one after another, or in their own processes)."""
+    global _sync_deferred
+    _sync_deferred = max(0, _sync_deferred + (1 if deferred else -1))
+
+
+def output_sync_deferred() -> bool:
+    """Whether a run ledger of this process makes the sink's outputs durable (see :func:`defer_output_sync`)."""
+    return _sync_deferred > 0
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
+    """One output file per batch, named by its lineage (:func:`output_stem`), written atomically into ``path``."""
+
+    extension = ""
+
+    def __init__(self, path: str | os.PathLike, fields: list[str] | None = None) -> None:
+        self.path = os.fspath(path) if fs.is_local(os.fspath(path)) else fs.absolute(path)
+        self.fields = list(fields) if fields else None
+
+    def inputs(self) -> tuple[list[str], list[str]]:
+        return ["data"], list(self.fields or [])
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], []
+
+    def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
+        fs.makedirs(self.path)
+
+    def remove_temporaries(self, pids: Collection[int]) -> list[str]:
+        """The temporary files that processes ``pids`` (killed while writing) left in ``path``, deleted."""
+        return remove_temporaries(self.path, pids)
+
+    def remove_dead_temporaries(self) -> fs.Cleanup:
+        """The temporary files that writers on this host which are gone left in ``path``, deleted (a resume
+        calls it, whichever executor runs it); others' are left and counted."""
+        return fs.remove_dead_temporaries(self.path)
+
+    def output_path(self, task: DocumentBatch) -> str:
+        return fs.join(self.path, output_stem(task) + self.extension)
+
+    def write_table(self, table: pa.Table, f: BinaryIO) -> None:
+        raise NotImplementedError
+
+    #: Whether a batch with no rows still gets a file (Parquet keeps the schema; JSONL would be 0 bytes).
+    write_empty = True
+
+    def process(self, task: DocumentBatch) -> FileGroupTask:
+        table = task.data.select(self.fields) if self.fields else task.data
+        final = self.output_path(task)
+        written = [final]
+        if table.num_rows or self.write_empty:
+            fs.makedirs(self.path)
+            # The sink's outputs are the ones a run ledger records, so it may leave their fsync to the ledger.
+            sync = not (self.is_sink_stage and output_sync_deferred())
+            atomic_write(final, lambda f: self.write_table(table, f), sync=sync)
+        else:
+            written = []
+        return FileGroupTask(
+            task_id=task.task_id,
+            dataset_name=task.dataset_name,
+            data=written,
+            metadata={"rows": table.num_rows},
+            stage_perf=task.stage_perf,
+            source_id=task.source_id,
+        )
+
+
+class JsonlWriter(BaseWriter):
+    """Write each batch as a ``.jsonl`` file (UTF-8, one compact JSON object per line)."""
+
+    name = "jsonl_writer"
+    extension = ".jsonl"
+    write_empty = False  # an empty .jsonl carries nothing, and readers refuse 0-byte files
+
+    def write_table(self, table: pa.Table, f: BinaryIO) -> None:
+        dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default).encode
+        for batch in table.to_batches(max_chunksize=8192):
+            lines = [dumps(row) for row in batch.to_pylist()]
+            if lines:
+                f.write(("\n".join(lines) + "\n").encode("utf-8"))
+
+
+class ParquetWriter(BaseWriter):
+    """Write each batch as a ``.parquet`` file."""
+
+    name = "parquet_writer"
+    extension = ".parquet"
+
+    def __init__(self, path: str | os.PathLike, fields: list[str] | None = None, compression: str = "snappy") -> None:
+        super().__init__(path, fields)
+        self.compression = compression
+
+    def write_table(self, table: pa.Table, f: BinaryIO) -> None:
+        try:
+            writer = _parquet.ParquetWriter(
+                f,
+                table.schema,
+                version="2.6",
+                compression=self.compression,
+                use_dictionary=True,
+                write_statistics=True,
+                writer_engine_version="V2",
+                data_page_version="1.0",
+            )
+        except (AttributeError, TypeError):  # not the private writer this was written for; nothing written yet
+            pq.write_table(table, f, compression=self.compression)
+            return
+        try:
+            writer.write_table(table, row_group_size=None)
+        finally:
+            writer.close()

@@ -1,0 +1,95 @@
+"""Where each document comes from: its *position*, (input path relative to the reader's root, row in that file).
+
+Every shard, phase and executor agrees on a document's position without a global id service, positions
+survive a move of the input (paths are relative), and they order documents the same way everywhere: the
+order that deduplication's survivor rule ("the first occurrence wins") and stable ids are built on.
+
+A reader records, in the metadata of the batch it makes, the files it read (``files``), how many rows each
+gave (``file_rows``), the reader's root (``root``), each file's place in the sorted listing of all inputs
+(``file_indices``) and, for a piece of a split file, its ``byte_range``. Positions are computed from that
+only when a stage asks (:func:`document_positions`), so pipelines that do not need them pay nothing. They
+are known only for batches whose rows are still those the reader read: ask before any stage drops rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from curator_slurm import fs
+from curator_slurm.errors import InputError
+from curator_slurm.stages.text.compute import cast
+from curator_slurm.tasks import DocumentBatch, id_paths
+
+#: Rows per file that a document key can tell apart: keys are ``file_index << ROW_BITS | row``.
+ROW_BITS = 32
+
+
+@dataclass(frozen=True)
+class Positions:
+    """The positions of a batch's rows: parallel arrays, one entry per row."""
+
+    paths: pa.Array  # string: input path relative to the reader's root
+    rows: np.ndarray  # int64: row of the document in that file (0-based, blank JSONL lines not counted)
+    file_indices: np.ndarray  # int64: the file's place in the sorted listing of every input file
+
+    @property
+    def keys(self) -> np.ndarray:
+        """One int64 per row that sorts as (path, row) does: ``file_index << 32 | row``."""
+        return (self.file_indices << ROW_BITS) | self.rows
+
+
+def document_positions(batch: DocumentBatch) -> Positions:
+    """The position of every row of ``batch``, which must come straight from a reader (or through stages
+    that kept every row): a stage that dropped rows before this makes the positions unknowable."""
+    meta = batch.metadata
+    files: list[str] | None = meta.get("files")
+    file_rows: list[int] | None = meta.get("file_rows")
+    where = f"task {batch.task_id}" + (f" ({', '.join(files)})" if files else "")
+    if files is None or file_rows is None:
+        raise InputError(
+            f"{where}: this batch does not say which files its rows came from, so document positions (ids, "
+            "deduplication) cannot be computed; read it with JsonlReader or ParquetReader"
+        )
+    if sum(file_rows) != batch.num_items:
+        raise InputError(
+            f"{where}: the reader read {sum(file_rows)} rows but this batch has {batch.num_items}; a stage "
+            "before this one dropped or added rows, so positions are lost. Put the stage that needs positions "
+            "(AddId, deduplication) right after the reader, before any filter"
+        )
+    relative = id_paths(files, meta.get("root"))
+    first = [0] * len(files)
+    byte_range = meta.get("byte_range")
+    if byte_range is not None:
+        first[0] = rows_before(files[0], int(byte_range[0]), meta.get("row_counter"))
+    indices = meta.get("file_indices") or list(range(len(files)))
+    counts = np.asarray(file_rows, dtype=np.int64)
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    rows = np.arange(int(counts.sum()), dtype=np.int64) - starts + np.repeat(np.asarray(first, np.int64), counts)
+    if len(rows) and int(rows.max()) >= 1 << ROW_BITS:
+        raise InputError(f"{where}: a file has more than 2**{ROW_BITS} rows; split it into smaller files")
+    which = np.repeat(np.arange(len(files), dtype=np.int32), counts)
+    paths = pa.DictionaryArray.from_arrays(pa.array(which, pa.int32()), pa.array(relative, pa.string()))
+    return Positions(
+        paths=cast(paths, pa.string()), rows=rows, file_indices=np.repeat(np.asarray(indices, np.int64), counts)
+    )
+
+
+def rows_before(path: str, offset: int, counter: type | None = None) -> int:
+    """How many documents of ``path`` come before byte ``offset`` (the start of a piece of a split file), as
+    the reader class ``counter`` numbers its records (its ``rows_before``); without one, by the file's
+    ending: row groups wholly before it for Parquet, non-blank lines starting before it for JSONL."""
+    if offset <= 0:
+        return 0
+    if counter is not None:
+        return int(counter.rows_before(path, offset))
+    from curator_slurm.stages.io.readers import jsonl_rows_before, parquet_rows_before
+
+    return parquet_rows_before(path, offset) if path.lower().endswith(".parquet") else jsonl_rows_before(path, offset)
+
+
+def relative_path(path: str, root: str | None) -> str:
+    """``path`` as positions name it: relative to ``root`` with ``/`` separators."""
+    return id_paths([fs.absolute(path)], root)[0]

@@ -1,0 +1,1 @@
+"""Workflows: global steps (deduplication, tokenization, chained phases) as phases over arrays."""

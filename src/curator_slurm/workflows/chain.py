@@ -1,0 +1,153 @@
+"""Chaining phases: a reader of what an earlier phase wrote, with source ids known before it has run.
+
+A recipe such as FineWeb's is several steps in a row: extract and filter (one pipeline), deduplicate (a
+workflow), then format PII (another pipeline). Each later step reads the previous step's output, which does
+not exist yet when `curator-slurm submit` plans every phase at once, so its reader cannot list files.
+:class:`PhaseOutputsReader` lists the *source tasks* of the phase before instead (its ``plan.json`` when one
+was submitted, else its own source stage), one source task each, with the same id; at run time each task
+reads the files the earlier phase's ledger records as that task's outputs (none when every document was
+filtered out). The earlier phase is complete before a later phase starts
+(:class:`~curator_slurm.workflows.workflow.Workflow` checks), so the ledger is whole when it is read.
+
+Positions are (output path relative to the earlier phase's output directory, row), and a document's key sorts
+by the earlier source task's place among all of them, then its output, then its row: deduplication's survivor
+rule ("the first occurrence wins") and :class:`~curator_slurm.stages.modifiers.ids.AddId` work unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from curator_slurm import fs
+from curator_slurm.backends.adapter import list_sources
+from curator_slurm.errors import InputError
+from curator_slurm.pipeline import Pipeline
+from curator_slurm.runs.ledger import done_outputs
+from curator_slurm.shard import ShardSpec
+from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.stages.io.readers import FileReader, FileReaderStage, concat_tables, read_jsonl, read_parquet
+from curator_slurm.tasks import DocumentBatch, EmptyTask, FileGroupTask
+from curator_slurm.workflows.workflow import planned_ids
+
+#: Outputs one earlier source task may have: keys are ``(task index * MAX_OUTPUTS + output) << 32 | row``.
+MAX_OUTPUTS = 256
+
+
+def upstream_ids(pipeline: Pipeline, run_dir: str) -> list[str]:
+    """The source task ids of the phase that ``pipeline`` runs in ``run_dir``: those `submit` planned
+    (``plan.json``), else those its source stage lists now; in the order of their inputs (the place of each
+    task's first file in the sorted listing of all inputs, as positions order documents), so "the first
+    occurrence wins" still means first in (input path, row) order."""
+    listed = list_sources(pipeline.build()[0], ShardSpec.single()).sources
+    ids = planned_ids(run_dir) or [t.task_id for t in listed]
+    place: dict[str, tuple[int, ...]] = {}
+    for t in listed:
+        indices = t.metadata.get("file_indices") or [t.metadata.get("upstream_index", 1 << 62)]
+        start = (t.metadata.get("byte_range") or [0])[0]
+        place[t.task_id] = (int(indices[0]), int(start))
+    return sorted(ids, key=lambda i: (*place.get(i, (1 << 62, 0)), i))
+
+
+class PhaseOutputsSource(ProcessingStage[EmptyTask, FileGroupTask]):
+    """One source task per source task of the earlier phase (same id); the files are found when it is read."""
+
+    name = "phase_outputs_source"
+
+    def __init__(self, pipeline: Pipeline, run_dir: str | os.PathLike, output_dir: str | os.PathLike) -> None:
+        self._pipeline = pipeline
+        self.upstream = pipeline.name
+        self._run_dir = os.path.abspath(os.fspath(run_dir))
+        self._output_dir = fs.absolute(output_dir)  # may be on object storage
+        # What dedup workflows look for on a reader's partitioner (the files it lists, their endings).
+        self.file_paths = [self._output_dir]
+        self.file_extensions = [".jsonl", ".parquet"]
+        self.patterns: tuple[str, ...] | None = None  # every file the earlier phase recorded
+
+    def params(self) -> dict[str, Any]:
+        # The earlier phase by name, not where its directories are mounted (they are not part of the meaning).
+        return {"upstream": self.upstream, "file_extensions": self.file_extensions}
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], []
+
+    def process(self, task: EmptyTask) -> list[FileGroupTask]:
+        ids = upstream_ids(self._pipeline, self._run_dir)
+        return [
+            FileGroupTask(
+                task_id=source_id,
+                dataset_name=self.upstream,
+                data=[],
+                metadata={
+                    "upstream_index": index,
+                    "upstream_run_dir": self._run_dir,
+                    "root": self._output_dir,
+                    "bytes": 1,
+                },
+            )
+            for index, source_id in enumerate(ids)
+        ]
+
+
+class PhaseOutputsReaderStage(FileReaderStage):
+    """Reads the JSONL or Parquet files that the earlier phase's ledger lists for this task."""
+
+    name = "phase_outputs_reader"
+
+    def __init__(self, fields: list[str] | None = None, schema: Any = None) -> None:
+        super().__init__(fields, schema)
+        self._outputs: dict[str, dict[str, list[str]]] = {}  # run dir -> recorded outputs (read once)
+
+    fingerprint_exclude = frozenset({"_outputs"})
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_outputs": {}}
+
+    def _files(self, task: FileGroupTask) -> list[str]:
+        run_dir = task.metadata["upstream_run_dir"]
+        if run_dir not in self._outputs:
+            self._outputs[run_dir] = done_outputs(run_dir)
+        recorded = self._outputs[run_dir]
+        if task.task_id not in recorded:
+            raise InputError(
+                f"{run_dir}: source task {task.task_id} of the phase before is not done, so there is nothing to "
+                "read for it; finish that phase first (re-run the script, or `curator-slurm retry`)"
+            )
+        files = [p for p in recorded[task.task_id] if p.endswith((".jsonl", ".parquet"))]
+        if len(files) > MAX_OUTPUTS:
+            raise InputError(f"{run_dir}: source task {task.task_id} wrote {len(files)} files, more than {MAX_OUTPUTS}")
+        return files
+
+    def process(self, task: FileGroupTask) -> DocumentBatch | None:
+        files = self._files(task)
+        if not files:  # every document of that task was filtered out: nothing to read, nothing to write
+            return None
+        tables = [
+            read_parquet(p, self.fields) if p.endswith(".parquet") else read_jsonl(p, self.fields, schema=self._schema)
+            for p in files
+        ]
+        table = concat_tables(tables, files)
+        base = int(task.metadata["upstream_index"]) * MAX_OUTPUTS
+        return task.derive(
+            table,
+            cls=DocumentBatch,
+            files=files,
+            file_rows=[t.num_rows for t in tables],
+            file_indices=[base + k for k in range(len(files))],
+        )
+
+
+class PhaseOutputsReader(FileReader):
+    """Read what ``pipeline`` (a phase of the same workflow, recorded in ``run_dir``) wrote into ``output_dir``."""
+
+    name = "phase_outputs_reader"
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        run_dir: str | os.PathLike,
+        output_dir: str | os.PathLike,
+        fields: list[str] | None = None,
+    ) -> None:
+        self.partitioner = PhaseOutputsSource(pipeline, run_dir, output_dir)  # type: ignore[assignment]
+        self.reader = PhaseOutputsReaderStage(fields)

@@ -1,0 +1,395 @@
+"""Fuzzy deduplication (MinHash + LSH + connected components) as a workflow of phases over arrays, on CPUs.
+
+1. ``signatures``: per input source task, each document's word ``ngram``-shingles are MinHashed
+   (:mod:`curator_slurm.workflows.dedup.minhash`, vectorised) and cut into ``bands`` x ``rows``; one row per
+   (document, band) goes to the shuffle bucket of its (band, value).
+2. ``candidates``: per bucket, documents that share a (band, value) are joined as a star to the smallest
+   key (|group| - 1 edges), optionally keeping only edges whose estimated Jaccard similarity (from 8-bit
+   signatures carried through the shuffle) is at least ``jaccard_threshold``.
+3. ``components``: one task reads every bucket's edges chunk by chunk and finds connected components in
+   memory proportional to the documents that have an edge, not to the edges
+   (:mod:`curator_slurm.workflows.dedup.components`); every member but the smallest key of its component is listed.
+4. ``write``: the input again, minus the listed documents, through the writer given (same output names
+   as a plain ``reader -> writer`` pipeline).
+
+With ``jaccard_check="exact"`` the candidates phase writes each edge under both ends' keys instead, and
+two phases come before ``components``: ``edge-shingles`` (the reader's source tasks again: each edge with
+the shingle set of its end in the task's own files, found from the key range, into the bucket of the
+edge) and ``verify`` (per bucket: an edge's two ends meet, their exact Jaccard similarity is computed,
+and the edges at or above ``jaccard_threshold`` are the ones components sees).
+
+The survivor of each group is its smallest key: the **first occurrence in (input path relative to the
+reader's root, row) order**, as in exact dedup. ``identify_only=True`` stops after phase 3 and writes the
+list (document, its group's survivor, and their paths and rows) to the output directory.
+
+The probability that a pair at Jaccard similarity s becomes a candidate is ``1 - (1 - s**rows)**bands``
+(:func:`curator_slurm.workflows.dedup.minhash.candidate_probability`); the reference tabulates it for the defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from curator_slurm import fs
+from curator_slurm._lazy import LazyModule
+from curator_slurm.errors import InputError
+from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.stages.io.partitioning import input_root, list_files
+from curator_slurm.stages.io.writers import BaseWriter
+from curator_slurm.stages.positions import ROW_BITS, document_positions
+from curator_slurm.tasks import DocumentBatch, FileGroupTask
+from curator_slurm.workflows.dedup import minhash
+from curator_slurm.workflows.dedup.common import KEY, SortedKeyWriter, bucket_phase, check_empty_text, write_phase
+from curator_slurm.workflows.dedup.exact import _reader_with_fields
+from curator_slurm.workflows.dedup.fuzzy_ids import id_phases
+from curator_slurm.workflows.dedup.verify import EdgeShingles, VerifyEdges
+from curator_slurm.workflows.shuffle import BUCKET, BucketSource, BucketWriter, bucket_of
+from curator_slurm.workflows.workflow import Phase, Workflow
+
+pq = LazyModule("pyarrow.parquet")
+
+DEFAULT_BUCKETS = 64
+#: The shuffles' Parquet codec: a bands file is 64 small row groups read once each; lz4 wrote them 2x and
+#: read them 3x faster than zstd, for files 18 % larger (measured on bench row 13's corpus).
+SHUFFLE_COMPRESSION = "lz4"
+#: Bits of each signature value carried through the shuffle for verification (160 bytes a row at 8).
+VERIFY_BITS = 8
+
+
+class MinHashBands(ProcessingStage[DocumentBatch, DocumentBatch]):
+    """Phase 1: (band, value, key, bucket[, signature]) rows for a batch straight from the reader."""
+
+    name = "minhash_bands"
+
+    def __init__(
+        self,
+        text_field: str,
+        ngram: int,
+        bands: int,
+        rows: int,
+        seed: int,
+        buckets: int,
+        verify: bool,
+        char_ngrams: int | None = None,
+        empty_text: str = "dedup",
+    ) -> None:
+        check_empty_text(empty_text)
+        self.empty_text = empty_text
+        self.text_field = text_field
+        self.ngram = ngram
+        self.bands = bands
+        self.rows = rows
+        self.seed = seed
+        self.buckets = buckets
+        self.verify = verify
+        self.char_ngrams = char_ngrams
+
+    def inputs(self) -> tuple[list[str], list[str]]:
+        return ["data"], [self.text_field]
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], ["band", "value", KEY, BUCKET, *(["signature"] if self.verify else [])]
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        table = task.data
+        if self.text_field not in table.column_names:
+            where = ", ".join(task.metadata.get("files", [])) or task.task_id
+            raise InputError(
+                f"{where}: no field {self.text_field!r} to deduplicate on; the data has {table.column_names}"
+            )
+        keys = document_positions(task).keys
+        offsets, hashes = minhash.document_shingles(
+            table.column(self.text_field), self.ngram, self.seed, self.char_ngrams
+        )
+        signatures = minhash.minhash_signatures(offsets, hashes, self.bands * self.rows, self.seed)
+        band_ids, values, row_keys = minhash.flatten_bands(
+            minhash.band_hashes(signatures, self.bands, self.rows, self.seed), keys
+        )
+        kept = None
+        if self.empty_text == "keep":  # a text with no shingle (null, empty) is nobody's near-duplicate
+            kept = ~np.isin(row_keys, keys[np.diff(offsets) == 0])
+            band_ids, values, row_keys = band_ids[kept], values[kept], row_keys[kept]
+        columns: dict[str, Any] = {
+            "band": band_ids,
+            "value": values,
+            KEY: row_keys,
+            BUCKET: bucket_of(values, self.buckets).astype(np.int32),
+        }
+        if self.verify:
+            small = signatures.astype(np.uint8)  # the lowest 8 bits of each value (b-bit MinHash)
+            per_row = np.repeat(small, self.bands, axis=0)
+            per_row = per_row if kept is None else per_row[kept]
+            columns["signature"] = pa.FixedSizeBinaryArray.from_buffers(
+                pa.binary(small.shape[1]), len(per_row), [None, pa.py_buffer(np.ascontiguousarray(per_row).tobytes())]
+            )
+        return task.derive(pa.table(columns))
+
+
+class CandidateEdges(ProcessingStage[DocumentBatch, DocumentBatch]):
+    """Phase 2: the star edges (u < v) of every (band, value) group of one bucket.
+
+    With ``endpoints`` (the exact check follows), each edge is written twice, once under each end's key
+    (``key``, ``u``, ``v``), so that the ``edge-shingles`` task holding a document finds every edge it is
+    an end of by reading the row groups of its own key range."""
+
+    name = "candidate_edges"
+
+    def __init__(self, jaccard_threshold: float | None, endpoints: bool = False) -> None:
+        self.jaccard_threshold = jaccard_threshold
+        self.endpoints = endpoints
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], [KEY, "u", "v"] if self.endpoints else [KEY, "v"]
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        table = task.data
+        signatures = None
+        if self.jaccard_threshold is not None:
+            column = table.column("signature").combine_chunks()
+            width = column.type.byte_width
+            signatures = np.frombuffer(column.buffers()[1], dtype=np.uint8)[
+                column.offset * width : (column.offset + len(column)) * width
+            ].reshape(len(column), width)
+        u, v = minhash.candidate_edges(
+            table.column("band").to_numpy(),
+            table.column("value").to_numpy(),
+            table.column(KEY).to_numpy(),
+            signatures=signatures,
+            threshold=self.jaccard_threshold,
+            bits=VERIFY_BITS if signatures is not None else None,
+        )
+        if self.endpoints:
+            return task.derive(pa.table({KEY: np.concatenate([u, v]), "u": np.tile(u, 2), "v": np.tile(v, 2)}))
+        return task.derive(pa.table({KEY: u, "v": v}))
+
+
+class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
+    """Phase 3 (one task): every edge file, read in chunks, into (key, group_key) for each document that is
+    not the survivor of its component; with ``files`` (identify-only), also the paths and rows of both."""
+
+    name = "connected_components"
+
+    def __init__(
+        self,
+        edges_dir: str | os.PathLike,
+        input_paths: Any = None,
+        extensions: list[str] | None = None,
+        survivors: bool = False,
+    ):
+        self.edges_dir = os.fspath(edges_dir)
+        self.input_paths = input_paths
+        self.extensions = extensions
+        self.survivors = survivors
+
+    def params(self) -> dict[str, Any]:
+        return {"names_paths": self.input_paths is not None, "survivors": self.survivors}  # not where data lives
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], None
+
+    def _edges(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for path in fs.finished_files(self.edges_dir, ".parquet"):
+            with pq.ParquetFile(path if fs.is_local(path) else fs.open_input(path)) as f:
+                for batch in f.iter_batches(batch_size=1 << 20, columns=[KEY, "v"]):
+                    yield batch.column(0).to_numpy(), batch.column(1).to_numpy()
+
+    def process(self, task: FileGroupTask) -> DocumentBatch:
+        from curator_slurm.workflows.dedup.components import duplicate_members
+
+        keys, groups = duplicate_members(self._edges) if fs.isdir(self.edges_dir) else (np.empty(0, np.int64),) * 2
+        if self.survivors:  # each group's first document too, as key == group_key (fuzzy_ids finds its id)
+            first = np.unique(groups)
+            keys, groups = np.concatenate([keys, first]), np.concatenate([groups, first])
+        columns: dict[str, Any] = {KEY: keys, "group_key": groups}
+        if self.input_paths is not None:
+            files = list_files(self.input_paths, self.extensions)
+            root = input_root(self.input_paths)
+            names = np.array([fs.relative(f, root) for f in files], dtype=object)
+            mask = (1 << ROW_BITS) - 1
+            columns.update(
+                path=pa.array(names[keys >> ROW_BITS] if len(keys) else [], pa.string()),
+                row=keys & mask,
+                group_path=pa.array(names[groups >> ROW_BITS] if len(groups) else [], pa.string()),
+                group_row=groups & mask,
+            )
+        return task.derive(pa.table(columns), cls=DocumentBatch)
+
+
+#: How ``jaccard_threshold`` is checked: from 8-bit signatures carried through the shuffle, or exactly.
+JACCARD_CHECKS = ("estimate", "exact")
+
+
+def _check_options(
+    counts: dict[str, int],
+    jaccard_threshold: float | None,
+    jaccard_check: str,
+    char_ngrams: int | None,
+    id_field: str | None,
+    identify_only: bool,
+) -> None:
+    """FuzzyDuplicates' settings, checked when it is built (before any phase runs), each error naming the
+    setting and the fix."""
+    for label, value in counts.items():
+        if value < 1:
+            raise ValueError(f"{label}={value} must be >= 1")
+    if char_ngrams is not None and char_ngrams < 2:
+        raise ValueError(f"char_ngrams={char_ngrams} must be >= 2 characters (NeMo Curator's tutorial: 24)")
+    if id_field is not None and not identify_only:
+        raise ValueError(
+            f"id_field={id_field!r} names the ids in the list of duplicates, which only identify_only=True "
+            "writes; removing duplicates needs no ids (drop id_field, or set identify_only=True)"
+        )
+    if jaccard_threshold is not None and not 0.0 < jaccard_threshold <= 1.0:
+        raise ValueError(f"jaccard_threshold={jaccard_threshold} must be in (0, 1], or None for no check")
+    if jaccard_check not in JACCARD_CHECKS:
+        raise ValueError(f"jaccard_check={jaccard_check!r} must be one of {JACCARD_CHECKS}")
+    if jaccard_check == "exact" and jaccard_threshold is None:
+        raise ValueError("jaccard_check='exact' needs a jaccard_threshold (e.g. 0.8) to check against")
+
+
+def _exact_check_phases(
+    name: str,
+    reader: ProcessingStage,
+    shingles: EdgeShingles,
+    work: str,
+    buckets: int,
+    threshold: float,
+    edges_dir: str,
+) -> list[Phase]:
+    """``edge-shingles`` and ``verify``: the exact Jaccard check of the candidate edges (:mod:`.verify`)."""
+    from curator_slurm.pipeline import Pipeline
+
+    shingles_dir = fs.join(work, "shuffle", "edge-shingles")
+    return [
+        Phase(
+            "edge-shingles",
+            Pipeline(f"{name}-edge-shingles")
+            .add_stage(reader)
+            .add_stage(shingles)
+            .add_stage(BucketWriter(shingles_dir, compression=SHUFFLE_COMPRESSION)),
+        ),
+        bucket_phase("verify", name, shingles_dir, buckets, "edge-shingles", VerifyEdges(threshold), edges_dir),
+    ]
+
+
+def _components_phase(
+    name: str, edges_dir: str, paths: Any, extensions: list[str] | None, survivors: bool, out_dir: str
+) -> Phase:
+    """``components``: one task over every edge file, the list of duplicates sorted by key into ``out_dir``."""
+    from curator_slurm.pipeline import Pipeline
+
+    pipeline = (
+        Pipeline(f"{name}-components")
+        .add_stage(BucketSource(edges_dir, 1, f"{name}/edges"))
+        .add_stage(ConnectedComponents(edges_dir, paths, extensions, survivors=survivors))
+        .add_stage(SortedKeyWriter(out_dir))
+    )
+    return Phase("components", pipeline, max_shards=1)
+
+
+class FuzzyDuplicates(Workflow):
+    """Remove (or, with ``identify_only``, list) near-duplicates of ``text_field`` across the whole input.
+
+    ``ngram`` words per shingle (5), ``bands`` x ``rows`` (20 x 8 = 160 MinHash permutations; a pair at
+    Jaccard 0.8 becomes a candidate with probability 0.975), ``seed`` for every hash, ``buckets`` of the
+    shuffle (tasks of the candidates phase), and ``jaccard_threshold`` (None: no check) to drop candidate
+    edges whose similarity is lower. ``jaccard_check`` says how that similarity is known:
+
+    - ``"estimate"`` (default): from 8-bit signatures carried through the shuffle, inside the candidates
+      phase (no extra phase; an estimate, standard error about 0.03 at 0.8, so a pair just below the
+      threshold can pass and one just above can be dropped);
+    - ``"exact"``: the Jaccard similarity of the two documents' shingle sets (as
+      :func:`minhash.text_jaccard` defines it), in two more phases after ``candidates``: ``edge-shingles``
+      (the reader's source tasks: each edge with the shingle set of its end in the task's files, into the
+      bucket of the edge) and ``verify`` (per bucket: both ends met, compared, the edges at or above the
+      threshold kept). It removes the LSH false positives, at the cost of re-reading the input's text.
+
+    Either check compares each member of a (band, value) group with the group's smallest key only (the
+    star), so a member similar to another member but not to the smallest one loses that edge (it may keep
+    one through another band). ``work_dir`` defaults to ``<output>/.curator-work``.
+
+    ``char_ngrams`` (e.g. 24, NeMo Curator's): shingles of that many characters of the raw text instead of
+    ``ngram`` words of the normalised text (:mod:`.char_shingles`). ``id_field`` (with ``identify_only``):
+    the list gets the input's ids of each document and of its survivor, ``<id_field>`` and
+    ``group_<id_field>``, through two more phases (:mod:`.fuzzy_ids`). FineWeb's configuration (datatrove's
+    defaults) is ``ngram=minhash.FINEWEB_NGRAM, bands=minhash.FINEWEB_BANDS, rows=minhash.FINEWEB_ROWS``.
+    ``empty_text``: documents with no shingle (null, missing or empty text) are one group by default
+    (``"dedup"``: the first kept); ``"keep"`` keeps every one of them.
+    """
+
+    def __init__(
+        self,
+        reader: ProcessingStage,
+        writer: BaseWriter,
+        text_field: str = "text",
+        ngram: int = minhash.DEFAULT_NGRAM,
+        bands: int = minhash.DEFAULT_BANDS,
+        rows: int = minhash.DEFAULT_ROWS,
+        seed: int = minhash.DEFAULT_SEED,
+        buckets: int = DEFAULT_BUCKETS,
+        jaccard_threshold: float | None = None,
+        identify_only: bool = False,
+        work_dir: str | os.PathLike | None = None,
+        name: str = "fuzzy-dedup",
+        jaccard_check: str = "estimate",
+        char_ngrams: int | None = None,
+        id_field: str | None = None,
+        empty_text: str = "dedup",
+    ) -> None:
+        check_empty_text(empty_text)
+        _check_options(
+            {"ngram": ngram, "bands": bands, "rows": rows, "buckets": buckets},
+            jaccard_threshold,
+            jaccard_check,
+            char_ngrams,
+            id_field,
+            identify_only,
+        )
+        exact = jaccard_check == "exact"
+        work = os.fspath(work_dir) if work_dir is not None else fs.join(writer.path, ".curator-work")
+        bands_dir = fs.join(work, "shuffle", "bands")
+        edges_dir = fs.join(work, "edges")
+        endpoints_dir = fs.join(work, "candidates")
+        duplicates_dir = writer.path if identify_only else fs.join(work, "duplicates")
+        members_dir = fs.join(work, "members") if id_field else duplicates_dir
+        signature_reader = _reader_with_fields(reader, [text_field])  # refuses a reader that is not a FileReader
+        partitioner = signature_reader.partitioner
+        from curator_slurm.pipeline import Pipeline
+
+        verify = jaccard_threshold is not None and not exact
+        phases = [
+            Phase(
+                "signatures",
+                Pipeline(f"{name}-signatures")
+                .add_stage(signature_reader)
+                .add_stage(MinHashBands(text_field, ngram, bands, rows, seed, buckets, verify, char_ngrams, empty_text))
+                .add_stage(BucketWriter(bands_dir, compression=SHUFFLE_COMPRESSION)),
+            ),
+            bucket_phase(
+                "candidates",
+                name,
+                bands_dir,
+                buckets,
+                "bands",
+                CandidateEdges(jaccard_threshold if verify else None, endpoints=exact),
+                endpoints_dir if exact else edges_dir,
+            ),
+        ]
+        if exact:
+            assert jaccard_threshold is not None
+            shingles = EdgeShingles(text_field, ngram, seed, endpoints_dir, buckets, char_ngrams)
+            phases += _exact_check_phases(name, signature_reader, shingles, work, buckets, jaccard_threshold, edges_dir)
+        survivors = id_field is not None  # the id phases look up the survivors' ids too
+        paths = partitioner.file_paths if identify_only else None
+        patterns = list(partitioner.patterns) if partitioner.patterns else None  # the names the reader lists
+        phases.append(_components_phase(name, edges_dir, paths, patterns, survivors, members_dir))
+        if id_field:
+            phases += id_phases(name, signature_reader, id_field, members_dir, work, duplicates_dir)
+        if not identify_only:
+            phases.append(write_phase(name, reader, duplicates_dir, writer))
+        super().__init__(name, work, phases)

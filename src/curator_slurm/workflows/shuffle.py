@@ -1,0 +1,232 @@
+"""The hash shuffle that joins the phases of a workflow, through the shared filesystem.
+
+A phase that feeds a global step ends in a :class:`BucketWriter`: each source task writes ONE Parquet file,
+``<dir>/<source id>.parquet``, whose rows carry a ``bucket`` column (the key's hash modulo ``buckets``) and
+are sorted by it, one row group per bucket. The next phase starts from a :class:`BucketSource`, whose
+source tasks are the buckets (ids from the phase name and bucket number, known before any file exists),
+and a :class:`BucketReader` that reads bucket ``b``'s row group from every file of the directory.
+
+Scale, stated: a shuffle phase creates one file per source task (never one per source task and bucket);
+a bucket task opens every file of the directory once (O(source tasks of the phase before) opens, reading
+one row group of each, found from the footer's statistics) and holds one bucket in memory; the memory of
+a bucket is the phase's rows divided by ``buckets``, so choose ``buckets`` for the corpus (the dedup
+workflows default to 64 and take ``buckets=``). File names derive from source task ids, and files are
+written atomically (hidden temporary name, then rename), so a re-run rewrites the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection
+from typing import Any, BinaryIO
+
+import numpy as np
+import pyarrow as pa
+
+from curator_slurm import fs
+from curator_slurm._lazy import LazyModule
+from curator_slurm.errors import InputError
+from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.stages.text.compute import call, filter_table
+from curator_slurm.tasks import DocumentBatch, EmptyTask, FileGroupTask, content_id
+
+pq = LazyModule("pyarrow.parquet")
+
+BUCKET = "bucket"
+_SPLIT = np.uint64(11400714819323198485)  # Fibonacci hashing: spreads keys that differ in low bits
+
+
+def bucket_of(keys: np.ndarray, buckets: int) -> np.ndarray:
+    """The bucket of each uint64/int64 key: a multiplicative hash of the key, modulo ``buckets``.
+
+    Keys are hashes already, but mixing again keeps buckets even when a caller passes something regular
+    (e.g. document keys)."""
+    mixed = keys.astype(np.uint64, copy=False) * _SPLIT
+    return (mixed >> np.uint64(32)) % np.uint64(buckets)
+
+
+class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
+    """Write each batch sorted by ``column`` into ``<path>/<source id>.parquet``, atomically, with ``column``'s
+    statistics in every row group, so a reader can pick the row groups of a value or a range from the footer.
+    Row groups hold one value each (``group_rows=None``) or ``group_rows`` rows. Every source task gets a
+    file, an empty one too, so the next phase sees that it produced nothing rather than nothing at all.
+    ``compression``: Parquet's codec; a shuffle of many small row groups that is read once may prefer
+    "lz4" (measured on fuzzy dedup's bands: 2x faster to write, 3x to read, 18 % larger than zstd)."""
+
+    name = "sorted_file_writer"
+
+    def __init__(
+        self, path: str | os.PathLike, column: str, group_rows: int | None = None, compression: str = "zstd"
+    ) -> None:
+        self.path = os.fspath(path) if fs.is_local(os.fspath(path)) else fs.absolute(path)
+        self.column = column
+        self.group_rows = group_rows
+        self.compression = compression
+
+    def inputs(self) -> tuple[list[str], list[str]]:
+        return ["data"], [self.column]
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], []
+
+    def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
+        fs.makedirs(self.path)
+
+    def remove_temporaries(self, pids: Collection[int]) -> list[str]:
+        """The temporary files that processes ``pids`` (workers killed while writing) left in ``path``, deleted."""
+        return fs.remove_temporaries(self.path, pids)
+
+    def remove_dead_temporaries(self) -> fs.Cleanup:
+        """What writers on this host that are gone left half-written in ``path``, deleted (on resume)."""
+        return fs.remove_dead_temporaries(self.path)
+
+    def process(self, task: DocumentBatch) -> FileGroupTask:
+        table = task.data
+        if self.column not in table.column_names:
+            raise InputError(f"stage {self.name!r}: the batch of task {task.task_id} has no {self.column!r} column")
+        values = table.column(self.column).to_numpy()
+        order = np.argsort(values, kind="stable")
+        table = call("take", table, pa.array(order))
+        if self.group_rows is None:
+            bounds = np.flatnonzero(np.diff(values[order])) + 1
+        else:
+            bounds = np.arange(self.group_rows, table.num_rows, self.group_rows)
+        pieces = np.split(np.arange(table.num_rows), bounds) if table.num_rows else []
+        final = fs.join(self.path, f"{task.source_id or task.task_id}.parquet")
+
+        def write(f: BinaryIO) -> None:
+            writer = pq.ParquetWriter(f, table.schema, compression=self.compression, write_statistics=[self.column])
+            try:
+                for piece in pieces:
+                    writer.write_table(table.slice(int(piece[0]), len(piece)), row_group_size=len(piece))
+                if not pieces:
+                    writer.write_table(table, row_group_size=1)
+            finally:
+                writer.close()
+
+        fs.atomic_write(final, write)
+        return FileGroupTask(
+            task_id=task.task_id,
+            dataset_name=task.dataset_name,
+            data=[final],
+            metadata={"rows": table.num_rows},
+            source_id=task.source_id,
+        )
+
+
+class BucketWriter(SortedFileWriter):
+    """The map side of the shuffle: a batch with a ``bucket`` column, one row group per bucket."""
+
+    name = "bucket_writer"
+
+    def __init__(self, path: str | os.PathLike, compression: str = "zstd") -> None:
+        super().__init__(path, BUCKET, compression=compression)
+
+
+class BucketSource(ProcessingStage[EmptyTask, FileGroupTask]):
+    """One source task per bucket of a shuffle directory: the reduce side's work list.
+
+    Ids depend only on the shuffle's name and the bucket number, so they are known (for planning and
+    submission) before the phase that writes the files has run; the files are listed when the task runs."""
+
+    name = "bucket_source"
+
+    def __init__(self, path: str | os.PathLike, buckets: int, shuffle_name: str) -> None:
+        if buckets < 1:
+            raise ValueError(f"buckets={buckets} must be >= 1")
+        self.path = os.fspath(path)
+        self.buckets = buckets
+        self.shuffle_name = shuffle_name
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], []
+
+    def params(self) -> dict[str, Any]:
+        return {k: v for k, v in super().params().items() if k != "path"}  # like inputs: not where it is mounted
+
+    def process(self, task: EmptyTask) -> list[FileGroupTask]:
+        return [
+            FileGroupTask(
+                task_id=content_id(self.shuffle_name, f"bucket={b}"),
+                dataset_name=self.shuffle_name,
+                data=[],
+                metadata={"bucket": b, "shuffle_dir": fs.absolute(self.path), "bytes": 1},
+            )
+            for b in range(self.buckets)
+        ]
+
+
+def shuffle_files(directory: str) -> list[str]:
+    """The finished files of a shuffle directory (hidden temporaries excluded), sorted."""
+    return fs.finished_files(directory, ".parquet")
+
+
+#: Footers already parsed in this process: a bucket task opens every file of the shuffle, and one worker
+#: runs many bucket tasks over the same files, so each footer is parsed once per process, not once per
+#: bucket (keyed by path, size and mtime, so a rewritten file is read afresh).
+_FOOTERS: dict[tuple[str, int, int, str], tuple[Any, list[tuple[int, int] | None]]] = {}
+_FOOTER_CACHE_SIZE = 8192
+
+
+def column_ranges(path: str, column: str) -> tuple[Any, list[tuple[int, int] | None]]:
+    """The footer of a Parquet file and, per row group, the (min, max) statistics of ``column`` (None for an
+    empty group or one without statistics)."""
+    if fs.is_local(path):
+        st = os.stat(path)
+        key = (path, st.st_size, st.st_mtime_ns, column)
+    else:  # an object is never rewritten in place under one name by a run: its size tells versions apart
+        key = (path, fs.size(path), 0, column)
+    cached = _FOOTERS.get(key)
+    if cached is not None:
+        return cached
+    meta = pq.read_metadata(path if fs.is_local(path) else fs.open_input(path))
+    index = meta.schema.to_arrow_schema().get_field_index(column)
+    ranges: list[tuple[int, int] | None] = []
+    for i in range(meta.num_row_groups):
+        group = meta.row_group(i)
+        stats = group.column(index).statistics if index >= 0 else None
+        ok = group.num_rows and stats is not None and stats.has_min_max
+        ranges.append((stats.min, stats.max) if ok else None)
+    if len(_FOOTERS) >= _FOOTER_CACHE_SIZE:
+        _FOOTERS.clear()
+    _FOOTERS[key] = (meta, ranges)
+    return meta, ranges
+
+
+def read_overlapping(path: str, column: str, low: int, high: int, columns: list[str] | None = None) -> pa.Table | None:
+    """The row groups of ``path`` whose ``column`` statistics overlap ``[low, high]`` (whole groups; the
+    caller filters rows), or None when none does."""
+    meta, ranges = column_ranges(path, column)
+    groups = [i for i, r in enumerate(ranges) if r is not None and r[0] <= high and r[1] >= low]
+    if not groups:
+        return None
+    with pq.ParquetFile(path if fs.is_local(path) else fs.open_input(path), metadata=meta) as f:
+        return f.read_row_groups(groups, columns=columns, use_threads=False)  # small groups: threads cost more
+
+
+def read_bucket(files: list[str], bucket: int, columns: list[str] | None = None) -> pa.Table | None:
+    """The rows of ``bucket`` from every file: the row groups whose bucket statistics say ``bucket``."""
+    tables = [t for t in (read_overlapping(path, BUCKET, bucket, bucket, columns) for path in files) if t is not None]
+    if not tables:
+        return None
+    table = pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
+    if columns is not None and BUCKET not in columns:
+        return table
+    return filter_table(table, pa.array(table.column(BUCKET).to_numpy() == bucket))
+
+
+class BucketReader(ProcessingStage[FileGroupTask, DocumentBatch]):
+    """Read one bucket (the source task from :class:`BucketSource`) from every file of the shuffle."""
+
+    name = "bucket_reader"
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], None
+
+    def process(self, task: FileGroupTask) -> DocumentBatch | None:
+        directory = task.metadata["shuffle_dir"]
+        files = shuffle_files(directory)
+        table = read_bucket(files, int(task.metadata["bucket"]))
+        if table is None:
+            return None
+        return task.derive(table, cls=DocumentBatch, files=files)

@@ -1,0 +1,181 @@
+"""From documents to Megatron training files: tokenize per source task, then merge, as a two-phase workflow.
+
+1. ``tokenize``: the reader's source tasks through :class:`~curator_slurm.stages.io.megatron.MegatronTokenizerWriter`:
+   one ``<source id>.bin``/``.idx`` pair per source task, in an array like any pipeline.
+2. ``merge``: the pairs the ``tokenize`` ledger records done, concatenated without re-tokenizing into
+   ``<prefix>_00000.bin``/``.idx``, ... of about ``merge_tokens`` tokens each (all in one pair when it is None).
+
+Order, stated: the pairs sorted by file name (their source ids), the documents of each in the order the reader
+gave them; part ``g`` holds consecutive pairs, closed as soon as it reaches ``merge_tokens`` tokens (a pair is
+never cut, so a part may exceed it by up to one pair). The parts are planned from the sizes of the ``.bin``
+files alone (no file is read), so every merge task plans the same parts.
+
+The merge phase has ``merge_tasks`` source tasks, known before any file exists (for `curator-slurm submit`,
+which plans every phase at once); task ``k`` writes the parts ``g`` with ``g % merge_tasks == k``. Each part is
+written to a temporary name and renamed, so a task killed mid-merge and run again writes the same bytes; its
+memory is a few chunks of :mod:`~curator_slurm.stages.io.megatron_format` (8 MiB each) plus a name per pair,
+whatever the number of documents or tokens.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, BinaryIO
+
+from curator_slurm import fs
+from curator_slurm.errors import InputError
+from curator_slurm.runs.ledger import done_outputs
+from curator_slurm.runs.rundir import default_run_dir_of
+from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.stages.io.megatron import MegatronTokenizerWriter
+from curator_slurm.stages.io.megatron_format import merge_pairs, pair_tokens, read_header
+from curator_slurm.stages.io.writers import BaseWriter, atomic_write, output_sync_deferred
+from curator_slurm.tasks import EmptyTask, FileGroupTask, content_id
+from curator_slurm.workflows.workflow import Phase, Workflow
+
+
+def done_pairs(run_dir: str) -> list[str]:
+    """The ``.bin``/``.idx`` prefixes that the run directory's done records list, sorted by file name."""
+    outputs = done_outputs(run_dir)
+    prefixes = {path[: -len(".idx")] for paths in outputs.values() for path in paths if path.endswith(".idx")}
+    return sorted(prefixes, key=lambda p: (os.path.basename(p), p))
+
+
+def plan_parts(prefixes: list[str], merge_tokens: int | None) -> list[list[str]]:
+    """Consecutive runs of ``prefixes``, each closed once it holds ``merge_tokens`` tokens or more (one run of
+    all of them when ``merge_tokens`` is None); from the ``.bin`` sizes only."""
+    if not prefixes:
+        return []
+    if merge_tokens is None:
+        return [list(prefixes)]
+    dtype = read_header(prefixes[0] + ".idx").dtype
+    parts: list[list[str]] = [[]]
+    tokens = 0
+    for prefix in prefixes:
+        if tokens >= merge_tokens:
+            parts.append([])
+            tokens = 0
+        parts[-1].append(prefix)
+        tokens += pair_tokens(prefix, dtype)
+    return parts
+
+
+class MergeSource(ProcessingStage[EmptyTask, FileGroupTask]):
+    """``tasks`` source tasks for the merge phase, with ids known before the tokenize phase has run."""
+
+    name = "megatron_merge_source"
+
+    def __init__(self, run_dir: str | os.PathLike, tasks: int, workflow: str) -> None:
+        if tasks < 1:
+            raise ValueError(f"merge_tasks={tasks} must be >= 1")
+        self.run_dir = os.fspath(run_dir)
+        self.tasks = tasks
+        self.workflow = workflow
+
+    def params(self) -> dict[str, Any]:
+        return {"tasks": self.tasks, "workflow": self.workflow}  # not where the run directory is mounted
+
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        return ["data"], []
+
+    def process(self, task: EmptyTask) -> list[FileGroupTask]:
+        return [
+            FileGroupTask(
+                task_id=content_id(self.workflow, f"merge={k}/{self.tasks}"),
+                dataset_name=self.workflow,
+                data=[],
+                metadata={"slot": k, "slots": self.tasks, "run_dir": os.path.abspath(self.run_dir), "bytes": 1},
+            )
+            for k in range(self.tasks)
+        ]
+
+
+class MegatronMerge(BaseWriter):
+    """Write this merge task's parts (see the module docstring) as ``<prefix>_<part:05d>.bin``/``.idx``."""
+
+    name = "megatron_merge"
+    extension = ".bin"
+
+    def __init__(self, path: str | os.PathLike, merge_tokens: int | None = None, prefix: str = "part") -> None:
+        super().__init__(path)
+        if merge_tokens is not None and merge_tokens < 1:
+            raise ValueError(f"merge_tokens={merge_tokens} must be >= 1 (or None: one file)")
+        if not prefix or os.sep in prefix:
+            raise ValueError(f"prefix={prefix!r} must be a plain file name")
+        self.merge_tokens = merge_tokens
+        self.prefix = prefix
+
+    def inputs(self) -> tuple[list[str], list[str]]:
+        return ["data"], []
+
+    def process(self, task: FileGroupTask) -> FileGroupTask:  # type: ignore[override]
+        slot, slots = int(task.metadata["slot"]), int(task.metadata["slots"])
+        prefixes = done_pairs(task.metadata["run_dir"])
+        missing = [p for p in prefixes if not (fs.exists(p + ".bin") and fs.exists(p + ".idx"))]
+        if missing:
+            raise InputError(
+                f"{missing[0]}.bin/.idx: recorded done by the tokenize phase but not there ({len(missing)} pair(s) "
+                "missing); were they moved? Re-run the tokenize phase into a new work directory"
+            )
+        parts = plan_parts(prefixes, self.merge_tokens)
+        fs.makedirs(self.path)
+        sync = not (self.is_sink_stage and output_sync_deferred())
+
+        def write(path: str, fill: Any) -> None:
+            atomic_write(path, fill, sync=sync)
+
+        written: list[str] = []
+        documents = tokens = 0
+        for g in range(slot, len(parts), slots):
+            out = fs.join(self.path, f"{self.prefix}_{g:05d}")
+            merge_pairs(parts[g], write, out)
+            header = read_header(out + ".idx")
+            documents += header.documents - 1
+            tokens += fs.size(out + ".bin") // header.dtype.itemsize
+            written += [out + ".bin", out + ".idx"]
+        return FileGroupTask(
+            task_id=task.task_id,
+            dataset_name=task.dataset_name,
+            data=written,
+            metadata={"rows": documents, "tokens": tokens, "parts": len(written) // 2},
+            stage_perf=task.stage_perf,
+            source_id=task.source_id,
+        )
+
+    def write_table(self, table: Any, f: BinaryIO) -> None:
+        raise TypeError("MegatronMerge merges token files; it writes no table")
+
+
+class MegatronTokenization(Workflow):
+    """Tokenize ``reader``'s documents with ``writer`` (one pair per source task in ``writer.path``), then merge
+    the pairs into ``output`` as parts of about ``merge_tokens`` tokens (one part when None), by ``merge_tasks``
+    tasks. ``work_dir`` (default ``<output>/.curator-work``) holds the phases' run directories."""
+
+    def __init__(
+        self,
+        reader: ProcessingStage,
+        writer: MegatronTokenizerWriter,
+        output: str | os.PathLike,
+        merge_tokens: int | None = None,
+        merge_tasks: int = 1,
+        prefix: str = "part",
+        work_dir: str | os.PathLike | None = None,
+        name: str = "megatron-tokenize",
+    ) -> None:
+        from curator_slurm.pipeline import Pipeline
+
+        output = fs.absolute(output)
+        if fs.absolute(writer.path) == output:
+            raise ValueError(f"the writer's path and output are both {output}: give the per-task pairs their own")
+        work = fs.absolute(work_dir) if work_dir is not None else fs.join(output, ".curator-work")
+        tokenize_run = os.path.join(default_run_dir_of(work), "tokenize")  # a Workflow's phase run directory
+        merge = (
+            Pipeline(f"{name}-merge")
+            .add_stage(MergeSource(tokenize_run, merge_tasks, name))
+            .add_stage(MegatronMerge(output, merge_tokens, prefix))
+        )
+        phases = [
+            Phase("tokenize", Pipeline(f"{name}-tokenize").add_stage(reader).add_stage(writer)),
+            Phase("merge", merge, max_shards=merge_tasks),
+        ]
+        super().__init__(name, work, phases)

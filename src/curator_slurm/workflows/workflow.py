@@ -1,0 +1,265 @@
+"""Workflows: global steps (deduplication) as phases, each an ordinary pipeline, joined by a shuffle.
+
+A document in shard 3 may duplicate one in shard 900, so a global step cannot run as one embarrassingly
+parallel array. A :class:`Workflow` is an ordered list of :class:`Phase` s; each phase is a
+:class:`~curator_slurm.pipeline.Pipeline` whose source stage lists what the phase before it wrote (see
+:mod:`curator_slurm.workflows.shuffle`), so the sharding hook, the ledger, retries, signals and resume apply to every
+phase unchanged. Each phase records its progress in its own run directory, ``<work dir>/.curator-run/<phase>``,
+under its own fingerprint, and starts only when every source task of the phase before it is done.
+
+The script stays one file. ``workflow.run()`` runs every phase in order (on a laptop, or in one process);
+inside an array task that ``curator-slurm submit`` started for one phase (``CURATOR_PHASE``, read in
+:mod:`curator_slurm.settings`), it runs that phase's shard only; each phase is its own array, depending on
+the arrays of the phase before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from curator_slurm import fs
+from curator_slurm.backends.adapter import list_sources
+from curator_slurm.backends.results import PipelineResult
+from curator_slurm.backends.run import BaseExecutor
+from curator_slurm.errors import CuratorError, PipelineBuildError
+from curator_slurm.pipeline import Pipeline, append_plan
+from curator_slurm.runs.ledger import load_status
+from curator_slurm.runs.liveness import marked
+from curator_slurm.runs.options import RunOptions
+from curator_slurm.runs.rundir import default_run_dir_of
+from curator_slurm.runs.steps import inside_step, next_step, not_my_step
+from curator_slurm.shard import ShardSpec
+
+logger = logging.getLogger(__name__)
+
+#: The file that marks a directory as a workflow's run directory (the phases' run directories are inside).
+WORKFLOW_FILE = "workflow.json"
+
+
+class PhaseNotReadyError(CuratorError, RuntimeError):
+    """A phase was asked to start before every source task of the phase before it was done."""
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One step of a workflow: a pipeline, and how many shards it should have when submitted."""
+
+    name: str
+    pipeline: Pipeline
+    #: Array tasks ``curator-slurm submit`` gives this phase when ``--phase-shards`` does not say;
+    #: None: the ``--shards`` of the submission.
+    default_shards: int | None = None
+    #: Most shards that can have work (e.g. the number of buckets of a bucket phase); None: no limit known.
+    max_shards: int | None = None
+
+
+@dataclass
+class WorkflowResult:
+    """What each phase that ran in this process did, in order."""
+
+    phases: dict[str, PipelineResult] = field(default_factory=dict)
+    seconds: float = 0.0
+    planned: bool = False
+
+    @property
+    def last(self) -> PipelineResult | None:
+        return next(reversed(self.phases.values()), None)
+
+    def summary(self) -> str:
+        parts = [f"{name}: {r.done} done, {len(r.failed)} failed, {r.source_tasks_skipped} skipped"
+                 for name, r in self.phases.items()]  # fmt: skip
+        return f"{len(self.phases)} phase(s) in {self.seconds:.2f} s; " + "; ".join(parts)
+
+
+class Workflow:
+    """``Workflow(name, work_dir, [Phase(...), ...]).run()``: phases in order, each complete before the next."""
+
+    def __init__(self, name: str, work_dir: str | os.PathLike, phases: list[Phase]) -> None:
+        if not phases:
+            raise PipelineBuildError(f"workflow {name!r} has no phases")
+        names = [p.name for p in phases]
+        if len(set(names)) != len(names):
+            raise PipelineBuildError(f"workflow {name!r}: phase names must be unique, got {names}")
+        for phase in phases:
+            if not phase.name or os.sep in phase.name or phase.name.startswith("."):
+                raise PipelineBuildError(f"workflow {name!r}: phase name {phase.name!r} must be a plain directory name")
+        self.name = name
+        self.work_dir = fs.absolute(work_dir)  # may be on object storage (shuffle buckets); the run root is not
+        self.phases = list(phases)
+
+    @property
+    def run_root(self) -> str:
+        """The workflow's run directory: ``<work dir>/.curator-run``, one subdirectory per phase (a local
+        directory named after the work directory when that is on object storage: ``default_run_dir_of``)."""
+        return default_run_dir_of(self.work_dir)
+
+    def run_dir(self, phase: Phase | str) -> str:
+        return os.path.join(self.run_root, phase if isinstance(phase, str) else phase.name)
+
+    def phase(self, name: str) -> Phase:
+        for p in self.phases:
+            if p.name == name:
+                return p
+        raise PipelineBuildError(
+            f"CURATOR_PHASE={name!r}: workflow {self.name!r} has no such phase; its phases are "
+            f"{[p.name for p in self.phases]}"
+        )
+
+    # --- running ------------------------------------------------------------------------------------
+    def run(
+        self,
+        executor: BaseExecutor | None = None,
+        shard: ShardSpec | None = None,
+        options: RunOptions | None = None,
+    ) -> WorkflowResult:
+        """Run every phase in order, or only the phase named by ``CURATOR_PHASE`` (an array task of one
+        phase). A phase whose predecessor is not complete is refused with what is missing."""
+        options = options if options is not None else RunOptions.from_env()
+        spec = shard if shard is not None else ShardSpec.from_env()
+        step = next_step()  # the script's n-th run call (curator_slurm.runs.steps)
+        if options.plan_out:
+            append_plan(options.plan_out, self.plan(options.plan_out))
+            return WorkflowResult(planned=True)
+        if not_my_step(step, options.pipeline):  # a task of another step of this script: nothing to do here
+            return WorkflowResult()
+        self._write_marker()
+        todo = self.phases if options.phase is None else [self.phase(options.phase)]
+        phase_options = dataclasses.replace(options, run_dir=None, phase=None)
+        result = WorkflowResult()
+        start = time.perf_counter()
+        with marked(self.run_root, f"workflow {self.name}"), inside_step():  # `status` sees it between phases
+            self._run_phases(todo, executor, spec, phase_options, result)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def _run_phases(
+        self,
+        todo: list[Phase],
+        executor: BaseExecutor | None,
+        spec: ShardSpec,
+        phase_options: RunOptions,
+        result: WorkflowResult,
+    ) -> None:
+        for phase in todo:
+            index = self.phases.index(phase)
+            if index > 0:
+                self.require_complete(self.phases[index - 1], before=phase)
+                if not spec.manifest:  # from a manifest, submit/retry compared the files, the readers check them
+                    self.require_unchanged(self.phases[:index], before=phase)
+            result.phases[phase.name] = phase.pipeline.run(
+                executor, shard=spec, run_dir=self.run_dir(phase), options=phase_options
+            )
+
+    def missing(self, phase: Phase) -> tuple[list[str], dict[str, dict[str, Any]]]:
+        """The source tasks of ``phase`` that are not done, and the failure records among them.
+
+        The tasks are those `curator-slurm submit` planned for the phase (its ``plan.json``) when there is
+        one: every task of the next phase then checks without listing the input again, and agrees with
+        the phase's own tasks, which follow that plan (a file added since is in neither). Otherwise the
+        phase's source stage lists them."""
+        ids = planned_ids(self.run_dir(phase))
+        if ids is None:
+            stages = phase.pipeline.build()
+            ids = [t.task_id for t in list_sources(stages[0], ShardSpec.single()).sources]
+        state = load_status(self.run_dir(phase))
+        missing = [i for i in ids if i not in state.done]
+        return missing, {i: state.failed[i] for i in missing if i in state.failed}
+
+    def require_complete(self, phase: Phase, before: Phase) -> None:
+        missing, failed = self.missing(phase)
+        if not missing:
+            return
+        detail = "; ".join(
+            f"{i} failed in stage {r.get('stage')!r}: {(str(r.get('error') or '').splitlines() or [''])[0]}"
+            for i, r in list(failed.items())[:3]
+        )
+        raise PhaseNotReadyError(
+            f"workflow {self.name!r}: phase {before.name!r} cannot start: {len(missing)} source task(s) of phase "
+            f"{phase.name!r} are not done ({len(failed)} failed" + (f": {detail}" if detail else "") + "; "
+            f"first missing: {', '.join(missing[:3])}). Finish it first: re-run the script (done work is skipped), "
+            f"or `curator-slurm retry {self.run_root}`; in an array, each phase must be its own array "
+            "(`curator-slurm submit` does that)."
+        )
+
+    def require_unchanged(self, earlier: list[Phase], before: Phase) -> None:
+        """Refuse to start ``before`` when a file that an ``earlier`` phase read changed since (its rows
+        there and here would disagree: a file appended after the hash phase kept its duplicates)."""
+        from curator_slurm.runs.inputs import afresh_hint, check_recorded
+
+        check_recorded(
+            [(f"phase {p.name!r} of workflow {self.name!r}", self.run_dir(p)) for p in earlier],
+            afresh_hint(self.run_dir(before)),
+        )
+
+    # --- planning -----------------------------------------------------------------------------------
+    def plan(self, plan_out: str | None = None) -> dict[str, Any]:
+        """Every phase's source tasks, for `curator-slurm plan/submit` (no data is read). A phase whose
+        source lists what an earlier phase writes gives ids that do not depend on those files. With
+        ``plan_out``, each phase's full source tasks are saved beside it, for its manifest."""
+        from curator_slurm.runs.manifest import save_plan_sources
+
+        phases = []
+        for phase in self.phases:
+            stages = phase.pipeline.build()
+            plan, tasks = phase.pipeline.plan(stages, self.run_dir(phase))
+            if plan_out:
+                plan["sources_file"] = save_plan_sources(plan_out, tasks, tag=f"-{phase.name}")
+            plan.update(phase=phase.name, default_shards=phase.default_shards, max_shards=phase.max_shards)
+            phases.append(plan)
+        first = phases[0]
+        return {
+            "kind": "workflow",
+            "workflow": self.name,
+            "pipeline": self.name,
+            "run_dir": self.run_root,
+            "has_bytes": first["has_bytes"],
+            "tasks": first["tasks"],
+            "phases": phases,
+        }
+
+    def _write_marker(self) -> None:
+        write_marker(self.run_root, self.name, [p.name for p in self.phases])
+
+
+def write_marker(run_root: str, name: str, phases: list[str]) -> None:
+    """``workflow.json`` in the run root names the phases in order, for `curator-slurm status`; written by
+    `submit` (so status works before any task ran) and by every run."""
+
+    os.makedirs(run_root, exist_ok=True)
+    path = os.path.join(run_root, WORKFLOW_FILE)
+    payload = {"workflow": name, "phases": phases}
+    try:
+        with open(path, encoding="utf-8") as f:
+            if json.load(f) == payload:
+                return
+    except (OSError, ValueError):
+        pass
+    fs.atomic_write_text(path, json.dumps(payload))
+
+
+def planned_ids(run_dir: str) -> list[str] | None:
+    """The source task ids in the ``plan.json`` that `curator-slurm submit` wrote into a phase's run
+    directory, or None when there is none (a run started by hand lists its sources itself)."""
+
+    try:
+        with open(os.path.join(run_dir, "plan.json"), encoding="utf-8") as f:
+            tasks = json.load(f).get("tasks")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [str(t[0]) for t in tasks] if isinstance(tasks, list) else None
+
+
+def workflow_phases(run_root: str) -> list[str] | None:
+    """The phase names of the workflow whose run directory is ``run_root``, or None if it is not one."""
+
+    path = os.path.join(run_root, WORKFLOW_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return list(json.load(f)["phases"])
