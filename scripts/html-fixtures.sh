@@ -18,7 +18,7 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Where each package puts its HTML (the tests find it through the same directories: tests/web/fixtures.py).
+# Where each package puts its HTML (the tests find it through the same directories: tests/support/webfixtures.py).
 dirs=(
     "python3.11-doc	/usr/share/doc/python3.11/html"
     "apache2-doc	/usr/share/doc/apache2-doc/manual"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from curator_slurm.samples.corpus import make_corpus
-from executors import executor_factory_fixture, ray_cluster_fixture  # noqa: F401 - fixtures for every test module
+from support.executors import executor_factory_fixture, ray_cluster_fixture  # noqa: F401 - fixtures for every test module
 
 
 @pytest.fixture(scope="session")
@@ -26,7 +26,7 @@ REQUIRE_SLURM = os.environ.get("CURATOR_REQUIRE_SLURM") == "1"
 def slurm_cluster() -> str:
     """The real single-node cluster (scripts/slurm-up.sh). Without one the test skips, unless
     CURATOR_REQUIRE_SLURM=1 (as in CI), where a missing cluster is a failure."""
-    from slurmtools import cluster_available
+    from support.slurmtools import cluster_available
 
     ok, why = cluster_available()
     if not ok:
@@ -44,7 +44,7 @@ def multinode_cluster(monkeypatch: pytest.MonkeyPatch) -> str:
     """The real 3-node cluster of scripts/slurm-multinode-up.sh, selected for this test by SLURM_CONF
     (so the Slurm commands of the test and of what it starts use it); returns that config's path.
     Skips without it, unless CURATOR_REQUIRE_SLURM=1 (as in CI), where a missing cluster is a failure."""
-    from slurmtools import cluster_available
+    from support.slurmtools import cluster_available
 
     conf = os.path.join(MULTINODE_STATE, "slurm.conf")
     monkeypatch.setenv("SLURM_CONF", conf)

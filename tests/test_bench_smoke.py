@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from helpers import clean_env
+from support.helpers import clean_env
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks" / "run.py"

@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_slurm.samples.corpus import make_corpus
-from helpers import REPO, clean_env
-from slurmtools import wait_for_job
+from support.helpers import REPO, clean_env
+from support.slurmtools import wait_for_job
 
 DEDUP = REPO / "examples" / "dedup.py"
 CLI = [sys.executable, "-m", "curator_slurm.cli"]

@@ -24,9 +24,9 @@ from curator_slurm.slurm.submit import (
     render_script,
     split_shards,
 )
-from executors import requires_ray
-from helpers import EXAMPLE, REPO, clean_env, read_tree, run_example
-from slurmtools import max_array_size, show_job, wait_for_job
+from support.executors import requires_ray
+from support.helpers import EXAMPLE, REPO, clean_env, read_tree, run_example
+from support.slurmtools import max_array_size, show_job, wait_for_job
 
 CLI = [sys.executable, "-m", "curator_slurm.cli"]
 

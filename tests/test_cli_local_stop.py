@@ -15,7 +15,7 @@ import pytest
 
 from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
-from helpers import REPO, clean_env
+from support.helpers import REPO, clean_env
 
 TALLY = REPO / "tests" / "pipelines" / "tally.py"
 CLI = [sys.executable, "-m", "curator_slurm.cli"]

@@ -15,8 +15,8 @@ from curator_slurm.cli import main as cli
 from curator_slurm.errors import SettingError
 from curator_slurm.settings import available_cpus
 from curator_slurm.slurm.submit import ArrayChunk, SubmitOptions, render_script
-from helpers import EXAMPLE, clean_env, read_tree, run_example
-from slurmtools import wait_for_job
+from support.helpers import EXAMPLE, clean_env, read_tree, run_example
+from support.slurmtools import wait_for_job
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

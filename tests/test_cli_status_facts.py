@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
-from helpers import REPO, clean_env, kill_when_recorded, run_example
+from support.helpers import REPO, clean_env, kill_when_recorded, run_example
 from test_cli_local_stop import shard_pids
 
 TALLY = REPO / "tests" / "pipelines" / "tally.py"

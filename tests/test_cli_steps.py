@@ -13,8 +13,8 @@ import pytest
 
 from curator_slurm.runs.ledger import iter_records
 from curator_slurm.samples.corpus import make_corpus
-from helpers import REPO, clean_env
-from slurmtools import wait_for_job
+from support.helpers import REPO, clean_env
+from support.slurmtools import wait_for_job
 
 SCRIPT = REPO / "tests" / "pipelines" / "two_plus_glue.py"
 CLI = [sys.executable, "-m", "curator_slurm.cli"]

@@ -13,8 +13,8 @@ import pytest
 import curator_slurm.slurm.submit as submit_module
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.slurm.submit import ArrayChunk, SlurmCommandError, SubmitOptions, load_submissions, submit
-from helpers import EXAMPLE, REPO, clean_env, run_example
-from slurmtools import wait_for_job
+from support.helpers import EXAMPLE, REPO, clean_env, run_example
+from support.slurmtools import wait_for_job
 
 TALLY = REPO / "tests" / "pipelines" / "tally.py"
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from curator_slurm.cli.main import build_parser
-from helpers import REPO
+from support.helpers import REPO
 
 TUTORIAL = REPO / "docs" / "tutorial.md"
 REFERENCE = REPO / "docs" / "reference.md"

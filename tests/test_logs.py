@@ -18,8 +18,8 @@ from curator_slurm.logs import ROOT, CollectWarnings, configure_logging
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage
 from curator_slurm.tasks import DocumentBatch
-from executors import requires_ray, ship_test_module
-from helpers import clean_env, logged
+from support.executors import requires_ray, ship_test_module
+from support.helpers import clean_env, logged
 
 SCRIPT = """
 import logging, os, sys

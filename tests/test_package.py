@@ -8,7 +8,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from helpers import REPO
+from support.helpers import REPO
 
 
 def test_import_is_light() -> None:

@@ -13,8 +13,8 @@ import pytest
 
 from curator_slurm.runs.ledger import iter_records
 from curator_slurm.samples.corpus import make_corpus
-from helpers import REPO, clean_env, kill_when_recorded
-from megatron_files import EOT, corpus_texts, pairs, sequences_of, train_tokenizer
+from support.helpers import REPO, clean_env, kill_when_recorded
+from support.megatron_files import EOT, corpus_texts, pairs, sequences_of, train_tokenizer
 
 pytest.importorskip("tokenizers")
 
@@ -132,7 +132,7 @@ def test_kill_9_mid_phase_then_rerun_gives_the_same_bytes(
 def test_real_arrays_write_what_a_local_run_writes(
     slurm_cluster: str, setup: tuple, reference: Path, tmp_path: Path
 ) -> None:
-    from slurmtools import wait_for_job
+    from support.slurmtools import wait_for_job
 
     out = tmp_path / "out"
     proc = run([sys.executable, "-m", "curator_slurm.cli", "submit", str(SCRIPT), "--shards", "4",

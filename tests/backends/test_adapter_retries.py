@@ -14,8 +14,8 @@ from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage
 from curator_slurm.tasks import DocumentBatch, EmptyTask
-from executors import ExecutorFactory
-from helpers import logged, records
+from support.executors import ExecutorFactory
+from support.helpers import logged, records
 
 
 class Flaky(ProcessingStage[DocumentBatch, DocumentBatch]):

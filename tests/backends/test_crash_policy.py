@@ -22,7 +22,7 @@ from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage
 from curator_slurm.tasks import DocumentBatch, EmptyTask
-from executors import ray_cluster_fixture, requires_ray, ship_test_module  # noqa: F401 - a fixture
+from support.executors import ray_cluster_fixture, requires_ray, ship_test_module  # noqa: F401 - a fixture
 
 
 def test_the_policy_blames_a_task_only_for_deaths_it_died_alone() -> None:

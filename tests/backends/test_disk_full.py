@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import read_tree, run_example
+from support.helpers import read_tree, run_example
 
 
 @pytest.fixture

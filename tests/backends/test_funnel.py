@@ -15,7 +15,7 @@ from curator_slurm import LocalExecutor, Pipeline, ShardSpec
 from curator_slurm.runs.ledger import iter_records
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import JsonlReader, ParquetWriter, ScoreFilter, WordCountFilter
-from helpers import clean_env
+from support.helpers import clean_env
 
 
 def _pipeline(corpus: Path, out: Path) -> Pipeline:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import clean_env
+from support.helpers import clean_env
 
 SCRIPT = """\
 import signal, sys, time

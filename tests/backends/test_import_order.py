@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import clean_env
+from support.helpers import clean_env
 
 pytest.importorskip("numpy")
 

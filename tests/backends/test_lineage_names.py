@@ -16,7 +16,7 @@ from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage
 from curator_slurm.tasks import DocumentBatch
-from helpers import logged
+from support.helpers import logged
 
 
 class NemoStyle(ProcessingStage[DocumentBatch, DocumentBatch]):

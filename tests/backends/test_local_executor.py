@@ -19,7 +19,7 @@ from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage, ScoreFilter, WordCountFilter
 from curator_slurm.tasks import DocumentBatch, EmptyTask
-from helpers import clean_env, read_tree
+from support.helpers import clean_env, read_tree
 
 
 class DieOn(ProcessingStage[DocumentBatch, DocumentBatch]):

@@ -8,7 +8,7 @@ import pytest
 
 from curator_slurm import LocalExecutor
 from curator_slurm.backends import EXECUTORS, make_executor
-from executors import requires_ray
+from support.executors import requires_ray
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

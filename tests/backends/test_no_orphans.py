@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, clean_env
+from support.helpers import REPO, clean_env
 
 TALLY = REPO / "tests" / "pipelines" / "tally.py"
 

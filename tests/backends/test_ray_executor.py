@@ -42,10 +42,10 @@ from curator_slurm.stages import (
     WordCountFilter,
 )
 from curator_slurm.tasks import DocumentBatch, EmptyTask
-from executors import HAVE_RAY, NO_RAY, ray_cluster_fixture, ship_test_module  # noqa: F401 - a fixture
-from helpers import EXAMPLE, clean_env, logged, read_tree, records
-from shared_stages import Tally, append_line
-from tallying import tallied
+from support.executors import HAVE_RAY, NO_RAY, ray_cluster_fixture, ship_test_module  # noqa: F401 - a fixture
+from support.helpers import EXAMPLE, clean_env, logged, read_tree, records
+from support.shared_stages import Tally, append_line
+from support.tallying import tallied
 
 pytestmark = pytest.mark.skipif(not HAVE_RAY, reason=NO_RAY)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from helpers import clean_env
+from support.helpers import clean_env
 
 
 def test_the_ray_package_and_its_planning_import_without_ray() -> None:

@@ -24,7 +24,7 @@ from curator_slurm.backends.signals import (
     restore_handlers,
     save_handlers,
 )
-from helpers import clean_env
+from support.helpers import clean_env
 
 
 class Log:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
-from helpers import clean_env, read_tree
-from tallying import (
+from support.helpers import clean_env, read_tree
+from support.tallying import (
     reference_fixture,  # noqa: F401 - a fixture
     start_tally,
     tallied,

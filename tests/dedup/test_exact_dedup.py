@@ -20,7 +20,7 @@ from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter
 from curator_slurm.workflows.dedup.exact import ExactDuplicates
 from curator_slurm.workflows.workflow import PhaseNotReadyError
-from helpers import REPO, assert_same_parquet, clean_env, kill_when_recorded, parquet_tables
+from support.helpers import REPO, assert_same_parquet, clean_env, kill_when_recorded, parquet_tables
 
 DEDUP = REPO / "examples" / "dedup.py"
 

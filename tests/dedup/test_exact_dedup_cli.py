@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from test_exact_dedup import brute_force, kept_ids, make_dup_corpus
 
-from helpers import REPO, assert_same_parquet, clean_env
-from slurmtools import wait_for_job
+from support.helpers import REPO, assert_same_parquet, clean_env
+from support.slurmtools import wait_for_job
 
 DEDUP = REPO / "examples" / "dedup.py"
 

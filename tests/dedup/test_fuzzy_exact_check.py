@@ -20,7 +20,7 @@ from curator_slurm.stages import JsonlReader, ParquetWriter
 from curator_slurm.workflows.dedup import minhash as mh
 from curator_slurm.workflows.dedup.fuzzy import FuzzyDuplicates
 from curator_slurm.workflows.dedup.synthetic import near_duplicate_corpus, score_groups
-from helpers import (
+from support.helpers import (
     REPO,
     arrays_match_local,
     kill_mid_phase_then_rerun,

@@ -205,7 +205,7 @@ def test_dedup_example_takes_char_ngrams_and_lists_ids(char_corpus, tmp_path: Pa
     import subprocess
     import sys
 
-    from helpers import REPO, clean_env
+    from support.helpers import REPO, clean_env
 
     *_, root = char_corpus
     out = tmp_path / "cli"
@@ -226,7 +226,7 @@ def test_dedup_example_takes_char_ngrams_and_lists_ids(char_corpus, tmp_path: Pa
 def test_char_ngram_list_with_ids_as_real_arrays(slurm_cluster: str, char_corpus, tmp_path: Path) -> None:
     """The five phases of char n-grams with ids, each a real array waiting for the one before: the same
     list as the local run."""
-    from helpers import REPO, arrays_match_local
+    from support.helpers import REPO, arrays_match_local
 
     *_, root = char_corpus
     args = ["--fuzzy", "--char-ngrams", "24", "--identify-only", "--id-field", "id", "--input", str(root),

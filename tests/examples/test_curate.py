@@ -6,8 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from docfiles import leftovers, output_files
-from helpers import run_example
+from support.docfiles import leftovers, output_files
+from support.helpers import run_example
 
 
 def test_cli_reports_missing_input_without_traceback(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import REPO, clean_env, read_tree
+from support.helpers import REPO, clean_env, read_tree
 
 EXAMPLE = REPO / "examples" / "curate_web.py"
 

@@ -12,8 +12,8 @@ import pytest
 
 from curator_slurm.runs.ledger import iter_records
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
-from helpers import REPO, clean_env, kill_when_recorded, read_tree
-from webfixtures import build_warcs
+from support.helpers import REPO, clean_env, kill_when_recorded, read_tree
+from support.webfixtures import build_warcs
 
 EXTRACT = REPO / "examples" / "extract.py"
 

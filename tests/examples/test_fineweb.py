@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from curator_slurm.samples import web as web_sample
-from helpers import REPO, clean_env, kill_when_recorded
-from webfixtures import html_root
+from support.helpers import REPO, clean_env, kill_when_recorded
+from support.webfixtures import html_root
 
 FINEWEB = REPO / "examples" / "fineweb.py"
 PHASES = ["base", "signatures", "candidates", "components", "write", "pii"]
@@ -89,7 +89,7 @@ def test_kill_9_mid_phase_then_rerun_gives_the_same_corpus(tmp_path: Path) -> No
 
 @pytest.mark.slurm
 def test_real_chained_arrays_equal_the_local_run(tmp_path: Path, slurm_cluster: str) -> None:
-    from slurmtools import wait_for_job
+    from support.slurmtools import wait_for_job
 
     data, _ = warcs(tmp_path)
     ref, out = tmp_path / "ref", tmp_path / "out"

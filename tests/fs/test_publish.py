@@ -17,9 +17,9 @@ import pytest
 
 from curator_slurm import Pipeline, ShardSpec, fs
 from curator_slurm.stages import JsonlReader, JsonlWriter
-from docfiles import output_rows
-from executors import ExecutorFactory
-from helpers import clean_env, logged
+from support.docfiles import output_rows
+from support.executors import ExecutorFactory
+from support.helpers import clean_env, logged
 
 _WRITER = textwrap.dedent(
     """

@@ -21,11 +21,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import s3tools
 from curator_slurm import fs
 from curator_slurm.errors import InputError, OptionError, OutputError, SettingError
 from curator_slurm.settings import s3_settings
-from helpers import clean_env
+from support import s3tools
+from support.helpers import clean_env
 
 #: Variables that would change what the layer does, cleared for every test.
 _AWS_VARIABLES = (

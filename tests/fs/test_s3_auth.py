@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-import s3tools
 from curator_slurm import fs
 from curator_slurm.errors import InputError, OutputError
-from helpers import clean_env
+from support import s3tools
+from support.helpers import clean_env
 
 BUCKET = "curator-auth"
 #: Unsigned requests the server accepts before it checks credentials: the set-up in :func:`auth_server`.

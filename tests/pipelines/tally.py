@@ -23,7 +23,7 @@ from curator_slurm.stages import (
 
 # tests/ holds the Tally stage, shared with in-process tests; a run as a script sees only this directory.
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from shared_stages import Tally
+from support.shared_stages import Tally
 
 
 def main() -> int:

@@ -28,7 +28,7 @@ from curator_slurm.stages import (
     ScoreFilter,
 )
 from curator_slurm.tasks import DocumentBatch
-from helpers import REPO, clean_env, read_tree
+from support.helpers import REPO, clean_env, read_tree
 
 NEMO_STYLE = REPO / "tests" / "pipelines" / "nemo_style.py"
 

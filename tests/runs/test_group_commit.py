@@ -23,7 +23,7 @@ from curator_slurm.samples.corpus import make_corpus
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages import JsonlReader, ParquetWriter
 from curator_slurm.stages.io.writers import TMP_MARK, output_sync_deferred
-from helpers import REPO, clean_env, read_tree
+from support.helpers import REPO, clean_env, read_tree
 
 TALLY = REPO / "tests" / "pipelines" / "tally.py"
 

@@ -21,8 +21,8 @@ from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import JsonlReader, ParquetWriter, ScoreFilter, WordCountFilter
-from helpers import clean_env, read_tree, records, run_example
-from tallying import (
+from support.helpers import clean_env, read_tree, records, run_example
+from support.tallying import (
     reference_fixture,  # noqa: F401 - a fixture
     tallied,
     tally_cmd,

@@ -18,7 +18,7 @@ from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RunDir
 from curator_slurm.samples.corpus import make_corpus
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages import JsonlReader, ParquetWriter
-from helpers import REPO
+from support.helpers import REPO
 
 
 def _fixture_module():

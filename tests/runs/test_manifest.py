@@ -27,8 +27,8 @@ from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages import FilePartitioningStage
 from curator_slurm.tasks import FileGroupTask
-from helpers import EXAMPLE, clean_env, read_tree, run_example
-from slurmtools import wait_for_job
+from support.helpers import EXAMPLE, clean_env, read_tree, run_example
+from support.slurmtools import wait_for_job
 
 CLI = [sys.executable, "-m", "curator_slurm.cli"]
 

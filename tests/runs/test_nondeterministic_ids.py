@@ -15,7 +15,7 @@ from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import ParquetWriter, ProcessingStage
 from curator_slurm.stages.io.readers import JsonlReaderStage
 from curator_slurm.tasks import EmptyTask, FileGroupTask
-from helpers import logged
+from support.helpers import logged
 
 
 class UuidSource(ProcessingStage[EmptyTask, FileGroupTask]):

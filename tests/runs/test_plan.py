@@ -10,7 +10,7 @@ from curator_slurm.errors import OptionError
 from curator_slurm.runs.plan import format_plan, plan_summary, run_plan, save_plan, shard_loads
 from curator_slurm.samples.corpus import make_corpus
 from curator_slurm.slurm.status import collect_status
-from helpers import EXAMPLE
+from support.helpers import EXAMPLE
 
 
 def test_shard_loads_count_every_task_once_and_balanced_evens_skewed_weights() -> None:

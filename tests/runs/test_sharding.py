@@ -14,8 +14,8 @@ from curator_slurm import LocalExecutor, Pipeline, ShardSpec, Task
 from curator_slurm.runs.sharding import balanced_assignment, hash_assignment, select, shard_of
 from curator_slurm.stages import ProcessingStage
 from curator_slurm.tasks import EmptyTask, content_id
-from executors import ExecutorFactory
-from helpers import logged
+from support.executors import ExecutorFactory
+from support.helpers import logged
 
 # Pinned forever: changing these moves every source task to another shard and renames outputs.
 GOLDEN = [

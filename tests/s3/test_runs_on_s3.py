@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, clean_env, kill_when_recorded, read_tree
-from s3tools import client, endpoint, fault_proxy, new_bucket, object_tree, s3_env, upload_tree
+from support.helpers import REPO, clean_env, kill_when_recorded, read_tree
+from support.s3tools import client, endpoint, fault_proxy, new_bucket, object_tree, s3_env, upload_tree
 
 CURATE = REPO / "examples" / "curate.py"
 DEDUP = REPO / "examples" / "dedup.py"
@@ -136,7 +136,7 @@ def test_kill_9_mid_upload_then_resume_leaves_one_whole_copy(
 def test_real_array_on_s3_equals_local(
     slurm_cluster: str, server: str, s3_corpus: str, corpus: Path, tmp_path: Path
 ) -> None:
-    from slurmtools import wait_for_job
+    from support.slurmtools import wait_for_job
 
     ref = local_reference(CURATE, corpus, tmp_path, "--workers", "1")
     bucket = new_bucket(server)
@@ -160,7 +160,7 @@ def test_real_dedup_arrays_on_s3_equal_local(
 ) -> None:
     """`submit examples/dedup.py` with input, output and work directory on S3: one array per phase, each
     waiting for the one before, the deduplicated objects equal to the local run's files."""
-    from slurmtools import wait_for_job
+    from support.slurmtools import wait_for_job
 
     flags = ["--fuzzy"] if fuzzy else []
     ref = local_reference(DEDUP, corpus, tmp_path, *flags)
@@ -203,7 +203,7 @@ def test_a_run_directory_on_object_storage_is_refused_before_any_work(
 def test_tokenized_megatron_files_on_s3_equal_local(server: str, tmp_path: Path) -> None:
     pytest.importorskip("tokenizers")
     from curator_slurm.samples.corpus import make_corpus
-    from megatron_files import EOT, corpus_texts, train_tokenizer
+    from support.megatron_files import EOT, corpus_texts, train_tokenizer
 
     script = REPO / "examples" / "tokenize_corpus.py"
     make_corpus(str(tmp_path / "in"), files=6, docs_per_file=30, seed=3)

@@ -14,8 +14,8 @@ import pytest
 
 from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
-from helpers import REPO, clean_env, read_tree
-from slurmtools import sbatch, wait_for_job
+from support.helpers import REPO, clean_env, read_tree
+from support.slurmtools import sbatch, wait_for_job
 
 pytestmark = pytest.mark.slurm
 

@@ -13,10 +13,10 @@ import pytest
 
 from curator_slurm.runs.ledger import iter_records, load_status
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
-from executors import requires_ray
-from helpers import EXAMPLE, read_tree, run_example
-from slurmtools import sbatch, wait_for_job
-from tallying import TALLY
+from support.executors import requires_ray
+from support.helpers import EXAMPLE, read_tree, run_example
+from support.slurmtools import sbatch, wait_for_job
+from support.tallying import TALLY
 
 pytestmark = pytest.mark.slurm
 

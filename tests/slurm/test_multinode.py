@@ -19,8 +19,8 @@ import pytest
 
 from curator_slurm.runs.ledger import iter_records
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
-from helpers import EXAMPLE, clean_env, read_tree, run_example
-from slurmtools import wait_for_job
+from support.helpers import EXAMPLE, clean_env, read_tree, run_example
+from support.slurmtools import wait_for_job
 
 pytestmark = [pytest.mark.slurm, pytest.mark.multinode]
 

@@ -12,8 +12,8 @@ from curator_slurm.errors import ShardConfigError
 from curator_slurm.runs.ledger import iter_records
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RunDir
 from curator_slurm.shard import JobInfo, ShardSpec
-from helpers import EXAMPLE
-from slurmtools import sbatch, wait_for_job
+from support.helpers import EXAMPLE
+from support.slurmtools import sbatch, wait_for_job
 
 
 def _spec(job: JobInfo) -> ShardSpec:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from executors import requires_ray
-from helpers import read_tree, run_example
+from support.executors import requires_ray
+from support.helpers import read_tree, run_example
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from curator_slurm.slurm.status import (
     status_exit_code,
     status_report,
 )
-from helpers import REPO, run_example
+from support.helpers import REPO, run_example
 
 DEDUP = REPO / "examples" / "dedup.py"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from curator_slurm.slurm.submit import job_states
-from helpers import clean_env
-from slurmtools import wait_for_job
+from support.helpers import clean_env
+from support.slurmtools import wait_for_job
 
 pytestmark = pytest.mark.slurm
 

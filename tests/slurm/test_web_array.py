@@ -11,9 +11,9 @@ import pytest
 
 from curator_slurm.runs.ledger import iter_records
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
-from helpers import REPO, clean_env, read_tree
-from slurmtools import sbatch, wait_for_job
-from webfixtures import build_warcs
+from support.helpers import REPO, clean_env, read_tree
+from support.slurmtools import sbatch, wait_for_job
+from support.webfixtures import build_warcs
 
 pytestmark = pytest.mark.slurm
 EXTRACT = REPO / "examples" / "extract.py"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, clean_env
-from slurmtools import wait_for_job
+from support.helpers import REPO, clean_env
+from support.slurmtools import wait_for_job
 
 pytestmark = pytest.mark.slurm
 

@@ -81,7 +81,7 @@ def test_sentences_are_spacys_on_real_pages_in_many_scripts() -> None:
     import lxml.html
     import spacy
 
-    from webfixtures import pages
+    from support.webfixtures import pages
 
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
@@ -403,7 +403,7 @@ def test_the_funnel_counts_c4s_rewriting_and_the_url_filters_pages(tmp_path: Pat
     import subprocess
     import sys
 
-    from helpers import clean_env
+    from support.helpers import clean_env
 
     good = "\n".join(prose(12).replace("word", "café") for _ in range(4))
     docs = [

@@ -23,8 +23,8 @@ from curator_slurm.stages import (
     TrafilaturaExtractor,
     WarcReader,
 )
-from docfiles import output_rows, run
-from webfixtures import build_warc, html_root, pages
+from support.docfiles import output_rows, run
+from support.webfixtures import build_warc, html_root, pages
 
 PYTHON_DOCS, APACHE, HANDBOOK = "python3.11-doc", "apache2-doc", "debian-handbook"
 

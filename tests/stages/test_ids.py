@@ -25,7 +25,7 @@ from curator_slurm.stages import (
     UrlRemover,
 )
 from curator_slurm.stages.modifiers.ids import position_ids
-from executors import ExecutorFactory
+from support.executors import ExecutorFactory
 
 
 def run_ids(

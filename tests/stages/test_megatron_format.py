@@ -13,7 +13,7 @@ import pytest
 from curator_slurm.errors import InputError
 from curator_slurm.stages.io import megatron_format
 from curator_slurm.stages.io.megatron_format import merge_pairs
-from megatron_files import read_megatron
+from support.megatron_files import read_megatron
 
 
 def write_pair(prefix: Path, sequences: list[list[int]], doc_index: list[int], code: int = 8) -> None:

@@ -14,8 +14,16 @@ import pytest
 from curator_slurm import Pipeline
 from curator_slurm.errors import InputError
 from curator_slurm.stages import JsonlReader, MegatronTokenizerWriter
-from helpers import clean_env, records
-from megatron_files import EOT, corpus_texts, pairs, python_docs_text, read_megatron, sequences_of, train_tokenizer
+from support.helpers import clean_env, records
+from support.megatron_files import (
+    EOT,
+    corpus_texts,
+    pairs,
+    python_docs_text,
+    read_megatron,
+    sequences_of,
+    train_tokenizer,
+)
 
 pytest.importorskip("tokenizers")
 

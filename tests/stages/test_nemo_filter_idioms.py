@@ -24,7 +24,7 @@ from curator_slurm import LocalExecutor, Pipeline, PipelineFailedError
 from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import DocumentFilter, JsonlReader, ParquetWriter, ScoreFilter
-from helpers import clean_env
+from support.helpers import clean_env
 
 DOCS = [
     "<think>\nreasoning on\n</think> answer",

@@ -18,7 +18,7 @@ import pytest
 from curator_slurm import FileGroupTask, Pipeline
 from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetWriter
 from curator_slurm.tasks import content_id
-from docfiles import (
+from support.docfiles import (
     as_multiset,
     names,
     output_rows,
@@ -28,7 +28,7 @@ from docfiles import (
     write_jsonl,
     write_sized,
 )
-from helpers import clean_env, logged
+from support.helpers import clean_env, logged
 
 # --- partitioning ---------------------------------------------------------------------------------
 

@@ -19,8 +19,8 @@ import pytest
 from curator_slurm import InputError, Pipeline, PipelineFailedError
 from curator_slurm.errors import OutputError
 from curator_slurm.stages import JsonlReader, JsonlWriter
-from docfiles import output_rows, run
-from helpers import logged
+from support.docfiles import output_rows, run
+from support.helpers import logged
 
 
 def _lines(tag: str, n: int = 5) -> bytes:

@@ -31,7 +31,7 @@ from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
 from curator_slurm.stages.io.readers import row_group_start
 from curator_slurm.tasks import content_id
-from docfiles import (
+from support.docfiles import (
     ROWS,
     as_multiset,
     jsonl_input_fixture,  # noqa: F401 - a fixture
@@ -42,7 +42,7 @@ from docfiles import (
     run,
     write_jsonl,
 )
-from helpers import read_tree
+from support.helpers import read_tree
 
 # --- round trips ----------------------------------------------------------------------------------
 

@@ -19,9 +19,9 @@ from curator_slurm.runs.ledger import iter_records
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.samples.web import _record, http_response
 from curator_slurm.stages import AddId, JsonlWriter, WarcReader, WetReader
-from docfiles import output_rows, run
-from helpers import clean_env
-from webfixtures import build_warc, corrupted_copy, pages, record_offsets, response_urls, truncated_copy
+from support.docfiles import output_rows, run
+from support.helpers import clean_env
+from support.webfixtures import build_warc, corrupted_copy, pages, record_offsets, response_urls, truncated_copy
 
 PYTHON_DOCS = "python3.11-doc"
 

@@ -18,7 +18,7 @@ from curator_slurm import DocumentBatch, LocalExecutor, Pipeline, PipelineFailed
 from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetWriter, ScoreFilter, WordCountFilter
 from curator_slurm.stages.io.writers import atomic_write
 from curator_slurm.tasks import content_id
-from docfiles import (
+from support.docfiles import (
     ROWS,
     as_multiset,
     jsonl_input_fixture,  # noqa: F401 - a fixture
@@ -29,7 +29,7 @@ from docfiles import (
     run,
     write_jsonl,
 )
-from helpers import clean_env, read_tree
+from support.helpers import clean_env, read_tree
 
 # --- what is written ------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from curator_slurm.logs import ROOT
 from curator_slurm.runs.ledger import iter_records
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "curate.py"
 
 
@@ -128,7 +128,7 @@ def arrays_match_local(
     the ``submit`` options (shards per phase); every phase's array must complete and the outputs match."""
     import json
 
-    from slurmtools import wait_for_job
+    from support.slurmtools import wait_for_job
 
     subprocess.run([sys.executable, str(script), *args, "--output", str(ref)], env=clean_env(), check=True,
                    capture_output=True)  # fmt: skip

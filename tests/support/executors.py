@@ -8,7 +8,7 @@ Import the fixtures into a test module to use them (they are registered under th
 ``ray_cluster`` and ``executor_factory``; the functions are named apart so that tests taking those
 arguments do not shadow an import)::
 
-    from executors import executor_factory_fixture, ray_cluster_fixture  # noqa: F401
+    from support.executors import executor_factory_fixture, ray_cluster_fixture  # noqa: F401
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def ship_test_module(module: Any) -> None:
     directory is not on the workers' ``sys.path``, so their classes are sent by value instead of by reference."""
     from ray import cloudpickle
 
-    import shared_stages
+    from support import shared_stages
 
     cloudpickle.register_pickle_by_value(module)
     cloudpickle.register_pickle_by_value(shared_stages)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, clean_env, read_tree
+from support.helpers import REPO, clean_env, read_tree
 
 TALLY = REPO / "tests" / "pipelines" / "tally.py"
 

@@ -1,0 +1,1 @@
+"""Helpers the tests share: processes, executors, Slurm and S3 tools, fixtures of real files."""
