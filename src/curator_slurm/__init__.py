@@ -27,7 +27,6 @@ try:
     _moved.install()  # old module paths (before the package was grouped by role) keep importing
 
     from curator_slurm.backends.local import LocalExecutor
-    from curator_slurm.backends.results import PipelineResult
     from curator_slurm.errors import (
         CuratorError,
         FilterError,
@@ -40,6 +39,7 @@ try:
     )
     from curator_slurm.logs import configure_logging
     from curator_slurm.pipeline import Pipeline
+    from curator_slurm.runs.results import PipelineResult
     from curator_slurm.runs.steps import is_driver
     from curator_slurm.shard import ShardSpec
     from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, FileGroupTask, NoneTask, Task

@@ -12,6 +12,8 @@ from types import CodeType, ModuleType
 
 #: Old module (or package) -> its new home. A package's submodules follow it.
 MOVED = {
+    "curator_slurm.backends.results": "curator_slurm.runs.results",
+    "curator_slurm.backends.signals": "curator_slurm.runs.signals",
     "curator_slurm.chain": "curator_slurm.workflows.chain",
     "curator_slurm.cli_parser": "curator_slurm.cli.parser",
     "curator_slurm.dedup": "curator_slurm.workflows.dedup",

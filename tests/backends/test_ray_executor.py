@@ -23,14 +23,14 @@ import pytest
 
 from curator_slurm import LocalExecutor, Pipeline, PipelineFailedError, ShardSpec
 from curator_slurm.backends.ray import RayExecutor, fuse_stages, plan_pools, ray_address
-from curator_slurm.backends.results import PipelineResult, SourceResult
 from curator_slurm.backends.run import BaseExecutor
-from curator_slurm.backends.signals import GraceExpired
 from curator_slurm.errors import SettingError
 from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.options import RunOptions
+from curator_slurm.runs.results import PipelineResult, SourceResult
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.runs.sharding import shard_of
+from curator_slurm.runs.signals import GraceExpired
 from curator_slurm.settings import ray_expected_nodes
 from curator_slurm.stages import (
     JsonlReader,

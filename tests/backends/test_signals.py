@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from curator_slurm.backends.signals import (
+from curator_slurm.runs.signals import (
     DRIVER_SIGNALS,
     STOP_SIGNALS,
     GraceExpired,
@@ -129,7 +129,7 @@ def test_handlers_kept_undoes_what_a_library_does_to_them() -> None:
 def test_a_worker_survives_the_stop_signals_its_driver_handles() -> None:
     code = (
         "import os, signal\n"
-        "from curator_slurm.backends.signals import ignore_stop_signals\n"
+        "from curator_slurm.runs.signals import ignore_stop_signals\n"
         "ignore_stop_signals()\n"
         "for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT):\n"
         "    os.kill(os.getpid(), sig)\n"

@@ -3,8 +3,8 @@
 
 from curator_slurm.backends.adapter import BaseStageAdapter
 from curator_slurm.backends.local import LocalExecutor
-from curator_slurm.backends.results import PipelineResult
 from curator_slurm.backends.run import BaseExecutor
+from curator_slurm.runs.results import PipelineResult
 
 #: The executors :func:`make_executor` knows, by name.
 EXECUTORS = ("local", "ray")

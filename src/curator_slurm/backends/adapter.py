@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from curator_slurm import fs
-from curator_slurm.backends.results import SourceResult, StageStats, s3_counts, summarise
 from curator_slurm.backends.retry import NOT_RETRIED, failed_task, retry_delay, stop_if_out_of_space
+from curator_slurm.runs.results import SourceResult, StageStats, s3_counts, summarise
 from curator_slurm.runs.sharding import Selection, check_source_ids, read_source_list, select
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage

@@ -21,17 +21,18 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from curator_slurm.backends.adapter import BaseStageAdapter, run_source_task, set_up_adapters, tear_down_adapters
 from curator_slurm.backends.forking import choose_start_method, settled_start_method
-from curator_slurm.backends.results import SourceResult
 from curator_slurm.backends.retry import CrashPolicy, remove_dead_writers_files, worker_died
 from curator_slurm.backends.run import BaseExecutor, StopCheck
-from curator_slurm.backends.signals import ignore_stop_signals
 from curator_slurm.errors import WorkerStartError
 from curator_slurm.logs import bound, effective_level, ensure_logging
+from curator_slurm.runs.queue import WorkQueue
+from curator_slurm.runs.results import SourceResult
+from curator_slurm.runs.signals import ignore_stop_signals
 from curator_slurm.settings import available_cpus
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
@@ -143,7 +144,7 @@ class LocalExecutor(BaseExecutor):
         self.progress_interval = progress_interval
 
     def process_sources(
-        self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec, should_stop: StopCheck
+        self, stages: list[ProcessingStage], sources: Iterable[Task], shard: ShardSpec, should_stop: StopCheck
     ) -> Iterator[SourceResult]:
         workers = min(self.workers, len(sources))
         if workers <= 1:
@@ -152,7 +153,7 @@ class LocalExecutor(BaseExecutor):
             yield from _PoolRun(self, stages, sources, shard, workers).results(should_stop)
 
     def _in_process(
-        self, stages: list[ProcessingStage], sources: list[Task], shard: ShardSpec, should_stop: StopCheck
+        self, stages: list[ProcessingStage], sources: Iterable[Task], shard: ShardSpec, should_stop: StopCheck
     ) -> Iterator[SourceResult]:
         adapters = set_up_adapters(stages, shard, self.retry_backoff, 0)
         try:
@@ -187,7 +188,7 @@ class _PoolRun:
         self,
         executor: LocalExecutor,
         stages: list[ProcessingStage],
-        sources: list[Task],
+        sources: Iterable[Task],
         shard: ShardSpec,
         workers: int,
     ) -> None:
@@ -196,7 +197,7 @@ class _PoolRun:
         self.executor, self.stages, self.shard, self.workers = executor, stages, shard, workers
         self.policy = CrashPolicy(executor.max_crashes, executor.retry_backoff)
         self.started = multiprocessing.get_context("spawn").Value("i", 0)  # workers that finished their set-up
-        self.pending = list(reversed(sources))
+        self.pending = sources if isinstance(sources, WorkQueue) else WorkQueue(sources)
         self.deaths: dict[str, int] = {}
         self.suspects: list[tuple[float, Task]] = []  # (not before, task): re-run one at a time after a death
         self.in_flight: dict[Future[list[SourceResult]], list[Task]] = {}
@@ -255,7 +256,9 @@ class _PoolRun:
             return
         size = chunk_size(self.took / self.finished if self.finished else None)
         while len(self.in_flight) < 2 * self.workers and self.pending:
-            chunk = [self.pending.pop() for _ in range(min(size, len(self.pending)))]
+            chunk = self.pending.take(size)
+            if not chunk:
+                break
             self.in_flight[self.pool.submit(_run_in_worker, chunk)] = chunk
 
     def _wait(self) -> set[Future[list[SourceResult]]]:

@@ -42,7 +42,7 @@ from .files import (
     remove,
     size,
 )
-from .listing import Listing, describe_names, finished_files, list_tree, matches, name_patterns
+from .listing import Listing, describe_names, finished_files, list_tree, matches, name_patterns, sizes_of
 from .paths import (
     absolute,
     basename,
@@ -114,6 +114,7 @@ __all__ = [
     "s3_stats",
     "scheme",
     "size",
+    "sizes_of",
     "split",
     "start_jitter",
     "temp_name",

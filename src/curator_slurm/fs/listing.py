@@ -195,3 +195,36 @@ def finished_files(directory: str, suffix: str) -> list[str]:
     if not found and not bucket_exists(directory, filesystem):  # not "no files yet": a wrong URI
         raise permanent_error(directory, "bucket", "NoSuchBucket", writing=False)
     return found
+
+
+def sizes_of(paths: Iterable[str]) -> dict[str, int]:
+    """The size of each of ``paths`` that exists now (missing ones are left out): local files by ``stat``,
+    objects by one listing of each prefix they are in (never a request per object), which also refreshes
+    the sizes this process remembers."""
+    out: dict[str, int] = {}
+    remote: dict[str, set[str]] = {}
+    for path in paths:
+        if is_local(path):
+            try:
+                out[path] = os.stat(path).st_size
+            except OSError:
+                continue
+        else:
+            directory = path.rpartition("/")[0]
+            remote.setdefault(directory, set()).add(path)
+    for directory, wanted in remote.items():
+        listed = _prefix_sizes(directory)
+        out.update({p: listed[p] for p in wanted if p in listed})
+    return out
+
+
+def _prefix_sizes(directory: str) -> dict[str, int]:
+    """Every object directly under ``directory`` (a URI) with its size: one listing (its pages)."""
+    import pyarrow.fs as pafs
+
+    filesystem, inner = resolve(directory)
+    selector = pafs.FileSelector(inner, recursive=False, allow_not_found=True)
+    infos = call(directory, "list", lambda: filesystem.get_file_info(selector))
+    sizes = {uri_of(directory, i.path): int(i.size) for i in infos if i.type == pafs.FileType.File}
+    remember_sizes(sizes)
+    return sizes

@@ -80,25 +80,27 @@ def temp_name(final_name: str) -> str:
     return f".{final_name}{TMP_MARK}{os.getpid()}-{os.urandom(4).hex()}-{writer_token()}"
 
 
-def atomic_write(final_path: str, write: Callable[[BinaryIO], Any], sync: bool = True) -> None:
-    """Call ``write(binary_file)`` and publish what it wrote as ``final_path``, whole or not at all.
+def atomic_write(final_path: str, write: Callable[[BinaryIO], Any], sync: bool = True) -> int:
+    """Call ``write(binary_file)`` and publish what it wrote as ``final_path``, whole or not at all; returns the
+    bytes published.
 
     Locally: a hidden temporary file in the same directory, fsynced (unless ``sync`` is False: the caller
     makes it durable later, e.g. a run ledger for a window of tasks), renamed to ``final_path``; on any
     error it is removed. A full disk, a read-only directory or no permission is an error naming the place.
     On an object store: one whole-object write (see the module docstring)."""
     if not is_local(final_path):
-        _write_object(final_path, write)
-        return
+        return _write_object(final_path, write)
     directory, name = os.path.split(final_path)
     tmp = os.path.join(directory, temp_name(name))
     try:
         with open(tmp, "wb") as f:
             write(f)
+            f.flush()
+            size = os.fstat(f.fileno()).st_size
             if sync:
-                f.flush()
                 os.fsync(f.fileno())
         os.replace(tmp, final_path)
+        return size
     except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -115,7 +117,7 @@ def atomic_write_text(final_path: str, text: str, sync: bool = True) -> None:
     atomic_write(final_path, lambda f: f.write(data), sync=sync)
 
 
-def _write_object(uri: str, write: Callable[[BinaryIO], Any]) -> None:
+def _write_object(uri: str, write: Callable[[BinaryIO], Any]) -> int:
     """``write`` into a local spool file, then the spool uploaded as the object ``uri`` (retried whole on
     transient errors, :func:`.retry.call`)."""
     import tempfile
@@ -131,6 +133,7 @@ def _write_object(uri: str, write: Callable[[BinaryIO], Any]) -> None:
         forget_size(uri)
         call(uri, "upload", lambda: _upload(filesystem, inner, data), writing=True)
         remember_sizes({uri: size})
+        return size
 
 
 def _upload(filesystem: Any, inner: str, data: Any) -> None:

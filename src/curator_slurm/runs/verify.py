@@ -9,33 +9,51 @@ recorded (after its files were published). Records written before it was kept ca
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from curator_slurm import fs
 from curator_slurm.runs.inputs import done_records, stat_files
 
 
-def written_files(outputs: Iterable[str]) -> dict[str, list[Any]]:
-    """What a done record keeps of ``outputs`` (the local ones): absolute paths, sizes and times now."""
-    stats = stat_files(os.path.abspath(p) for p in outputs if "://" not in p)
-    return {"paths": list(stats), "sizes": [s for s, _ in stats.values()], "mtimes": [m for _, m in stats.values()]}
+def written_files(outputs: Iterable[str], sizes: Mapping[str, int] | None = None) -> dict[str, list[Any]]:
+    """What a done record keeps of ``outputs``: each one's path, size and modification time now for local
+    files (``stat``), and for objects the size their writer published (``sizes``; no request: the object
+    store gives no modification time the next start could compare)."""
+    sizes = sizes or {}
+    out: dict[str, list[Any]] = {"paths": [], "sizes": [], "mtimes": []}
+    for path in outputs:
+        if fs.is_local(path):
+            try:
+                st = os.stat(os.path.abspath(path))
+            except OSError:
+                continue
+            entry = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+        elif path in sizes:
+            entry = (path, int(sizes[path]), None)
+        else:
+            continue
+        for key, value in zip(("paths", "sizes", "mtimes"), entry, strict=True):
+            out[key].append(value)
+    return out
 
 
 def lost_outputs(run_dir: str, sources: set[str] | None = None, shard: Any = None) -> dict[str, list[str]]:
     """For each done source task of ``run_dir`` (of ``sources``, default all; with ``shard``, read from its
     ledger files only) whose recorded outputs are gone or have another size now: what is wrong with each,
-    naming the file."""
-    problems: dict[str, list[str]] = {}
+    naming the file. Local files are looked at one by one, objects by one listing per prefix."""
+    recorded: list[tuple[str, str, int]] = []
     for source, record in done_records(run_dir, sources, shard).items():
         written = record.get("written") or {}
         for path, size in zip(written.get("paths") or [], written.get("sizes") or [], strict=False):
-            try:
-                now = os.path.getsize(path)
-            except OSError:
-                problems.setdefault(source, []).append(f"{path}: missing")
-                continue
-            if now != size:
-                problems.setdefault(source, []).append(f"{path}: is {now} bytes, was {size} when recorded")
+            recorded.append((source, path, int(size)))
+    now = fs.sizes_of(path for _, path, _ in recorded)
+    problems: dict[str, list[str]] = {}
+    for source, path, size in recorded:
+        if path not in now:
+            problems.setdefault(source, []).append(f"{path}: missing")
+        elif now[path] != size:
+            problems.setdefault(source, []).append(f"{path}: is {now[path]} bytes, was {size} when recorded")
     return problems
 
 

@@ -1,5 +1,5 @@
 """Talking to Slurm's controller: the state of a run's array tasks (squeue). Requeueing a job from inside
-it (scontrol) is part of a run's stop policy: :func:`curator_slurm.backends.signals.requeue`."""
+it (scontrol) is part of a run's stop policy: :func:`curator_slurm.runs.signals.requeue`."""
 
 from __future__ import annotations
 

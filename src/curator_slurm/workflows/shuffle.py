@@ -104,12 +104,12 @@ class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
             finally:
                 writer.close()
 
-        fs.atomic_write(final, write)
+        size = fs.atomic_write(final, write)
         return FileGroupTask(
             task_id=task.task_id,
             dataset_name=task.dataset_name,
             data=[final],
-            metadata={"rows": table.num_rows},
+            metadata={"rows": table.num_rows, "sizes": [size]},
             source_id=task.source_id,
         )
 

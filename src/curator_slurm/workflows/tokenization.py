@@ -121,8 +121,10 @@ class MegatronMerge(BaseWriter):
         fs.makedirs(self.path)
         sync = not (self.is_sink_stage and output_sync_deferred())
 
+        sizes: dict[str, int] = {}
+
         def write(path: str, fill: Any) -> None:
-            atomic_write(path, fill, sync=sync)
+            sizes[path] = atomic_write(path, fill, sync=sync)
 
         written: list[str] = []
         documents = tokens = 0
@@ -131,13 +133,18 @@ class MegatronMerge(BaseWriter):
             merge_pairs(parts[g], write, out)
             header = read_header(out + ".idx")
             documents += header.documents - 1
-            tokens += fs.size(out + ".bin") // header.dtype.itemsize
+            tokens += sizes[out + ".bin"] // header.dtype.itemsize
             written += [out + ".bin", out + ".idx"]
         return FileGroupTask(
             task_id=task.task_id,
             dataset_name=task.dataset_name,
             data=written,
-            metadata={"rows": documents, "tokens": tokens, "parts": len(written) // 2},
+            metadata={
+                "rows": documents,
+                "tokens": tokens,
+                "parts": len(written) // 2,
+                "sizes": [sizes[p] for p in written],
+            },
             stage_perf=task.stage_perf,
             source_id=task.source_id,
         )

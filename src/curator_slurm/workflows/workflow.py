@@ -25,13 +25,13 @@ from typing import Any
 
 from curator_slurm import fs
 from curator_slurm.backends.adapter import list_sources
-from curator_slurm.backends.results import PipelineResult
 from curator_slurm.backends.run import BaseExecutor
 from curator_slurm.errors import CuratorError, PipelineBuildError
 from curator_slurm.pipeline import Pipeline, append_plan
 from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.liveness import marked
 from curator_slurm.runs.options import RunOptions
+from curator_slurm.runs.results import PipelineResult
 from curator_slurm.runs.rundir import default_run_dir_of
 from curator_slurm.runs.steps import inside_step, next_step, not_my_step
 from curator_slurm.shard import ShardSpec

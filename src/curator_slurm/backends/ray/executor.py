@@ -10,10 +10,10 @@ from curator_slurm.backends.ray.planning import fuse_stages
 from curator_slurm.backends.ray.pools import ActorPools
 from curator_slurm.backends.ray.scheduler import Run
 from curator_slurm.backends.ray.session import SessionOptions, connect, disconnect
-from curator_slurm.backends.results import SourceResult
 from curator_slurm.backends.run import BaseExecutor, StopCheck
 from curator_slurm.extras import require
 from curator_slurm.logs import bound
+from curator_slurm.runs.results import SourceResult
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import Task

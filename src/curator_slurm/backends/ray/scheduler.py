@@ -12,9 +12,9 @@ from typing import Any
 
 from curator_slurm.backends.ray.pools import ActorPools, Pool
 from curator_slurm.backends.ray.worker import CallSummary, death_errors, setup_result
-from curator_slurm.backends.results import SourceResult, StageStats, summarise
 from curator_slurm.backends.retry import CrashPolicy, worker_died
 from curator_slurm.backends.run import StopCheck
+from curator_slurm.runs.results import SourceResult, StageStats, summarise
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import FailedTask, Task
 

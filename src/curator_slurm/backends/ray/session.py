@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from curator_slurm.backends.signals import handlers_kept
 from curator_slurm.errors import CuratorError
+from curator_slurm.runs.signals import handlers_kept
 from curator_slurm.settings import available_cpus, ray_address, ray_expected_nodes
 from curator_slurm.shard import ShardSpec
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from curator_slurm.backends.adapter import BaseStageAdapter, run_chain, set_up_adapters, tear_down_adapters
-from curator_slurm.backends.results import StageStats
-from curator_slurm.backends.signals import ignore_stop_signals
 from curator_slurm.logs import ROOT, CollectWarnings, configure_logging
+from curator_slurm.runs.results import StageStats
+from curator_slurm.runs.signals import ignore_stop_signals
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import FailedTask, Task

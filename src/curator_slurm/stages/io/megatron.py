@@ -234,13 +234,15 @@ class MegatronTokenizerWriter(BaseWriter):
         final_idx = final_bin[: -len(self.extension)] + ".idx"
         sync = not (self.is_sink_stage and output_sync_deferred())
         lengths: list[np.ndarray] = []
-        atomic_write(final_bin, lambda f: lengths.append(self.encode_into(texts, f)), sync=sync)
-        atomic_write(final_idx, lambda f: write_index(f, self._spec.dtype, lengths[0]), sync=sync)
+        sizes = [
+            atomic_write(final_bin, lambda f: lengths.append(self.encode_into(texts, f)), sync=sync),
+            atomic_write(final_idx, lambda f: write_index(f, self._spec.dtype, lengths[0]), sync=sync),
+        ]
         return FileGroupTask(
             task_id=task.task_id,
             dataset_name=task.dataset_name,
             data=[final_bin, final_idx],
-            metadata={"rows": len(texts), "tokens": int(lengths[0].sum(dtype=np.int64))},
+            metadata={"rows": len(texts), "tokens": int(lengths[0].sum(dtype=np.int64)), "sizes": sizes},
             stage_perf=task.stage_perf,
             source_id=task.source_id,
         )

@@ -133,19 +133,19 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
     def process(self, task: DocumentBatch) -> FileGroupTask:
         table = task.data.select(self.fields) if self.fields else task.data
         final = self.output_path(task)
-        written = [final]
+        written, sizes = [final], []
         if table.num_rows or self.write_empty:
             fs.makedirs(self.path)
             # The sink's outputs are the ones a run ledger records, so it may leave their fsync to the ledger.
             sync = not (self.is_sink_stage and output_sync_deferred())
-            atomic_write(final, lambda f: self.write_table(table, f), sync=sync)
+            sizes.append(atomic_write(final, lambda f: self.write_table(table, f), sync=sync))
         else:
             written = []
         return FileGroupTask(
             task_id=task.task_id,
             dataset_name=task.dataset_name,
             data=written,
-            metadata={"rows": table.num_rows},
+            metadata={"rows": table.num_rows, "sizes": sizes},
             stage_perf=task.stage_perf,
             source_id=task.source_id,
         )

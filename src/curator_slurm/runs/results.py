@@ -66,6 +66,8 @@ class SourceResult:
 
     source_id: str
     outputs: list[str] = field(default_factory=list)
+    #: Bytes of each output, as its writer published it (``sizes`` in a written file group's metadata).
+    sizes: dict[str, int] = field(default_factory=dict)
     output_tasks: list[Task] = field(default_factory=list)
     failure: FailedTask | None = None
     attempts: int = 1
@@ -105,6 +107,7 @@ def summarise(source_id: str, finals: list[Task], stats: list[StageStats], start
         result.attempts = max(result.attempts, t.metadata.get("attempts", 1))
         if isinstance(t, FileGroupTask) and "rows" in t.metadata:
             result.outputs.extend(t.data)
+            result.sizes.update(zip(t.data, t.metadata.get("sizes") or (), strict=False))
             if "tokens" in t.metadata:
                 result.tokens = (result.tokens or 0) + int(t.metadata["tokens"])
         else:
