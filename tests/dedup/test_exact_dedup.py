@@ -177,15 +177,20 @@ def test_normalisation_is_pythons_split_and_join() -> None:
 
 def test_shuffle_file_counts_and_what_a_bucket_task_reads(dup_corpus: Path, unsharded: Path) -> None:
     """The scale limits the reference states, at small size: the hash phase writes one file per source task
-    (not one per task and bucket), the find phase one per bucket, and a bucket task's batch holds only its
-    own bucket's rows."""
+    (not one per task and bucket), the find phase at most one per bucket (none for a bucket without
+    duplicates), each recorded in the phase's ledger, and a bucket task's batch holds only its own bucket's
+    rows."""
     from curator_slurm.workflows.shuffle import read_bucket, shuffle_files
+    from curator_slurm.workflows.workflow import phase_upstream
 
     work = unsharded / ".curator-work"
     sources = len(list(dup_corpus.rglob("*.jsonl")))
-    files = shuffle_files(str(work / "shuffle" / "hash"))
+    files = shuffle_files(phase_upstream(work, "hash"))
     assert len(files) == sources
-    assert len(list((work / "duplicates").glob("*.parquet"))) == 5
+    lists = shuffle_files(phase_upstream(work, "find"))
+    assert 0 < len(lists) <= 5
+    assert sorted(str(p) for p in (work / "duplicates").glob("*.parquet")) == lists
+    assert all(pq.read_metadata(f).num_rows for f in lists), "a bucket without duplicates writes no file"
     total = 0
     for bucket in range(5):
         table = read_bucket(files, bucket)

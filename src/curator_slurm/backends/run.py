@@ -15,6 +15,7 @@ from curator_slurm.runs.record import ledger_record
 from curator_slurm.runs.results import PipelineResult, SourceResult
 from curator_slurm.runs.rundir import RunDir
 from curator_slurm.runs.session import Listing, RunSession
+from curator_slurm.runs.upstream import upstreams_of
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import Task
@@ -64,8 +65,10 @@ class BaseExecutor:
         options = options or RunOptions()
         log = bound(shard.label, shard.job.label)
         listing = self.run_source_stage(stages[0], shard, log)  # first: a bad input path must not claim a run dir
-        names = [s.name for s in stages]
-        session = RunSession(listing, names, shard, run_dir, fingerprint or {}, options, log, self.progress_interval)
+        names, upstreams = [s.name for s in stages], upstreams_of(stages)
+        session = RunSession(
+            listing, names, shard, run_dir, fingerprint or {}, options, log, self.progress_interval, upstreams
+        )
         session.start()
         remove_dead_temporaries(stages, log)
         if len(stages) > 1:

@@ -40,7 +40,17 @@ _FILES = pa.struct(
     [("paths", pa.list_(pa.string())), ("sizes", pa.list_(pa.int64())), ("mtimes", pa.list_(pa.int64()))]
 )
 #: The columns of a ledger record read here (the rest is not parsed): what a done task read and wrote.
-_SCHEMA = pa.schema([("source", pa.string()), ("status", pa.string()), ("inputs", _FILES), ("written", _FILES)])
+_SCHEMA = pa.schema(
+    [
+        ("source", pa.string()),
+        ("status", pa.string()),
+        ("time", pa.float64()),
+        ("outputs", pa.list_(pa.string())),
+        ("upstream", pa.string()),
+        ("inputs", _FILES),
+        ("written", _FILES),
+    ]
+)
 
 
 class InputsChangedError(RunDirError):
@@ -97,24 +107,29 @@ def recorded_inputs(run_dir: str, sources: set[str] | None = None, shard: Any = 
 
 
 def done_records(run_dir: str, sources: set[str] | None = None, shard: Any = None) -> dict[str, dict[str, Any]]:
-    """The last done record of each done source task of ``run_dir`` (of those in ``sources``, default
-    all), with only ``inputs`` and ``written`` parsed: what it read, and what it wrote (absolute paths and
-    sizes). Records written before these were kept have neither. With ``shard`` (a ``ShardSpec``) only
-    the ledger files that may hold its tasks' records are read, as ``load_status`` does."""
+    """The latest done record (by its ``time``) of each done source task of ``run_dir`` (of those in
+    ``sources``, default all), with only its ``time``, ``outputs``, ``upstream``, ``inputs`` and ``written``
+    parsed: when it was recorded, what it read, and what it wrote (absolute paths and sizes). Records written
+    before these were kept lack them. With ``shard`` (a ``ShardSpec``) only the ledger files that may hold its
+    tasks' records are read, as ``load_status`` does."""
     out: dict[str, dict[str, Any]] = {}
     if not os.path.isdir(run_dir) or (sources is not None and not sources):
         return out
     for name in ledger_files(run_dir, shard, sources if shard is not None else None):
         for record in _done_rows(name):
-            if sources is None or record.get("source") in sources:
-                out[record["source"]] = record
+            source = record["source"]
+            if sources is not None and source not in sources:
+                continue
+            have = out.get(source)
+            if have is None or (record.get("time") or 0.0) >= (have.get("time") or 0.0):
+                out[source] = record
     return out
 
 
 def _done_rows(path: str) -> list[dict[str, Any]]:
-    """The done records of one ledger file that carry ``inputs`` or ``written`` (only those columns)."""
+    """The done records of one ledger file (only the columns of :data:`_SCHEMA`)."""
     data = complete_lines(path)
-    if b'"inputs"' not in data and b'"written"' not in data:
+    if b'"done"' not in data:
         return []
     try:
         table = pj.read_json(

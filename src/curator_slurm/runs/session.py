@@ -4,10 +4,12 @@ the run with its result or the error that says what did not finish."""
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from curator_slurm.errors import Interrupted, PipelineFailedError, RunDirError, ShardConfigError
@@ -20,6 +22,7 @@ from curator_slurm.runs.rundir import RunDir
 from curator_slurm.runs.sharding import Selection
 from curator_slurm.runs.signals import GraceExpired, StopSignal, requeue
 from curator_slurm.runs.summary import add_s3_counts
+from curator_slurm.runs.upstream import Upstream
 from curator_slurm.shard import ShardSpec
 from curator_slurm.tasks import FailedTask, Task
 
@@ -80,6 +83,8 @@ class RunSession:
         options: the run's options.
         log: the logger bound to this shard.
         progress_interval: seconds between progress lines in the log.
+        upstreams: the earlier phases whose recorded outputs the stages read (their ``upstreams()``): checked
+            before any work, and a done task whose inputs were recorded again since is done again.
     """
 
     def __init__(
@@ -92,8 +97,10 @@ class RunSession:
         options: RunOptions,
         log: Any,
         progress_interval: float = 30.0,
+        upstreams: Sequence[Upstream] = (),
     ) -> None:
         self.listing, self.shard, self.options, self.log = listing, shard, options, log
+        self.upstreams = list(upstreams)
         self.fingerprint = fingerprint
         self.run_dir = _usable_run_dir(run_dir, listing, log)
         self.todo: list[Task] = []
@@ -106,6 +113,8 @@ class RunSession:
         """Claim the run directory for this pipeline and shard, check that the inputs are those it was started
         on, and keep the source tasks of this shard that it does not record done (with intact outputs)."""
         mine = self.listing.kept
+        if self.upstreams:
+            self._check_upstreams()
         self.todo = mine if self.run_dir is None else self._resume(self.run_dir, mine)
         self.tally.progress.total = len(self.todo)
         return self.todo
@@ -118,20 +127,57 @@ class RunSession:
             from curator_slurm.runs.inputs import check_listing
 
             check_listing(run_dir.path, done, self.shard, mine)
-        from curator_slurm.runs.verify import lost_outputs
+        from curator_slurm.runs.inputs import done_records
+        from curator_slurm.runs.verify import lost_of
 
-        lost = lost_outputs(run_dir.path, done, self.shard)  # done, but its outputs are gone: done again
+        records = done_records(run_dir.path, done, self.shard)
+        lost = lost_of(records)  # done, but its outputs are gone: done again
         if lost:
             first = "; ".join(problems[0] for problems in list(lost.values())[:3])
             self.log.warning(
                 f"{self.shard.label}: doing {len(lost)} done source task(s) again, their outputs are gone: {first}"
             )
-        todo = [t for t in mine if t.task_id not in done or t.task_id in lost]
+        stale = self._stale(records)
+        todo = [t for t in mine if t.task_id not in done or t.task_id in lost or t.task_id in stale]
         if len(todo) < len(mine):
             self.log.info(
                 f"{self.shard.label}: skipping {len(mine) - len(todo)} source tasks already done in {run_dir.path}"
             )
         return todo
+
+    def _check_upstreams(self) -> None:
+        """Refuse to start when an output an earlier phase recorded (and this one reads) is gone or changed."""
+        from curator_slurm.runs.upstream import check
+
+        roots = sorted({os.path.dirname(u.run_dir) for u in self.upstreams})
+        check(
+            self.upstreams,
+            f"pipeline {self.fingerprint.get('name', '?')!r} ({self.shard.label})",
+            "Run the script again (the earlier phase does again the source tasks whose outputs are gone, and "
+            "the phases after it follow), or for a submitted run `curator-slurm retry "
+            + " ".join(roots)
+            + "` (it starts from the earliest phase with lost outputs).",
+        )
+
+    def _stale(self, records: dict[str, dict[str, Any]]) -> set[str]:
+        """The done tasks whose recorded ``upstream`` digest is not what they would read now: an earlier phase
+        recorded its outputs again since (a task redone, inputs added), so they are done again."""
+        if not self.upstreams:
+            return set()
+        from curator_slurm.runs.upstream import combined_digest
+
+        stale = {
+            source
+            for source, record in records.items()
+            if record.get("upstream") is not None and record["upstream"] != combined_digest(self.upstreams, source)
+        }
+        if stale:
+            names = ", ".join(repr(u.name) for u in self.upstreams)
+            self.log.warning(
+                f"{self.shard.label}: doing {len(stale)} done source task(s) again: what they read of phase {names} "
+                "was recorded again since they were done"
+            )
+        return stale
 
     def _claim(self, run_dir: RunDir) -> None:
         """The run directory for this pipeline and shard, and the listing against the one it was started on."""
@@ -199,6 +245,11 @@ class RunSession:
         from curator_slurm.runs.verify import written_files
 
         read = input_states(self.todo)
+        upstream = None
+        if self.upstreams:
+            from curator_slurm.runs.upstream import combined_digest
+
+            upstream = partial(combined_digest, self.upstreams)
         with marked(self.run_dir.path, self.shard.label):
             writer = self.run_dir.writer(self.shard, self.options)  # commits a window of records at a time
 
@@ -208,6 +259,8 @@ class RunSession:
                     if read.get(result.source_id):
                         line["inputs"] = read[result.source_id]
                     line["written"] = written_files(result.outputs, result.sizes)
+                    if upstream is not None:
+                        line["upstream"] = upstream(result.source_id)
                 writer.write(line)
 
             try:

@@ -42,8 +42,13 @@ def lost_outputs(run_dir: str, sources: set[str] | None = None, shard: Any = Non
     """For each done source task of ``run_dir`` (of ``sources``, default all; with ``shard``, read from its
     ledger files only) whose recorded outputs are gone or have another size now: what is wrong with each,
     naming the file. Local files are looked at one by one, objects by one listing per prefix."""
+    return lost_of(done_records(run_dir, sources, shard))
+
+
+def lost_of(records: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
+    """:func:`lost_outputs` of the done ``records`` given (source -> its latest done record)."""
     recorded: list[tuple[str, str, int]] = []
-    for source, record in done_records(run_dir, sources, shard).items():
+    for source, record in records.items():
         written = record.get("written") or {}
         for path, size in zip(written.get("paths") or [], written.get("sizes") or [], strict=False):
             recorded.append((source, path, int(size)))

@@ -70,6 +70,11 @@ class ProcessingStage(Generic[In, Out]):
         :data:`PASSTHROUGH` among them means the input fields go through."""
         return [], None
 
+    def upstreams(self) -> list[Any]:
+        """The earlier phases whose recorded outputs this stage reads (``curator_slurm.runs.upstream.Upstream``):
+        the run checks them before any work and does a task again when what it read was recorded again."""
+        return []
+
     # --- life cycle ---------------------------------------------------------------------------------
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         """Called once per worker before any task (load models, open connections)."""

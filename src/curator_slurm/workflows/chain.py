@@ -23,7 +23,7 @@ from curator_slurm import fs
 from curator_slurm.backends.adapter import list_sources
 from curator_slurm.errors import InputError
 from curator_slurm.pipeline import Pipeline
-from curator_slurm.runs.ledger import done_outputs
+from curator_slurm.runs.upstream import Upstream, files_of, recorded
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.io.readers import FileReader, FileReaderStage, concat_tables, read_jsonl, read_parquet
@@ -58,6 +58,7 @@ class PhaseOutputsSource(ProcessingStage[EmptyTask, FileGroupTask]):
         self._pipeline = pipeline
         self.upstream = pipeline.name
         self._run_dir = os.path.abspath(os.fspath(run_dir))
+        self._reads = Upstream(pipeline.name, self._run_dir, per_task=True)
         self._output_dir = fs.absolute(output_dir)  # may be on object storage
         # What dedup workflows look for on a reader's partitioner (the files it lists, their endings).
         self.file_paths = [self._output_dir]
@@ -71,6 +72,9 @@ class PhaseOutputsSource(ProcessingStage[EmptyTask, FileGroupTask]):
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], []
 
+    def upstreams(self) -> list[Any]:
+        return [self._reads]
+
     def process(self, task: EmptyTask) -> list[FileGroupTask]:
         ids = upstream_ids(self._pipeline, self._run_dir)
         return [
@@ -80,7 +84,7 @@ class PhaseOutputsSource(ProcessingStage[EmptyTask, FileGroupTask]):
                 data=[],
                 metadata={
                     "upstream_index": index,
-                    "upstream_run_dir": self._run_dir,
+                    "upstream": self._reads,
                     "root": self._output_dir,
                     "bytes": 1,
                 },
@@ -94,28 +98,18 @@ class PhaseOutputsReaderStage(FileReaderStage):
 
     name = "phase_outputs_reader"
 
-    def __init__(self, fields: list[str] | None = None, schema: Any = None) -> None:
-        super().__init__(fields, schema)
-        self._outputs: dict[str, dict[str, list[str]]] = {}  # run dir -> recorded outputs (read once)
-
-    fingerprint_exclude = frozenset({"_outputs"})
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_outputs": {}}
-
     def _files(self, task: FileGroupTask) -> list[str]:
-        run_dir = task.metadata["upstream_run_dir"]
-        if run_dir not in self._outputs:
-            self._outputs[run_dir] = done_outputs(run_dir)
-        recorded = self._outputs[run_dir]
-        if task.task_id not in recorded:
+        upstream: Upstream = task.metadata["upstream"]
+        if task.task_id not in recorded(upstream.run_dir):
             raise InputError(
-                f"{run_dir}: source task {task.task_id} of the phase before is not done, so there is nothing to "
-                "read for it; finish that phase first (re-run the script, or `curator-slurm retry`)"
+                f"{upstream.run_dir}: source task {task.task_id} of the phase before is not done, so there is "
+                "nothing to read for it; finish that phase first (re-run the script, or `curator-slurm retry`)"
             )
-        files = [p for p in recorded[task.task_id] if p.endswith((".jsonl", ".parquet"))]
+        files = [p for p in files_of(upstream, [task.task_id]) if p.endswith((".jsonl", ".parquet"))]
         if len(files) > MAX_OUTPUTS:
-            raise InputError(f"{run_dir}: source task {task.task_id} wrote {len(files)} files, more than {MAX_OUTPUTS}")
+            raise InputError(
+                f"{upstream.run_dir}: source task {task.task_id} wrote {len(files)} files, more than {MAX_OUTPUTS}"
+            )
         return files
 
     def process(self, task: FileGroupTask) -> DocumentBatch | None:

@@ -26,6 +26,7 @@ import pyarrow as pa
 from curator_slurm import fs
 from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import InputError
+from curator_slurm.runs.upstream import Upstream, files_of
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.text.compute import call, filter_table
 from curator_slurm.tasks import DocumentBatch, EmptyTask, FileGroupTask, content_id
@@ -48,8 +49,8 @@ def bucket_of(keys: np.ndarray, buckets: int) -> np.ndarray:
 class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
     """Write each batch sorted by ``column`` into ``<path>/<source id>.parquet``, atomically, with ``column``'s
     statistics in every row group, so a reader can pick the row groups of a value or a range from the footer.
-    Row groups hold one value each (``group_rows=None``) or ``group_rows`` rows. Every source task gets a
-    file, an empty one too, so the next phase sees that it produced nothing rather than nothing at all.
+    Row groups hold one value each (``group_rows=None``) or ``group_rows`` rows. A batch with no rows writes no
+    file: the next phase reads what the ledger records, where that task is done with no output.
     ``compression``: Parquet's codec; a shuffle of many small row groups that is read once may prefer
     "lz4" (measured on fuzzy dedup's bands: 2x faster to write, 3x to read, 18 % larger than zstd)."""
 
@@ -93,14 +94,20 @@ class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
             bounds = np.arange(self.group_rows, table.num_rows, self.group_rows)
         pieces = np.split(np.arange(table.num_rows), bounds) if table.num_rows else []
         final = fs.join(self.path, f"{task.source_id or task.task_id}.parquet")
+        if not pieces:
+            return FileGroupTask(
+                task_id=task.task_id,
+                dataset_name=task.dataset_name,
+                data=[],
+                metadata={"rows": 0, "sizes": []},
+                source_id=task.source_id,
+            )
 
         def write(f: BinaryIO) -> None:
             writer = pq.ParquetWriter(f, table.schema, compression=self.compression, write_statistics=[self.column])
             try:
                 for piece in pieces:
                     writer.write_table(table.slice(int(piece[0]), len(piece)), row_group_size=len(piece))
-                if not pieces:
-                    writer.write_table(table, row_group_size=1)
             finally:
                 writer.close()
 
@@ -127,16 +134,23 @@ class BucketSource(ProcessingStage[EmptyTask, FileGroupTask]):
     """One source task per bucket of a shuffle directory: the reduce side's work list.
 
     Ids depend only on the shuffle's name and the bucket number, so they are known (for planning and
-    submission) before the phase that writes the files has run; the files are listed when the task runs."""
+    submission) before the phase that writes the files has run. The files are those the ``upstream`` phase's
+    ledger records (never a listing of the directory), found when the task runs."""
 
     name = "bucket_source"
 
-    def __init__(self, path: str | os.PathLike, buckets: int, shuffle_name: str) -> None:
+    fingerprint_exclude = frozenset({"upstream"})  # where the earlier phase is recorded, not what this does
+
+    def __init__(self, path: str | os.PathLike, buckets: int, shuffle_name: str, upstream: Upstream) -> None:
         if buckets < 1:
             raise ValueError(f"buckets={buckets} must be >= 1")
         self.path = os.fspath(path)
         self.buckets = buckets
         self.shuffle_name = shuffle_name
+        self.upstream = upstream
+
+    def upstreams(self) -> list[Any]:
+        return [self.upstream]
 
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], []
@@ -150,15 +164,15 @@ class BucketSource(ProcessingStage[EmptyTask, FileGroupTask]):
                 task_id=content_id(self.shuffle_name, f"bucket={b}"),
                 dataset_name=self.shuffle_name,
                 data=[],
-                metadata={"bucket": b, "shuffle_dir": fs.absolute(self.path), "bytes": 1},
+                metadata={"bucket": b, "shuffle_dir": fs.absolute(self.path), "upstream": self.upstream, "bytes": 1},
             )
             for b in range(self.buckets)
         ]
 
 
-def shuffle_files(directory: str) -> list[str]:
-    """The finished files of a shuffle directory (hidden temporaries excluded), sorted."""
-    return fs.finished_files(directory, ".parquet")
+def shuffle_files(upstream: Upstream) -> list[str]:
+    """The Parquet files the phase ``upstream`` recorded (a shuffle, a list of keys), sorted."""
+    return files_of(upstream, suffix=".parquet")
 
 
 #: Footers already parsed in this process: a bucket task opens every file of the shuffle, and one worker
@@ -224,8 +238,7 @@ class BucketReader(ProcessingStage[FileGroupTask, DocumentBatch]):
         return ["data"], None
 
     def process(self, task: FileGroupTask) -> DocumentBatch | None:
-        directory = task.metadata["shuffle_dir"]
-        files = shuffle_files(directory)
+        files = shuffle_files(task.metadata["upstream"])
         table = read_bucket(files, int(task.metadata["bucket"]))
         if table is None:
             return None

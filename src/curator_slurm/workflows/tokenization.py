@@ -24,20 +24,18 @@ from typing import Any, BinaryIO
 
 from curator_slurm import fs
 from curator_slurm.errors import InputError
-from curator_slurm.runs.ledger import done_outputs
-from curator_slurm.runs.rundir import default_run_dir_of
+from curator_slurm.runs.upstream import Upstream, files_of
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.io.megatron import MegatronTokenizerWriter
 from curator_slurm.stages.io.megatron_format import merge_pairs, pair_tokens, read_header
 from curator_slurm.stages.io.writers import BaseWriter, atomic_write, output_sync_deferred
 from curator_slurm.tasks import EmptyTask, FileGroupTask, content_id
-from curator_slurm.workflows.workflow import Phase, Workflow
+from curator_slurm.workflows.workflow import Phase, Workflow, phase_upstream
 
 
-def done_pairs(run_dir: str) -> list[str]:
-    """The ``.bin``/``.idx`` prefixes that the run directory's done records list, sorted by file name."""
-    outputs = done_outputs(run_dir)
-    prefixes = {path[: -len(".idx")] for paths in outputs.values() for path in paths if path.endswith(".idx")}
+def done_pairs(tokenize: Upstream) -> list[str]:
+    """The ``.bin``/``.idx`` prefixes that the phase ``tokenize``'s done records list, sorted by file name."""
+    prefixes = {path[: -len(".idx")] for path in files_of(tokenize, suffix=".idx")}
     return sorted(prefixes, key=lambda p: (os.path.basename(p), p))
 
 
@@ -65,15 +63,18 @@ class MergeSource(ProcessingStage[EmptyTask, FileGroupTask]):
 
     name = "megatron_merge_source"
 
-    def __init__(self, run_dir: str | os.PathLike, tasks: int, workflow: str) -> None:
+    def __init__(self, tokenize: Upstream, tasks: int, workflow: str) -> None:
         if tasks < 1:
             raise ValueError(f"merge_tasks={tasks} must be >= 1")
-        self.run_dir = os.fspath(run_dir)
+        self.tokenize = tokenize
         self.tasks = tasks
         self.workflow = workflow
 
     def params(self) -> dict[str, Any]:
         return {"tasks": self.tasks, "workflow": self.workflow}  # not where the run directory is mounted
+
+    def upstreams(self) -> list[Any]:
+        return [self.tokenize]
 
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], []
@@ -84,7 +85,7 @@ class MergeSource(ProcessingStage[EmptyTask, FileGroupTask]):
                 task_id=content_id(self.workflow, f"merge={k}/{self.tasks}"),
                 dataset_name=self.workflow,
                 data=[],
-                metadata={"slot": k, "slots": self.tasks, "run_dir": os.path.abspath(self.run_dir), "bytes": 1},
+                metadata={"slot": k, "slots": self.tasks, "upstream": self.tokenize, "bytes": 1},
             )
             for k in range(self.tasks)
         ]
@@ -110,7 +111,7 @@ class MegatronMerge(BaseWriter):
 
     def process(self, task: FileGroupTask) -> FileGroupTask:  # type: ignore[override]
         slot, slots = int(task.metadata["slot"]), int(task.metadata["slots"])
-        prefixes = done_pairs(task.metadata["run_dir"])
+        prefixes = done_pairs(task.metadata["upstream"])
         missing = [p for p in prefixes if not (fs.exists(p + ".bin") and fs.exists(p + ".idx"))]
         if missing:
             raise InputError(
@@ -175,10 +176,9 @@ class MegatronTokenization(Workflow):
         if fs.absolute(writer.path) == output:
             raise ValueError(f"the writer's path and output are both {output}: give the per-task pairs their own")
         work = fs.absolute(work_dir) if work_dir is not None else fs.join(output, ".curator-work")
-        tokenize_run = os.path.join(default_run_dir_of(work), "tokenize")  # a Workflow's phase run directory
         merge = (
             Pipeline(f"{name}-merge")
-            .add_stage(MergeSource(tokenize_run, merge_tasks, name))
+            .add_stage(MergeSource(phase_upstream(work, "tokenize"), merge_tasks, name))
             .add_stage(MegatronMerge(output, merge_tokens, prefix))
         )
         phases = [

@@ -34,6 +34,7 @@ from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.results import PipelineResult
 from curator_slurm.runs.rundir import default_run_dir_of
 from curator_slurm.runs.steps import inside_step, next_step, not_my_step
+from curator_slurm.runs.upstream import Upstream
 from curator_slurm.shard import ShardSpec
 
 logger = logging.getLogger(__name__)
@@ -225,6 +226,12 @@ class Workflow:
 
     def _write_marker(self) -> None:
         write_marker(self.run_root, self.name, [p.name for p in self.phases])
+
+
+def phase_upstream(work_dir: str | os.PathLike, phase: str, per_task: bool = False) -> Upstream:
+    """The phase ``phase`` of the workflow whose work directory is ``work_dir``, as a later phase's stage reads
+    it: by the outputs its ledger records (:class:`~curator_slurm.runs.upstream.Upstream`)."""
+    return Upstream(phase, os.path.join(default_run_dir_of(fs.absolute(work_dir)), phase), per_task)
 
 
 def write_marker(run_root: str, name: str, phases: list[str]) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from curator_slurm import fs
 from curator_slurm._lazy import LazyModule
+from curator_slurm.runs.upstream import Upstream, files_of
 from curator_slurm.stages.base import PASSTHROUGH, ProcessingStage
 from curator_slurm.stages.io.writers import BaseWriter
 from curator_slurm.stages.positions import document_positions
@@ -44,16 +44,24 @@ class SortedKeyWriter(SortedFileWriter):
 
 
 def bucket_phase(
-    phase: str, workflow: str, bucket_dir: str, buckets: int, source: str, stage: ProcessingStage, out_dir: str
+    phase: str,
+    workflow: str,
+    bucket_dir: str,
+    buckets: int,
+    source: str,
+    stage: ProcessingStage,
+    out_dir: str,
+    reads: Upstream,
 ) -> Phase:
-    """A phase with one source task per shuffle bucket: the bucket's rows (written by the phase ``source``
-    into ``bucket_dir``) through ``stage``, its result sorted by key into ``out_dir``."""
+    """A phase with one source task per shuffle bucket: the bucket's rows (written by the phase ``reads`` into
+    ``bucket_dir``; ``source`` names the shuffle in the tasks' ids) through ``stage``, its result sorted by key
+    into ``out_dir``."""
     from curator_slurm.pipeline import Pipeline
     from curator_slurm.workflows.shuffle import BucketReader, BucketSource
 
     pipeline = (
         Pipeline(f"{workflow}-{phase}")
-        .add_stage(BucketSource(bucket_dir, buckets, f"{workflow}/{source}"))
+        .add_stage(BucketSource(bucket_dir, buckets, f"{workflow}/{source}", reads))
         .add_stage(BucketReader())
         .add_stage(stage)
         .add_stage(SortedKeyWriter(out_dir))
@@ -61,19 +69,20 @@ def bucket_phase(
     return Phase(phase, pipeline, max_shards=buckets)
 
 
-def write_phase(name: str, reader: ProcessingStage, duplicates_dir: str, writer: BaseWriter) -> Phase:
-    """The last phase of a dedup workflow: the input read again, without the listed documents, written."""
+def write_phase(name: str, reader: ProcessingStage, duplicates: Upstream, writer: BaseWriter) -> Phase:
+    """The last phase of a dedup workflow: the input read again, without the documents the phase ``duplicates``
+    listed, written."""
     from curator_slurm.pipeline import Pipeline
 
-    pipeline = Pipeline(f"{name}-write").add_stage(reader).add_stage(RemoveDuplicates(duplicates_dir))
+    pipeline = Pipeline(f"{name}-write").add_stage(reader).add_stage(RemoveDuplicates(duplicates))
     return Phase("write", pipeline.add_stage(writer))
 
 
-def keys_in_range(directory: str, low: int, high: int) -> np.ndarray:
-    """Every key in ``[low, high]`` listed by the sorted key files of ``directory`` (row groups whose
-    statistics overlap the range are read; others are skipped, their footers parsed once per process)."""
+def keys_in_range(files: list[str], low: int, high: int) -> np.ndarray:
+    """Every key in ``[low, high]`` listed by the sorted key ``files`` (row groups whose statistics overlap the
+    range are read; others are skipped, their footers parsed once per process)."""
     found = []
-    for path in fs.finished_files(directory, ".parquet"):
+    for path in files:
         table = read_overlapping(path, KEY, low, high, columns=[KEY])
         if table is not None:
             keys = table.column(KEY).to_numpy()
@@ -87,11 +96,14 @@ class RemoveDuplicates(ProcessingStage[DocumentBatch, DocumentBatch]):
 
     name = "remove_duplicates"
 
-    def __init__(self, duplicates_dir: str | os.PathLike) -> None:
-        self.duplicates_dir = os.fspath(duplicates_dir)
+    def __init__(self, duplicates: Upstream) -> None:
+        self.duplicates = duplicates
 
     def params(self) -> dict[str, Any]:
         return {}  # where the list lives is not what the stage does; the phase before is fingerprinted
+
+    def upstreams(self) -> list[Any]:
+        return [self.duplicates]
 
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], []
@@ -103,7 +115,7 @@ class RemoveDuplicates(ProcessingStage[DocumentBatch, DocumentBatch]):
         if task.num_items == 0:
             return task
         keys = document_positions(task).keys
-        dropped = keys_in_range(self.duplicates_dir, int(keys.min()), int(keys.max()))
+        dropped = keys_in_range(files_of(self.duplicates, suffix=".parquet"), int(keys.min()), int(keys.max()))
         if not len(dropped):
             return task
         keep = ~np.isin(keys, dropped)

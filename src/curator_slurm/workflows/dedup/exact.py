@@ -35,7 +35,7 @@ from curator_slurm.stages.text.compute import _compute, call, cast, replace_rege
 from curator_slurm.tasks import DocumentBatch
 from curator_slurm.workflows.dedup.common import KEY, bucket_phase, check_empty_text, write_phase
 from curator_slurm.workflows.shuffle import BUCKET, BucketWriter, bucket_of
-from curator_slurm.workflows.workflow import Phase, Workflow
+from curator_slurm.workflows.workflow import Phase, Workflow, phase_upstream
 
 DEFAULT_BUCKETS = 64
 
@@ -212,10 +212,19 @@ class ExactDuplicates(Workflow):
                 .add_stage(ExactHash(text_field, buckets, id_field, normalize, empty_text))
                 .add_stage(BucketWriter(shuffle_dir)),
             ),
-            bucket_phase("find", name, shuffle_dir, buckets, "hash", FindExactDuplicates(id_field), duplicates_dir),
+            bucket_phase(
+                "find",
+                name,
+                shuffle_dir,
+                buckets,
+                "hash",
+                FindExactDuplicates(id_field),
+                duplicates_dir,
+                phase_upstream(work, "hash"),
+            ),
         ]
         if not identify_only:
-            phases.append(write_phase(name, reader, duplicates_dir, writer))
+            phases.append(write_phase(name, reader, phase_upstream(work, "find"), writer))
         super().__init__(name, work, phases)
 
 

@@ -38,6 +38,7 @@ import pyarrow as pa
 from curator_slurm import fs
 from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import InputError
+from curator_slurm.runs.upstream import Upstream, files_of
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.io.partitioning import input_root, list_files
 from curator_slurm.stages.io.writers import BaseWriter
@@ -49,7 +50,7 @@ from curator_slurm.workflows.dedup.exact import _reader_with_fields
 from curator_slurm.workflows.dedup.fuzzy_ids import id_phases
 from curator_slurm.workflows.dedup.verify import EdgeShingles, VerifyEdges
 from curator_slurm.workflows.shuffle import BUCKET, BucketSource, BucketWriter, bucket_of
-from curator_slurm.workflows.workflow import Phase, Workflow
+from curator_slurm.workflows.workflow import Phase, Workflow, phase_upstream
 
 pq = LazyModule("pyarrow.parquet")
 
@@ -176,12 +177,12 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
 
     def __init__(
         self,
-        edges_dir: str | os.PathLike,
+        edges: Upstream,
         input_paths: Any = None,
         extensions: list[str] | None = None,
         survivors: bool = False,
     ):
-        self.edges_dir = os.fspath(edges_dir)
+        self.edges = edges
         self.input_paths = input_paths
         self.extensions = extensions
         self.survivors = survivors
@@ -192,8 +193,11 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], None
 
+    def upstreams(self) -> list[Any]:
+        return [self.edges]
+
     def _edges(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        for path in fs.finished_files(self.edges_dir, ".parquet"):
+        for path in files_of(self.edges, suffix=".parquet"):
             with pq.ParquetFile(path if fs.is_local(path) else fs.open_input(path)) as f:
                 for batch in f.iter_batches(batch_size=1 << 20, columns=[KEY, "v"]):
                     yield batch.column(0).to_numpy(), batch.column(1).to_numpy()
@@ -201,7 +205,7 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
     def process(self, task: FileGroupTask) -> DocumentBatch:
         from curator_slurm.workflows.dedup.components import duplicate_members
 
-        keys, groups = duplicate_members(self._edges) if fs.isdir(self.edges_dir) else (np.empty(0, np.int64),) * 2
+        keys, groups = duplicate_members(self._edges)
         if self.survivors:  # each group's first document too, as key == group_key (fuzzy_ids finds its id)
             first = np.unique(groups)
             keys, groups = np.concatenate([keys, first]), np.concatenate([groups, first])
@@ -273,21 +277,31 @@ def _exact_check_phases(
             .add_stage(shingles)
             .add_stage(BucketWriter(shingles_dir, compression=SHUFFLE_COMPRESSION)),
         ),
-        bucket_phase("verify", name, shingles_dir, buckets, "edge-shingles", VerifyEdges(threshold), edges_dir),
+        bucket_phase(
+            "verify",
+            name,
+            shingles_dir,
+            buckets,
+            "edge-shingles",
+            VerifyEdges(threshold),
+            edges_dir,
+            phase_upstream(work, "edge-shingles"),
+        ),
     ]
 
 
 def _components_phase(
-    name: str, edges_dir: str, paths: Any, extensions: list[str] | None, survivors: bool, out_dir: str
+    name: str, edges_dir: str, edges: Upstream, paths: Any, extensions: list[str] | None, survivors: bool, out: str
 ) -> Phase:
-    """``components``: one task over every edge file, the list of duplicates sorted by key into ``out_dir``."""
+    """``components``: one task over every edge file (written by the phase ``edges``), the list of duplicates
+    sorted by key into ``out``."""
     from curator_slurm.pipeline import Pipeline
 
     pipeline = (
         Pipeline(f"{name}-components")
-        .add_stage(BucketSource(edges_dir, 1, f"{name}/edges"))
-        .add_stage(ConnectedComponents(edges_dir, paths, extensions, survivors=survivors))
-        .add_stage(SortedKeyWriter(out_dir))
+        .add_stage(BucketSource(edges_dir, 1, f"{name}/edges", edges))
+        .add_stage(ConnectedComponents(edges, paths, extensions, survivors=survivors))
+        .add_stage(SortedKeyWriter(out))
     )
     return Phase("components", pipeline, max_shards=1)
 
@@ -378,18 +392,23 @@ class FuzzyDuplicates(Workflow):
                 "bands",
                 CandidateEdges(jaccard_threshold if verify else None, endpoints=exact),
                 endpoints_dir if exact else edges_dir,
+                phase_upstream(work, "signatures"),
             ),
         ]
         if exact:
             assert jaccard_threshold is not None
-            shingles = EdgeShingles(text_field, ngram, seed, endpoints_dir, buckets, char_ngrams)
+            endpoints = phase_upstream(work, "candidates")
+            shingles = EdgeShingles(text_field, ngram, seed, endpoints, buckets, char_ngrams)
             phases += _exact_check_phases(name, signature_reader, shingles, work, buckets, jaccard_threshold, edges_dir)
         survivors = id_field is not None  # the id phases look up the survivors' ids too
         paths = partitioner.file_paths if identify_only else None
         patterns = list(partitioner.patterns) if partitioner.patterns else None  # the names the reader lists
-        phases.append(_components_phase(name, edges_dir, paths, patterns, survivors, members_dir))
+        edges = phase_upstream(work, "verify" if exact else "candidates")
+        phases.append(_components_phase(name, edges_dir, edges, paths, patterns, survivors, members_dir))
         if id_field:
-            phases += id_phases(name, signature_reader, id_field, members_dir, work, duplicates_dir)
+            phases += id_phases(
+                name, signature_reader, id_field, phase_upstream(work, "components"), work, duplicates_dir
+            )
         if not identify_only:
-            phases.append(write_phase(name, reader, duplicates_dir, writer))
+            phases.append(write_phase(name, reader, phase_upstream(work, "components"), writer))
         super().__init__(name, work, phases)

@@ -14,7 +14,6 @@ The shuffle carries document keys (positions) only, so ids are fetched where the
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -23,6 +22,7 @@ import pyarrow as pa
 from curator_slurm import fs
 from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import InputError
+from curator_slurm.runs.upstream import Upstream, files_of
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.io.readers import FileReader
 from curator_slurm.stages.positions import document_positions
@@ -39,12 +39,15 @@ class ListedIds(ProcessingStage[DocumentBatch, DocumentBatch]):
 
     name = "listed_ids"
 
-    def __init__(self, members_dir: str | os.PathLike, id_field: str) -> None:
-        self.members_dir = os.fspath(members_dir)
+    def __init__(self, members: Upstream, id_field: str) -> None:
+        self.members = members
         self.id_field = id_field
 
     def params(self) -> dict[str, Any]:
         return {"id_field": self.id_field}  # where the list lives is not what the stage does
+
+    def upstreams(self) -> list[Any]:
+        return [self.members]
 
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], [self.id_field]
@@ -61,7 +64,8 @@ class ListedIds(ProcessingStage[DocumentBatch, DocumentBatch]):
                 f"{table.column_names}. Set id_field= to one of them, or None."
             )
         keys = document_positions(task).keys
-        listed = keys_in_range(self.members_dir, int(keys.min()), int(keys.max())) if len(keys) else keys
+        files = files_of(self.members, suffix=".parquet")
+        listed = keys_in_range(files, int(keys.min()), int(keys.max())) if len(keys) else keys
         mask = np.isin(keys, listed)
         ids = table.column(self.id_field).filter(pa.array(mask))
         return task.derive(pa.table({KEY: keys[mask], self.id_field: ids}))
@@ -72,8 +76,8 @@ def _read_parquet(path: str, columns: list[str] | None) -> pa.Table:
         return pq.read_table(f, columns=columns)
 
 
-def _read_all(directory: str, columns: list[str] | None = None) -> pa.Table | None:
-    tables = [_read_parquet(path, columns) for path in fs.finished_files(directory, ".parquet")]
+def _read_all(upstream: Upstream, columns: list[str] | None = None) -> pa.Table | None:
+    tables = [_read_parquet(path, columns) for path in files_of(upstream, suffix=".parquet")]
     tables = [t for t in tables if t.num_rows]
     return pa.concat_tables(tables, promote_options="permissive") if tables else None
 
@@ -84,20 +88,23 @@ class JoinIds(ProcessingStage[FileGroupTask, DocumentBatch]):
 
     name = "join_ids"
 
-    def __init__(self, members_dir: str | os.PathLike, ids_dir: str | os.PathLike, id_field: str) -> None:
-        self.members_dir = os.fspath(members_dir)
-        self.ids_dir = os.fspath(ids_dir)
+    def __init__(self, members: Upstream, ids: Upstream, id_field: str) -> None:
+        self.members = members
+        self.ids = ids
         self.id_field = id_field
 
     def params(self) -> dict[str, Any]:
         return {"id_field": self.id_field}
 
+    def upstreams(self) -> list[Any]:
+        return [self.members, self.ids]
+
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], None
 
     def process(self, task: FileGroupTask) -> DocumentBatch:
-        members = _read_all(self.members_dir)
-        ids = _read_all(self.ids_dir, [KEY, self.id_field])
+        members = _read_all(self.members)
+        ids = _read_all(self.ids, [KEY, self.id_field])
         if members is None:
             empty = {KEY: pa.array([], pa.int64()), "group_key": pa.array([], pa.int64())}
             return task.derive(pa.table(empty), cls=DocumentBatch)
@@ -111,7 +118,9 @@ class JoinIds(ProcessingStage[FileGroupTask, DocumentBatch]):
         def ids_of(wanted: np.ndarray) -> pa.Array:
             at = np.minimum(np.searchsorted(sorted_keys, wanted), max(len(sorted_keys) - 1, 0))
             if not len(sorted_keys) or not np.array_equal(sorted_keys[at], wanted):
-                raise InputError(f"fuzzy dedup ids: {self.ids_dir} lacks ids of documents {self.members_dir} lists")
+                raise InputError(
+                    f"fuzzy dedup ids: phase {self.ids.name!r} lacks ids of documents phase {self.members.name!r} lists"
+                )
             return id_values.take(pa.array(order[at]))
 
         listed = np.flatnonzero(keys != groups)
@@ -121,24 +130,27 @@ class JoinIds(ProcessingStage[FileGroupTask, DocumentBatch]):
         return task.derive(out, cls=DocumentBatch)
 
 
-def id_phases(name: str, reader: FileReader, id_field: str, members_dir: str, work: str, list_dir: str) -> list[Phase]:
-    """The ``ids`` and ``join`` phases (see the module docstring); the list goes to ``list_dir``."""
+def id_phases(name: str, reader: FileReader, id_field: str, members: Upstream, work: str, list_dir: str) -> list[Phase]:
+    """The ``ids`` and ``join`` phases (see the module docstring) after the phase ``members``; the list goes
+    to ``list_dir``."""
     from curator_slurm.pipeline import Pipeline
+    from curator_slurm.workflows.workflow import phase_upstream
 
     ids_dir = fs.join(work, "ids")
+    ids = phase_upstream(work, "ids")
     return [
         Phase(
             "ids",
             Pipeline(f"{name}-ids")
             .add_stage(reader.with_fields([id_field]))
-            .add_stage(ListedIds(members_dir, id_field))
+            .add_stage(ListedIds(members, id_field))
             .add_stage(SortedKeyWriter(ids_dir)),
         ),
         Phase(
             "join",
             Pipeline(f"{name}-join")
-            .add_stage(BucketSource(ids_dir, 1, f"{name}/ids"))
-            .add_stage(JoinIds(members_dir, ids_dir, id_field))
+            .add_stage(BucketSource(ids_dir, 1, f"{name}/ids", ids))
+            .add_stage(JoinIds(members, ids, id_field))
             .add_stage(SortedKeyWriter(list_dir)),
             max_shards=1,
         ),

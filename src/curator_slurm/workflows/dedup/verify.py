@@ -12,7 +12,6 @@ shingle set (about 4 bytes a shingle).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -20,6 +19,7 @@ import pyarrow as pa
 
 from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import InputError
+from curator_slurm.runs.upstream import Upstream
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.positions import document_positions
 from curator_slurm.tasks import DocumentBatch
@@ -40,10 +40,10 @@ def _edge_buckets(u: np.ndarray, v: np.ndarray, buckets: int) -> np.ndarray:
     return bucket_of(mixed, buckets).astype(np.int32)
 
 
-def _endpoint_rows(directory: str, low: int, high: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _endpoint_rows(endpoints: Upstream, low: int, high: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The (key, u, v) rows of the candidates phase's endpoint files with ``low <= key <= high``."""
     parts = []
-    for path in shuffle_files(directory):
+    for path in shuffle_files(endpoints):
         table = read_overlapping(path, KEY, low, high, columns=[KEY, "u", "v"])
         if table is not None:
             key = table.column(KEY).to_numpy()
@@ -70,19 +70,22 @@ class EdgeShingles(ProcessingStage[DocumentBatch, DocumentBatch]):
         text_field: str,
         ngram: int,
         seed: int,
-        endpoints_dir: str | os.PathLike,
+        endpoints: Upstream,
         buckets: int,
         char_ngrams: int | None = None,
     ) -> None:
         self.text_field = text_field
         self.ngram = ngram
         self.seed = seed
-        self.endpoints_dir = os.fspath(endpoints_dir)
+        self.endpoints = endpoints
         self.buckets = buckets
         self.char_ngrams = char_ngrams
 
     def params(self) -> dict[str, Any]:
-        return {k: v for k, v in super().params().items() if k != "endpoints_dir"}  # where, not what
+        return {k: v for k, v in super().params().items() if k != "endpoints"}  # where, not what
+
+    def upstreams(self) -> list[Any]:
+        return [self.endpoints]
 
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], [self.text_field]
@@ -97,7 +100,7 @@ class EdgeShingles(ProcessingStage[DocumentBatch, DocumentBatch]):
             raise InputError(f"{where}: no field {self.text_field!r} to check; the data has {table.column_names}")
         keys = document_positions(task).keys
         if len(keys):
-            ends, u, v = _endpoint_rows(self.endpoints_dir, int(keys.min()), int(keys.max()))
+            ends, u, v = _endpoint_rows(self.endpoints, int(keys.min()), int(keys.max()))
         else:
             ends = u = v = np.empty(0, np.int64)
         order = np.argsort(keys, kind="stable")

@@ -1,0 +1,163 @@
+"""What a phase reads of an earlier phase: the outputs that phase's ledger records, checked, never a listing."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import xxhash
+
+from curator_slurm import fs
+from curator_slurm.errors import RunDirError
+from curator_slurm.runs.inputs import done_records
+from curator_slurm.runs.ledger import LEDGER_DIR
+
+
+class PhaseInputsError(RunDirError):
+    """Outputs an earlier phase recorded are gone or changed: the phase that reads them cannot start."""
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """An earlier phase whose recorded outputs a stage reads.
+
+    Args:
+        name: the earlier phase, as messages name it (e.g. ``hash``).
+        run_dir: its run directory, whose ledger says what it wrote.
+        per_task: True when each source task reads only what the earlier source task with its own id wrote (a
+            chained phase); False when every task reads all of it (a shuffle's buckets, a merge, a list).
+    """
+
+    name: str
+    run_dir: str
+    per_task: bool = False
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What one source task of an earlier phase wrote, by its latest done record: when it was recorded, and
+    each output with its size (None where the record kept none, as records before sizes were kept)."""
+
+    time: float
+    files: tuple[tuple[str, int | None], ...]
+
+
+#: Recorded outputs already read in this process, by run directory, with the ledger files' sizes they were
+#: read at (a bucket task's worker reads them once, not once per bucket; a grown ledger is read afresh).
+_CACHE: dict[str, tuple[tuple[tuple[str, int], ...], dict[str, Recorded]]] = {}
+
+
+def recorded(run_dir: str) -> dict[str, Recorded]:
+    """Each done source task of ``run_dir`` and what its latest done record says it wrote."""
+    key = _ledger_state(run_dir)
+    cached = _CACHE.get(run_dir)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    out: dict[str, Recorded] = {}
+    for source, record in done_records(run_dir).items():
+        written = record.get("written") or {}
+        paths, sizes = written.get("paths") or [], written.get("sizes") or []
+        if paths:
+            files = tuple((p, int(s) if s is not None else None) for p, s in zip(paths, sizes, strict=False))
+        else:  # no sizes kept (an older record, or outputs it could not stat): the outputs it names
+            files = tuple((p, None) for p in record.get("outputs") or [])
+        out[source] = Recorded(float(record.get("time") or 0.0), tuple(sorted(files)))
+    _CACHE[run_dir] = (key, out)
+    return out
+
+
+#: The digest of all of an earlier phase's outputs, by run directory, for the recorded outputs it was taken of.
+_WHOLE: dict[str, tuple[dict[str, Recorded] | None, str]] = {}
+
+
+def _ledger_state(run_dir: str) -> tuple[tuple[str, int], ...]:
+    directory = os.path.join(run_dir, LEDGER_DIR)
+    try:
+        with os.scandir(directory) as entries:
+            return tuple(sorted((e.name, e.stat().st_size) for e in entries if e.name.endswith(".jsonl")))
+    except OSError:
+        return ()
+
+
+def files_of(upstream: Upstream, sources: Iterable[str] | None = None, suffix: str | None = None) -> list[str]:
+    """The files the earlier phase recorded (of ``sources``, default all; ending in ``suffix``), sorted."""
+    found = recorded(upstream.run_dir)
+    chosen = found.values() if sources is None else (found[s] for s in sources if s in found)
+    return sorted(p for r in chosen for p, _ in r.files if suffix is None or p.endswith(suffix))
+
+
+def digest(upstream: Upstream, source: str | None = None) -> str:
+    """What a task read of ``upstream``, as a short digest: the id, record time and outputs of each earlier
+    source task it reads (all of them, or with ``per_task`` the one with id ``source``). A task whose inputs
+    were recorded again since (redone, or new ones added) gets another digest."""
+    found = recorded(upstream.run_dir)
+    whole = not (upstream.per_task and source is not None)
+    if whole and _WHOLE.get(upstream.run_dir, (None, ""))[0] is found:
+        return _WHOLE[upstream.run_dir][1]
+    ids = sorted(found) if whole else [source]
+    h = xxhash.xxh64(seed=0)
+    for i in ids:
+        r = found.get(i)
+        h.update(f"{i}\t{r.time if r else 'missing'}\t{r.files if r else ''}\n".encode("utf-8", "surrogateescape"))
+    if whole:
+        _WHOLE[upstream.run_dir] = (found, h.hexdigest())
+    return h.hexdigest()
+
+
+def combined_digest(upstreams: Sequence[Upstream], source: str) -> str | None:
+    """The digest of everything task ``source`` reads of ``upstreams`` (None when it reads no earlier phase)."""
+    if not upstreams:
+        return None
+    return xxhash.xxh64_hexdigest("".join(digest(u, source) for u in upstreams).encode("ascii"), seed=0)
+
+
+def problems(upstream: Upstream) -> list[str]:
+    """The recorded outputs of ``upstream`` that are gone or have another size now, one phrase each (objects
+    are looked at with one listing per prefix)."""
+    files = [(p, size) for r in recorded(upstream.run_dir).values() for p, size in r.files]
+    now = fs.sizes_of(p for p, _ in files)
+    out = []
+    for path, size in files:
+        if path not in now:
+            out.append(f"{path}: missing")
+        elif size is not None and now[path] != size:
+            out.append(f"{path}: is {now[path]} bytes, was {size} when phase {upstream.name!r} recorded it")
+    return out
+
+
+def check(upstreams: Sequence[Upstream], who: str, remedy: str) -> None:
+    """Refuse (:class:`PhaseInputsError`) when a recorded output of any of ``upstreams`` is gone or changed,
+    naming the files, the phase that wrote them, and what to run (``remedy``)."""
+    for u in upstreams:
+        found = problems(u)
+        if found:
+            more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+            raise PhaseInputsError(
+                f"{who} cannot start: {len(found)} output(s) that phase {u.name!r} recorded are gone or changed: "
+                f"{'; '.join(found[:3])}{more}. Reading what is left would lose or duplicate documents. {remedy}"
+            )
+
+
+def upstreams_of(stages: Iterable[object]) -> list[Upstream]:
+    """The earlier phases that ``stages`` read (each stage's ``upstreams()``), each once."""
+    out: list[Upstream] = []
+    for stage in stages:
+        for u in getattr(stage, "upstreams", lambda: [])():
+            if isinstance(u, Upstream) and u not in out:
+                out.append(u)
+    return out
+
+
+__all__ = [
+    "PhaseInputsError",
+    "Recorded",
+    "Upstream",
+    "check",
+    "combined_digest",
+    "digest",
+    "files_of",
+    "problems",
+    "recorded",
+    "upstreams_of",
+]
