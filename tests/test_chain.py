@@ -17,7 +17,7 @@ from curator_slurm.workflows.chain import PhaseOutputsReader
 from curator_slurm.workflows.dedup.exact import ExactDuplicates
 from curator_slurm.workflows.dedup.fuzzy import FuzzyDuplicates
 from curator_slurm.workflows.workflow import Phase, Workflow
-from dedup.test_exact_dedup import make_dup_corpus
+from support.dupcorpus import make_dup_corpus
 
 MIN_WORDS = 31
 

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_exact_dedup import brute_force, kept_ids, make_dup_corpus
+from test_exact_dedup import kept_ids
 
+from support.dupcorpus import brute_force, make_dup_corpus
 from support.helpers import REPO, assert_same_parquet, clean_env
 from support.slurmtools import wait_for_job
 

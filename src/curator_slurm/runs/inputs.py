@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.json as pj
 
 from curator_slurm.errors import RunDirError
+from curator_slurm.runs.layout import is_workflow_root
 from curator_slurm.runs.ledger import complete_lines, ledger_files
 
 #: (size, mtime_ns) of each file, by absolute path.
@@ -179,7 +180,7 @@ def refuse(found: Sequence[str], seen_by: str, afresh: str) -> None:
 def afresh_hint(run_dir: str) -> str:
     """How to start afresh from ``run_dir``: a workflow's whole run directory, else the run's."""
     parent = os.path.dirname(os.path.abspath(run_dir))
-    if os.path.exists(os.path.join(parent, "workflow.json")):
+    if is_workflow_root(parent):
         return (
             f"delete the workflow's run directory {parent} and its intermediate files in {os.path.dirname(parent)}, "
             "and the output; or write to a new output directory"

@@ -44,6 +44,7 @@ import xxhash
 from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import is_out_of_space, out_of_space
 from curator_slurm.runs.durable import best_sync_method, make_durable
+from curator_slurm.runs.layout import LEDGER_DIR
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.io.writers import defer_output_sync
 
@@ -51,7 +52,6 @@ logger = logging.getLogger(__name__)
 
 pj = LazyModule("pyarrow.json")
 
-LEDGER_DIR = "ledger"
 
 _STATUS_SCHEMA = pa.schema([("source", pa.string()), ("status", pa.string())])
 

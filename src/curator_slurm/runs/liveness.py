@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
-LIVE_DIR = "live"
+from curator_slurm.runs.layout import LIVE_DIR
 
 
 def _start_time(pid: int) -> str | None:

@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 
 from curator_slurm import fs
 from curator_slurm.errors import ShardConfigError
+from curator_slurm.runs.layout import MANIFEST_DIR
 from curator_slurm.runs.sharding import balanced_assignment, hash_assignment
 from curator_slurm.shard import ShardSpec
 from curator_slurm.tasks import FileGroupTask, Task
@@ -214,7 +215,7 @@ def _fsync_dir(path: str) -> None:
 def new_manifest_dir(run_dir: str, kind: str) -> str:
     """``<run dir>/manifest/<kind>-<n>``, n the first number not taken: each submission keeps its own, so
     the tasks of an earlier one never see their manifest change."""
-    root = os.path.join(run_dir, "manifest")
+    root = os.path.join(run_dir, MANIFEST_DIR)
     n = 0
     while os.path.exists(os.path.join(root, f"{kind}-{n}")):
         n += 1

@@ -16,13 +16,13 @@ from typing import Any
 
 from curator_slurm import fs
 from curator_slurm.errors import OptionError
+from curator_slurm.runs.layout import PLAN_FILE
 from curator_slurm.runs.sharding import balanced_assignment, format_bytes, hash_assignment
 from curator_slurm.settings import job_environment
 
 #: What to do about a damaged plan.json (see ``read_json``).
 PLAN_REMEDY = "restore it, or delete it and submit the run again (`curator-slurm submit` writes it)"
 #: Written into a run directory by `submit`: the plan every later phase and `retry` compare against.
-PLAN_FILE = "plan.json"
 
 
 def run_plan(script: str, script_args: Sequence[str], cwd: str | None = None) -> dict[str, Any]:

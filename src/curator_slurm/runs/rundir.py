@@ -21,27 +21,25 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import xxhash
 
 from curator_slurm import fs
 from curator_slurm.errors import RunDirError, ShardConfigError, is_out_of_space, out_of_space
+from curator_slurm.runs.layout import (
+    CLAIMS_DIR,
+    DEFAULT_RUN_DIR_NAME,
+    REFUSALS_DIR,
+    RUN_FILE,
+    SOURCE_IDS_DIR,
+    SOURCES_FILE,
+)
 from curator_slurm.runs.ledger import LedgerState, LedgerWriter, load_status
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.io.writers import atomic_write
 
 logger = logging.getLogger(__name__)
-
-
-RUN_FILE = "run.json"
-SOURCES_FILE = "sources.json"
-#: Claim files: ``claims/<job id>/step<step>-r<restart>-shard<i>of<n>``, one per shard done in a Slurm job step.
-CLAIMS_DIR = "claims"
-#: ``refusals/<array job id>_<task id>.json`` (``<job id>.json`` outside an array): why the run directory
-#: refused a Slurm task before it did any work, so that `failures` can say it (the task's log is elsewhere).
-REFUSALS_DIR = "refusals"
-#: Where a run directory goes when none is given and the sink writes files: inside its output directory.
-DEFAULT_RUN_DIR_NAME = ".curator-run"
 
 
 def default_run_dir_of(place: str | os.PathLike) -> str:
@@ -158,8 +156,14 @@ class RunDir:
         """Make sure this process sees the same source tasks as the first one did, and, when ``weights``
         are given (the balanced strategy assigns by them), the same sizes."""
         want = source_record(task_ids, weights)
-        have = _write_once(os.path.join(self.path, SOURCES_FILE), want)
-        _compare_sources(self.path, have, want, weights is not None, accept_new_inputs)
+        path = os.path.join(self.path, SOURCES_FILE)
+        if not os.path.exists(path):
+            save_source_ids(self.path, task_ids, want["digest"])  # before the record that names it
+        have = _write_once(path, want)
+        if _compare_sources(self.path, have, want, weights is not None, accept_new_inputs):
+            # Accepted: the listing is now this one (status counts the tasks of the current listing).
+            save_source_ids(self.path, task_ids, want["digest"])
+            fs.atomic_write_text(path, json.dumps(want, indent=1, sort_keys=True))
 
     def claim_shard(self, shard: ShardSpec) -> None:
         """Inside a Slurm job, record that this process does ``shard`` in this job step (a claim file
@@ -255,6 +259,38 @@ def _ended_here(holder: str, host: str) -> bool:
     return False
 
 
+def _ids_path(run_dir: str, digest: str) -> str:
+    return os.path.join(run_dir, SOURCE_IDS_DIR, f"{digest}.ids")
+
+
+def save_source_ids(run_dir: str, task_ids: Sequence[str], digest: str) -> None:
+    """Keep the source task ids of a listing (its ``digest``) as sorted 64-bit hashes, 8 bytes a task, for
+    `status` to count the done tasks of the current listing only."""
+    path = _ids_path(run_dir, digest)
+    if os.path.exists(path):
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    data = np.sort(id_hashes(task_ids)).tobytes()
+    atomic_write(path, lambda f: f.write(data))
+
+
+def id_hashes(task_ids: Iterable[str]) -> np.ndarray:
+    """xxh64 of each source task id, as uint64."""
+    h = xxhash.xxh64_intdigest
+    return np.fromiter((h(t.encode("utf-8", "surrogateescape")) for t in task_ids), dtype=np.uint64)
+
+
+def current_source_ids(run_dir: str) -> np.ndarray | None:
+    """The hashes (:func:`id_hashes`) of the current listing's source tasks, sorted; None when the run did not
+    keep them (written before they were kept, or no process has listed yet)."""
+    try:
+        digest = read_json(os.path.join(run_dir, SOURCES_FILE), RERUN_REMEDY).get("digest")
+        with open(_ids_path(run_dir, str(digest)), "rb") as f:
+            return np.frombuffer(f.read(), dtype=np.uint64)
+    except (OSError, RunDirError):
+        return None
+
+
 def source_record(task_ids: Sequence[str], weights: Sequence[int] | None = None) -> dict[str, Any]:
     """What ``sources.json`` holds for these source task ids (and weights, under the balanced strategy)."""
     want: dict[str, Any] = {"count": len(task_ids), "digest": source_digest(task_ids)}
@@ -287,19 +323,35 @@ def check_submission(
     sources_file = os.path.join(run_dir, SOURCES_FILE)
     if os.path.exists(sources_file):
         have = read_json(sources_file, RERUN_REMEDY)
-        _compare_sources(run_dir, have, source_record(task_ids, weights), weights is not None, accept_new_inputs)
+        want = source_record(task_ids, weights)
+        _compare_sources(run_dir, have, want, weights is not None, accept_new_inputs, fixed_listing=True)
 
 
 def _compare_sources(
-    path: str, have: dict[str, Any], want: dict[str, Any], weighted: bool, accept_new_inputs: bool
-) -> None:
-    """Raise (or warn, when new inputs are accepted) if ``want`` lists other source tasks than ``have``."""
+    path: str,
+    have: dict[str, Any],
+    want: dict[str, Any],
+    weighted: bool,
+    accept_new_inputs: bool,
+    fixed_listing: bool = False,
+) -> bool:
+    """Raise (or warn, when new inputs are accepted) if ``want`` lists other source tasks than ``have``; True
+    when it does and that was accepted. ``fixed_listing``: every task will take the same listing (a submitted
+    plan), so the balanced strategy can take new inputs too."""
     want = dict(want)
     same_ids = have.get("digest") == want["digest"]
     if same_ids:
         if not weighted or have.get("weights_digest", want["weights_digest"]) == want["weights_digest"]:
-            return
+            return False
         want["digest"] = f"{want['digest']}, with other file sizes"
+    if weighted and accept_new_inputs and not fixed_listing:
+        raise RunDirError(
+            f"{path}: this process lists other source tasks or sizes than the first one did (digest "
+            f"{have.get('digest')}, now {want['digest']}), and the balanced strategy assigns tasks to shards by the "
+            "whole listing: shards that list different inputs would leave some tasks to no shard, so new inputs "
+            "cannot be accepted under it. Submit with `curator-slurm submit` (its plan fixes the listing for every "
+            "task), use CURATOR_SHARD_STRATEGY=hash, or start afresh in a new run directory."
+        )
     if not same_ids and have.get("count") == want["count"]:
         message = (
             f"{path}: this process lists the same number of source tasks as the first one "
@@ -317,7 +369,7 @@ def _compare_sources(
                 "directory too."
             )
         logger.warning(message + "; going on because new inputs are accepted (outputs may be duplicated)")
-        return
+        return True
     message = (
         f"{path}: the inputs changed since this run started: the first process saw {have.get('count')} "
         f"source tasks (digest {have.get('digest')}), this one sees {want['count']} (digest {want['digest']})"
@@ -328,6 +380,7 @@ def _compare_sources(
             "inputs, use a new run directory, or set CURATOR_ACCEPT_NEW_INPUTS=1 to go on anyway."
         )
     logger.warning(message + "; going on because new inputs are accepted")
+    return True
 
 
 def fingerprint_digest(fingerprint: dict[str, Any]) -> str:

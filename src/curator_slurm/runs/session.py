@@ -114,7 +114,12 @@ class RunSession:
         on, and keep the source tasks of this shard that it does not record done (with intact outputs)."""
         mine = self.listing.kept
         if self.upstreams:
-            self._check_upstreams()
+            try:
+                self._check_upstreams()
+            except RunDirError as e:
+                if self.run_dir is not None:
+                    self.run_dir.record_refusal(self.shard, e)  # an array task's log is not where `failures` looks
+                raise
         self.todo = mine if self.run_dir is None else self._resume(self.run_dir, mine)
         self.tally.progress.total = len(self.todo)
         return self.todo
@@ -162,15 +167,9 @@ class RunSession:
     def _stale(self, records: dict[str, dict[str, Any]]) -> set[str]:
         """The done tasks whose recorded ``upstream`` digest is not what they would read now: an earlier phase
         recorded its outputs again since (a task redone, inputs added), so they are done again."""
-        if not self.upstreams:
-            return set()
-        from curator_slurm.runs.upstream import combined_digest
+        from curator_slurm.runs.upstream import stale as stale_of
 
-        stale = {
-            source
-            for source, record in records.items()
-            if record.get("upstream") is not None and record["upstream"] != combined_digest(self.upstreams, source)
-        }
+        stale = stale_of(self.upstreams, records)
         if stale:
             names = ", ".join(repr(u.name) for u in self.upstreams)
             self.log.warning(
@@ -185,6 +184,10 @@ class RunSession:
         try:
             run_dir.claim(self.fingerprint)
             run_dir.claim_shard(shard)
+            if self.upstreams:
+                from curator_slurm.runs.upstream import save
+
+                save(run_dir.path, self.upstreams)
             if listing.manifest is not None:  # a planned array's task: the plan's digest, not every id
                 from curator_slurm.runs.manifest import check_sources
 

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
@@ -64,6 +65,20 @@ class DoneSummary:
     #: Object-store requests and retries of every recorded task (done or failed, each attempt's record):
     #: ``{"requests", "retries", "reasons"}``; None when no record made any.
     s3: dict[str, Any] | None = None
+
+
+def current_done(run_dir: str, done: set[str]) -> tuple[set[str], int]:
+    """The done source tasks that the run's current listing holds, and how many done ones it does not (their
+    inputs were removed or replaced since): only the first count toward the run's progress."""
+    from curator_slurm.runs.rundir import current_source_ids, id_hashes
+
+    current = current_source_ids(run_dir)
+    if current is None or not done:
+        return done, 0
+    ids = list(done)
+    listed = np.isin(id_hashes(ids), current)
+    kept = {i for i, ok in zip(ids, listed, strict=True) if ok}
+    return kept, len(ids) - len(kept)
 
 
 def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:

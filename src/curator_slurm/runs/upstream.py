@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import xxhash
 
 from curator_slurm import fs
 from curator_slurm.errors import RunDirError
 from curator_slurm.runs.inputs import done_records
-from curator_slurm.runs.ledger import LEDGER_DIR
+from curator_slurm.runs.layout import LEDGER_DIR, UPSTREAMS_FILE
 
 
 class PhaseInputsError(RunDirError):
@@ -139,6 +142,41 @@ def check(upstreams: Sequence[Upstream], who: str, remedy: str) -> None:
             )
 
 
+def save(run_dir: str, upstreams: Sequence[Upstream]) -> None:
+    """Keep in ``run_dir`` which earlier phases its run reads, for `status --verify` and `retry` (which do not
+    build the pipeline); written only when it changes."""
+    path = os.path.join(run_dir, UPSTREAMS_FILE)
+    payload = [dataclasses.asdict(u) for u in upstreams]
+    try:
+        with open(path, encoding="utf-8") as f:
+            if json.load(f) == payload:
+                return
+    except (OSError, ValueError):
+        pass
+    fs.atomic_write_text(path, json.dumps(payload))
+
+
+def load(run_dir: str) -> list[Upstream]:
+    """The earlier phases the run in ``run_dir`` reads, as :func:`save` kept them (none when it kept none)."""
+    try:
+        with open(os.path.join(run_dir, UPSTREAMS_FILE), encoding="utf-8") as f:
+            return [Upstream(str(u["name"]), str(u["run_dir"]), bool(u.get("per_task"))) for u in json.load(f)]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def stale(upstreams: Sequence[Upstream], records: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The done tasks among ``records`` (source -> latest done record) whose recorded ``upstream`` digest is
+    not what they would read now: an earlier phase recorded its outputs again since they were done."""
+    if not upstreams:
+        return set()
+    return {
+        source
+        for source, record in records.items()
+        if record.get("upstream") is not None and record["upstream"] != combined_digest(upstreams, source)
+    }
+
+
 def upstreams_of(stages: Iterable[object]) -> list[Upstream]:
     """The earlier phases that ``stages`` read (each stage's ``upstreams()``), each once."""
     out: list[Upstream] = []
@@ -157,7 +195,10 @@ __all__ = [
     "combined_digest",
     "digest",
     "files_of",
+    "load",
     "problems",
     "recorded",
+    "save",
+    "stale",
     "upstreams_of",
 ]

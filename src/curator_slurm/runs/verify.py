@@ -64,11 +64,41 @@ def lost_of(records: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
 
 def verify_run(run_dir: str) -> dict[str, Any]:
     """What `status --verify` adds: the done source tasks whose outputs are lost (``lost_outputs``: source
-    → problems) and the inputs that changed since the done tasks read them (``changed_inputs``)."""
+    → problems), the inputs that changed since the done tasks read them (``changed_inputs``), the outputs of
+    earlier phases this one reads that are gone or changed (``upstream_problems``), and the done tasks whose
+    reading of an earlier phase was recorded again since (``stale``: they are done again)."""
+    from curator_slurm.runs import upstream
     from curator_slurm.runs.inputs import changes, recorded_inputs
 
-    recorded = recorded_inputs(run_dir)
-    return {"lost_outputs": lost_outputs(run_dir), "changed_inputs": changes(recorded, stat_files(recorded))}
+    records = done_records(run_dir)
+    read = recorded_inputs(run_dir)
+    upstreams = upstream.load(run_dir)
+    return {
+        "lost_outputs": lost_of(records),
+        "changed_inputs": changes(read, stat_files(read)),
+        "upstream_problems": [p for u in upstreams for p in upstream.problems(u)],
+        "stale": sorted(upstream.stale(upstreams, records)),
+    }
 
 
-__all__ = ["lost_outputs", "verify_run", "written_files"]
+def outstanding(run_dir: str, task_ids: Iterable[str]) -> list[str]:
+    """Of ``task_ids`` (a run's planned source tasks), those that a retry must do: not done, done with lost
+    outputs, or done from outputs of an earlier phase that were recorded again since (stale)."""
+    from curator_slurm.runs import upstream
+    from curator_slurm.runs.ledger import load_status
+
+    ids = list(task_ids)
+    done = load_status(run_dir).done if os.path.isdir(run_dir) else set()
+    records = done_records(run_dir, {t for t in ids if t in done})
+    redo = set(lost_of(records)) | upstream.stale(upstream.load(run_dir), records)
+    return [t for t in ids if t not in done or t in redo]
+
+
+def verify_problems(verified: Mapping[str, Any] | None) -> bool:
+    """Whether what :func:`verify_run` found means the run is not complete."""
+    return bool(verified) and any(
+        verified.get(k) for k in ("lost_outputs", "changed_inputs", "upstream_problems", "stale")
+    )
+
+
+__all__ = ["lost_of", "lost_outputs", "outstanding", "verify_problems", "verify_run", "written_files"]

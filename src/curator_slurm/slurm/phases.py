@@ -18,6 +18,7 @@ from typing import Any
 
 from curator_slurm import fs
 from curator_slurm.errors import CuratorError, OptionError
+from curator_slurm.runs.layout import PLAN_FILE
 from curator_slurm.runs.plan import plan_record
 from curator_slurm.slurm.control import active_jobs
 from curator_slurm.slurm.submit import ArrayChunk, Submission, SubmitOptions, load_submissions, split_shards, submit
@@ -96,7 +97,7 @@ def submit_phases(
 
             opts, _ = attach_manifest(opts, sources[phase["phase"]], "submit", dry_run=False)
         plan_json = json.dumps({**phase, "workflow_plan": plan_record(plan)})
-        fs.atomic_write_text(os.path.join(opts.run_dir, "plan.json"), plan_json)  # a reader never sees half
+        fs.atomic_write_text(os.path.join(opts.run_dir, PLAN_FILE), plan_json)  # a reader never sees half
         record = send(opts, split_shards(opts.shards, *limits), "submit")
         done.append((phase["phase"], record))
         previous = [str(a["job_id"]) for a in record.arrays]
@@ -159,13 +160,13 @@ def load_submission(run_root: str) -> tuple[SubmitOptions, dict[str, int], dict[
 
 
 def first_incomplete_phase(plan: dict[str, Any]) -> tuple[str, int] | None:
-    """The first phase (and how many of its source tasks are not done) whose ledger lacks some of the
-    source tasks its plan lists; None when every phase is complete."""
-    from curator_slurm.runs.ledger import load_status
+    """The first phase (and how many of its source tasks are to do) with work left: a planned source task its
+    ledger lacks, a done one whose outputs are gone, or one done from an earlier phase's outputs that were
+    recorded again since; None when every phase is complete."""
+    from curator_slurm.runs.verify import outstanding
 
     for phase in plan["phases"]:
-        done = load_status(phase["run_dir"]).done if os.path.isdir(phase["run_dir"]) else set()
-        missing = sum(1 for task_id, _ in phase["tasks"] if task_id not in done)
+        missing = len(outstanding(phase["run_dir"], [task_id for task_id, _ in phase["tasks"]]))
         if missing:
             return phase["phase"], missing
     return None

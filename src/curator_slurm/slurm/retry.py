@@ -16,12 +16,13 @@ from typing import Any
 
 from curator_slurm.errors import OptionError
 from curator_slurm.runs.inputs import check_plan_inputs, plan_inputs
+from curator_slurm.runs.layout import RETRIES_DIR
 from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.manifest import ManifestInfo, attach_manifest
 from curator_slurm.runs.plan import PLAN_FILE, check_before_submit, planned_task_ids, run_plan
 from curator_slurm.runs.rundir import source_record
 from curator_slurm.runs.sharding import write_source_list
-from curator_slurm.runs.verify import lost_outputs
+from curator_slurm.runs.verify import outstanding
 from curator_slurm.slurm.phases import (
     first_incomplete_phase,
     load_submission,
@@ -62,14 +63,13 @@ def plan_retry(
         raise OptionError(f"{run_dir} has no submission to retry; submit it first with curator-slurm submit")
     all_ids = planned_task_ids(run_dir)
     state = load_status(run_dir)
-    lost = lost_outputs(run_dir, {t for t in all_ids if t in state.done})  # done, but the outputs are gone
-    remaining = [t for t in all_ids if t not in state.done or t in lost]
+    remaining = outstanding(run_dir, all_ids)  # not done, done with lost outputs, or done from stale inputs
     if not remaining:
         return RetryPlan(None, total=len(all_ids), remaining=0, failed=0)
     refuse_if_busy(run_dir, force)
     per_shard = max(len(all_ids) / int(submissions[0]["shards"]), 1.0)
     shards = shards or max(1, math.ceil(len(remaining) / per_shard))
-    source_list = os.path.join(run_dir, "retries", f"retry-{len(submissions)}-{int(time.time())}.ids")
+    source_list = os.path.join(run_dir, RETRIES_DIR, f"retry-{len(submissions)}-{int(time.time())}.ids")
     last = submissions[-1]
     previous = {k: v for k, v in last["options"].items() if k not in (*_KEEP, "env")}
     opts = SubmitOptions.from_record(

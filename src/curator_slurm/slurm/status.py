@@ -24,8 +24,8 @@ from curator_slurm.runs.rundir import (
     load_refusals,
     read_json,
 )
-from curator_slurm.runs.summary import shard_row, summarise_done
-from curator_slurm.runs.verify import verify_run
+from curator_slurm.runs.summary import current_done, shard_row, summarise_done
+from curator_slurm.runs.verify import verify_problems, verify_run
 from curator_slurm.slurm.control import ACTIVE_STATES, ENDED_BADLY_STATES, job_states
 from curator_slurm.slurm.status_text import format_failures, format_status, format_workflow_status, shard_order
 from curator_slurm.slurm.submit import SUBMISSIONS_FILE, load_submissions
@@ -65,7 +65,8 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
     check_run_dir(run_dir)
     state = load_status(run_dir)
     failed = state.failed
-    summary = summarise_done(run_dir, state.done)
+    current, outside = current_done(run_dir, state.done)  # done tasks of inputs no longer listed do not count
+    summary = summarise_done(run_dir, current)
     done_count = summary.done
     total = _planned_total(run_dir)
     total = total if total is not None else done_count + len(failed)
@@ -138,6 +139,7 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
         "last_submission_failed": sum(1 for t in ended if t["submission"] == last),
         "funnel": [row.as_dict() for row in summary.funnel],
         "verified": verify_run(run_dir) if verify else None,
+        "done_not_listed": outside,
     } | {"notes": summary.notes}  # why stages dropped documents, damaged inputs (stages.notes)
 
 
@@ -184,8 +186,7 @@ def status_exit_code(status: dict[str, Any]) -> int:
     """1 when some source task failed, the run is stopped (work pending, nothing queued or running), an
     array task of the newest submission ended badly, or ``--verify`` found lost outputs or changed inputs;
     else 0 (complete, or still going)."""
-    verified = status.get("verified") or {}
-    bad = verified.get("lost_outputs") or verified.get("changed_inputs")
+    bad = verify_problems(status.get("verified"))
     return 1 if status["failed"] or status["stalled"] or status["last_submission_failed"] or bad else 0
 
 

@@ -47,6 +47,11 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
         f"source tasks: {status['total']} total, {status['done']} done, {status['failed']} failed, "
         f"{status['pending']} pending ({status['percent']:.1f}% done)",
     ]
+    if status.get("done_not_listed"):
+        lines.append(
+            f"  (and {status['done_not_listed']} done source task(s) of inputs the current listing no longer has: "
+            "not counted)"
+        )
     eta = "stopped" if status["stalled"] else f"ETA {num(status['eta_seconds'], '{:.0f}')} s"
     lines.append(
         f"documents: {status['rows_in']} in, {status['rows_out']} out; throughput "
@@ -141,10 +146,22 @@ def _verify_lines(verified: dict[str, Any] | None) -> list[str]:
     if verified is None:
         return []
     lost, changed = verified["lost_outputs"], verified["changed_inputs"]
-    if not lost and not changed:
+    gone, stale = verified.get("upstream_problems") or [], verified.get("stale") or []
+    if not lost and not changed and not gone and not stale:
         return ["verified: every done source task's outputs exist with their recorded sizes, and its inputs "
                 "are unchanged"]  # fmt: skip
     lines = []
+    if gone:
+        lines.append(
+            f"not complete: {len(gone)} output(s) of the phase before that this phase read are gone or changed "
+            f"({'; '.join(gone[:3])}); `curator-slurm retry` (or the script again) does that phase's tasks again, "
+            "then this phase's"
+        )
+    if stale:
+        lines.append(
+            f"not complete: {len(stale)} done source task(s) read outputs of the phase before that were recorded "
+            f"again since ({', '.join(stale[:3])}); they are done again by the next run of this phase"
+        )
     if lost:
         first = "; ".join(p[0] for p in list(lost.values())[:3])
         lines.append(

@@ -18,6 +18,7 @@ from typing import Any
 
 from curator_slurm.errors import OptionError
 from curator_slurm.runs.inputs import check_plan_inputs
+from curator_slurm.runs.layout import DRIVER_FILE
 from curator_slurm.runs.manifest import attach_manifest
 from curator_slurm.runs.plan import check_before_submit, save_plan
 from curator_slurm.slurm.options import SubmitOptions, option_fields
@@ -38,7 +39,6 @@ from curator_slurm.slurm.submit import (
 )
 
 #: Where the driver job of a submission of steps is recorded: in the first step's run directory.
-DRIVER_FILE = "driver-jobs.txt"
 
 
 def dependency(after: Sequence[str]) -> tuple[str, ...]:

@@ -20,12 +20,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from curator_slurm.errors import CuratorError, OptionError, RunDirError
+from curator_slurm.runs.layout import SUBMISSIONS_FILE
 from curator_slurm.settings import job_environment
 from curator_slurm.slurm.control import ACTIVE_STATES, ENDED_BADLY_STATES, active_jobs, job_states  # noqa: F401
 from curator_slurm.slurm.options import SubmitOptions, option_fields, requeue_signal
 from curator_slurm.slurm.ray_script import ray_cluster_block
 
-SUBMISSIONS_FILE = "submissions.jsonl"
 #: With --requeue and no --signal: SIGUSR1 to the pipeline 120 s before the time limit (earlier for a short
 #: limit, see ``requeue_signal``).
 DEFAULT_REQUEUE_SIGNAL = "B:USR1@120"

@@ -24,6 +24,7 @@ from typing import Any, BinaryIO
 
 from curator_slurm import fs
 from curator_slurm.errors import InputError
+from curator_slurm.runs.layout import DEFAULT_WORK_DIR_NAME
 from curator_slurm.runs.upstream import Upstream, files_of
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.io.megatron import MegatronTokenizerWriter
@@ -175,7 +176,7 @@ class MegatronTokenization(Workflow):
         output = fs.absolute(output)
         if fs.absolute(writer.path) == output:
             raise ValueError(f"the writer's path and output are both {output}: give the per-task pairs their own")
-        work = fs.absolute(work_dir) if work_dir is not None else fs.join(output, ".curator-work")
+        work = fs.absolute(work_dir) if work_dir is not None else fs.join(output, DEFAULT_WORK_DIR_NAME)
         merge = (
             Pipeline(f"{name}-merge")
             .add_stage(MergeSource(phase_upstream(work, "tokenize"), merge_tasks, name))

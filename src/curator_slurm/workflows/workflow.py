@@ -28,6 +28,7 @@ from curator_slurm.backends.adapter import list_sources
 from curator_slurm.backends.run import BaseExecutor
 from curator_slurm.errors import CuratorError, PipelineBuildError
 from curator_slurm.pipeline import Pipeline, append_plan
+from curator_slurm.runs.layout import PLAN_FILE, WORKFLOW_FILE, phase_run_dir
 from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.liveness import marked
 from curator_slurm.runs.options import RunOptions
@@ -40,7 +41,6 @@ from curator_slurm.shard import ShardSpec
 logger = logging.getLogger(__name__)
 
 #: The file that marks a directory as a workflow's run directory (the phases' run directories are inside).
-WORKFLOW_FILE = "workflow.json"
 
 
 class PhaseNotReadyError(CuratorError, RuntimeError):
@@ -101,7 +101,7 @@ class Workflow:
         return default_run_dir_of(self.work_dir)
 
     def run_dir(self, phase: Phase | str) -> str:
-        return os.path.join(self.run_root, phase if isinstance(phase, str) else phase.name)
+        return phase_run_dir(self.run_root, phase if isinstance(phase, str) else phase.name)
 
     def phase(self, name: str) -> Phase:
         for p in self.phases:
@@ -231,7 +231,7 @@ class Workflow:
 def phase_upstream(work_dir: str | os.PathLike, phase: str, per_task: bool = False) -> Upstream:
     """The phase ``phase`` of the workflow whose work directory is ``work_dir``, as a later phase's stage reads
     it: by the outputs its ledger records (:class:`~curator_slurm.runs.upstream.Upstream`)."""
-    return Upstream(phase, os.path.join(default_run_dir_of(fs.absolute(work_dir)), phase), per_task)
+    return Upstream(phase, phase_run_dir(default_run_dir_of(fs.absolute(work_dir)), phase), per_task)
 
 
 def write_marker(run_root: str, name: str, phases: list[str]) -> None:
@@ -255,7 +255,7 @@ def planned_ids(run_dir: str) -> list[str] | None:
     directory, or None when there is none (a run started by hand lists its sources itself)."""
 
     try:
-        with open(os.path.join(run_dir, "plan.json"), encoding="utf-8") as f:
+        with open(os.path.join(run_dir, PLAN_FILE), encoding="utf-8") as f:
             tasks = json.load(f).get("tasks")
     except (OSError, ValueError, AttributeError):
         return None

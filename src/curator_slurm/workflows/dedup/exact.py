@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from curator_slurm import fs
 from curator_slurm.errors import InputError
+from curator_slurm.runs.layout import DEFAULT_WORK_DIR_NAME
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.io.readers import FileReader
 from curator_slurm.stages.io.writers import BaseWriter
@@ -198,7 +199,7 @@ class ExactDuplicates(Workflow):
         check_empty_text(empty_text)
         if buckets < 1:
             raise ValueError(f"buckets={buckets} must be >= 1")
-        work = os.fspath(work_dir) if work_dir is not None else fs.join(writer.path, ".curator-work")
+        work = os.fspath(work_dir) if work_dir is not None else fs.join(writer.path, DEFAULT_WORK_DIR_NAME)
         shuffle_dir = fs.join(work, "shuffle", "hash")
         duplicates_dir = writer.path if identify_only else fs.join(work, "duplicates")
         hashing = _reader_with_fields(reader, [text_field, *([id_field] if id_field else [])])

@@ -38,6 +38,7 @@ import pyarrow as pa
 from curator_slurm import fs
 from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import InputError
+from curator_slurm.runs.layout import DEFAULT_WORK_DIR_NAME
 from curator_slurm.runs.upstream import Upstream, files_of
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.io.partitioning import input_root, list_files
@@ -365,7 +366,7 @@ class FuzzyDuplicates(Workflow):
             identify_only,
         )
         exact = jaccard_check == "exact"
-        work = os.fspath(work_dir) if work_dir is not None else fs.join(writer.path, ".curator-work")
+        work = os.fspath(work_dir) if work_dir is not None else fs.join(writer.path, DEFAULT_WORK_DIR_NAME)
         bands_dir = fs.join(work, "shuffle", "bands")
         edges_dir = fs.join(work, "edges")
         endpoints_dir = fs.join(work, "candidates")
