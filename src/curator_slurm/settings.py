@@ -261,6 +261,10 @@ class RunOptions:
     #: ``CURATOR_LEDGER_WINDOW_SECONDS``: ... or once the window's first record is this old, or its tasks
     #: ran this long in all (so a crash costs at most about this much work, redone on resume).
     ledger_window_seconds: float = 0.5
+    #: ``CURATOR_CLEAR_OUTPUT=1``: a run that starts afresh (its run directory is new) in an output that holds
+    #: files its writer could have written, which no ledger of it accounts for, deletes them first; without it
+    #: such a start is refused, naming them (they would be mixed with the new run's outputs).
+    clear_output: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RunOptions:
@@ -279,6 +283,7 @@ def run_options(environ: Mapping[str, str] | None = None) -> RunOptions:
     return RunOptions(
         run_dir=env.get("CURATOR_RUN_DIR") or None,
         accept_new_inputs=_flag(env, "CURATOR_ACCEPT_NEW_INPUTS"),
+        clear_output=_flag(env, "CURATOR_CLEAR_OUTPUT"),
         requeue=_flag(env, "CURATOR_REQUEUE"),
         grace_seconds=grace,
         plan_out=env.get("CURATOR_PLAN_OUT") or None,

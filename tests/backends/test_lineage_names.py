@@ -12,7 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_slurm import LocalExecutor, Pipeline, PipelineFailedError, ShardSpec
+from curator_slurm.errors import RunDirError
 from curator_slurm.runs.ledger import load_status
+from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage
 from curator_slurm.tasks import DocumentBatch
@@ -38,11 +40,13 @@ class SplitInTwo(ProcessingStage[DocumentBatch, DocumentBatch]):
         ]
 
 
-def _run(corpus: Path, out: Path, *middle: ProcessingStage, workers: int = 1) -> None:
+def _run(corpus: Path, out: Path, *middle: ProcessingStage, workers: int = 1, clear: bool = False) -> None:
     pipeline = Pipeline("lineage").add_stage(JsonlReader(str(corpus)))
     for stage in middle:
         pipeline.add_stage(stage)
-    pipeline.add_stage(ParquetWriter(out)).run(LocalExecutor(workers=workers, retry_backoff=0.001), ShardSpec.single())
+    pipeline.add_stage(ParquetWriter(out)).run(
+        LocalExecutor(workers=workers, retry_backoff=0.001), ShardSpec.single(), options=RunOptions(clear_output=clear)
+    )
 
 
 def _rows(out: Path) -> int:
@@ -58,8 +62,10 @@ def test_a_stage_that_makes_new_batches_gets_the_plain_pipelines_names_and_no_du
     names = sorted(p.name for p in plain.glob("*.parquet"))
     assert sorted(p.name for p in nemo.glob("*.parquet")) == names
     assert not [n for n in names if n.startswith("rand-")]
-    shutil.rmtree(nemo / DEFAULT_RUN_DIR_NAME)  # the run directory is lost: everything is done again
-    _run(corpus, nemo, NemoStyle(), workers=2)
+    shutil.rmtree(nemo / DEFAULT_RUN_DIR_NAME)  # the run directory is lost: its outputs are no run's now
+    with pytest.raises(RunDirError, match="no run's"):
+        _run(corpus, nemo, NemoStyle(), workers=2)
+    _run(corpus, nemo, NemoStyle(), workers=2, clear=True)  # the new run deletes them, then does everything again
     assert sorted(p.name for p in nemo.glob("*.parquet")) == names
     assert _rows(nemo) == _rows(plain) == 720
 

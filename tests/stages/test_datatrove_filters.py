@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("spacy")
 
 from curator_slurm import DocumentBatch, LocalExecutor, Pipeline, ShardSpec
+from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import JsonlReader, JsonlWriter
 from curator_slurm.stages.datatrove import (
@@ -374,10 +375,13 @@ def test_pipeline_writes_each_filters_exclusions_once(tmp_path: Path, workers: i
         p.name for p in (tmp_path / "x-gopher").glob("*.jsonl")
     }
     assert len(list((tmp_path / "x-gopher").glob("*.jsonl"))) == 2
-    # Without the ledger (its run directory gone) every source task runs again: the same files, same bytes.
+    # Without the ledger (its run directory gone, the new run clearing the outputs no run records) every source
+    # task runs again: the same files, same bytes.
     written = {p: p.read_bytes() for d in ("x-gopher", "x-c4") for p in (tmp_path / d).glob("*.jsonl")}
     shutil.rmtree(tmp_path / "out" / DEFAULT_RUN_DIR_NAME)
-    pipeline().run(LocalExecutor(workers=workers, retry_backoff=0), shard=ShardSpec.single())
+    pipeline().run(
+        LocalExecutor(workers=workers, retry_backoff=0), shard=ShardSpec.single(), options=RunOptions(clear_output=True)
+    )
     assert {p: p.read_bytes() for d in ("x-gopher", "x-c4") for p in (tmp_path / d).glob("*.jsonl")} == written
     funnel = {row.stage: row.dropped for row in result.funnel()}
     assert funnel["gopher_quality_filter"] == 2

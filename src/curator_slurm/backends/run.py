@@ -66,8 +66,9 @@ class BaseExecutor:
         log = bound(shard.label, shard.job.label)
         listing = self.run_source_stage(stages[0], shard, log)  # first: a bad input path must not claim a run dir
         names, upstreams = [s.name for s in stages], upstreams_of(stages)
+        outputs = getattr(stages[-1], "existing_outputs", None)
         session = RunSession(
-            listing, names, shard, run_dir, fingerprint or {}, options, log, self.progress_interval, upstreams
+            listing, names, shard, run_dir, fingerprint or {}, options, log, self.progress_interval, upstreams, outputs
         )
         session.start()
         remove_dead_temporaries(stages, log)

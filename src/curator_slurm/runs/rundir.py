@@ -147,7 +147,8 @@ class RunDir:
             raise RunDirError(
                 f"{self.path} belongs to another pipeline: it was created by fingerprint {have.get('fingerprint')}, "
                 f"this pipeline is {want['fingerprint']}; {_difference(have.get('pipeline'), fingerprint)}. Use "
-                "another run directory (run_dir= or CURATOR_RUN_DIR) or delete it to start over."
+                "another run directory (run_dir= or CURATOR_RUN_DIR), or delete it to start over (its outputs "
+                "too, or run with CURATOR_CLEAR_OUTPUT=1 so that the new run deletes them first)."
             )
 
     def check_sources(

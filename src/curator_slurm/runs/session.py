@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from curator_slurm import fs
 from curator_slurm.errors import Interrupted, PipelineFailedError, RunDirError, ShardConfigError
 from curator_slurm.fs import output_error
+from curator_slurm.runs.layout import RUN_FILE
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.queue import WorkQueue
 from curator_slurm.runs.record import ledger_record
@@ -85,6 +87,8 @@ class RunSession:
         progress_interval: seconds between progress lines in the log.
         upstreams: the earlier phases whose recorded outputs the stages read (their ``upstreams()``): checked
             before any work, and a done task whose inputs were recorded again since is done again.
+        existing_outputs: the files the sink could have written that are in its output now (its
+            ``existing_outputs``): a run that starts afresh among such files refuses (or clears them).
     """
 
     def __init__(
@@ -98,7 +102,9 @@ class RunSession:
         log: Any,
         progress_interval: float = 30.0,
         upstreams: Sequence[Upstream] = (),
+        existing_outputs: Callable[[], list[str]] | None = None,
     ) -> None:
+        self.existing_outputs = existing_outputs
         self.listing, self.shard, self.options, self.log = listing, shard, options, log
         self.upstreams = list(upstreams)
         self.fingerprint = fingerprint
@@ -150,6 +156,29 @@ class RunSession:
             )
         return todo
 
+    def _refuse_unaccounted_outputs(self, run_dir: RunDir) -> None:
+        """A run starting afresh (no ``run.json`` yet) in an output that holds files its sink could have written
+        would mix them with its own (rows twice after another partitioning, stale token parts): refuse, naming
+        them, or delete them with ``CURATOR_CLEAR_OUTPUT=1``."""
+        run_file = os.path.join(run_dir.path, RUN_FILE)
+        if self.existing_outputs is None or os.path.exists(run_file):
+            return
+        found = self.existing_outputs()
+        if not found or os.path.exists(run_file):  # listed, then claimed by another process of this run: its own
+            return
+        if self.options.clear_output:
+            for path in found:
+                fs.remove(path)
+            self.log.warning(f"CURATOR_CLEAR_OUTPUT=1: deleted {len(found)} earlier output file(s), e.g. {found[0]}")
+            return
+        more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+        raise RunDirError(
+            f"{len(found)} file(s) in the output are no run's that {run_dir.path} records: "
+            f"{', '.join(found[:3])}{more}. A run starting afresh there would mix them with its own outputs "
+            "(documents twice, stale parts). Delete them, write to another output directory, or set "
+            "CURATOR_CLEAR_OUTPUT=1 to have this run delete them first."
+        )
+
     def _check_upstreams(self) -> None:
         """Refuse to start when an output an earlier phase recorded (and this one reads) is gone or changed."""
         from curator_slurm.runs.upstream import check
@@ -182,6 +211,7 @@ class RunSession:
         """The run directory for this pipeline and shard, and the listing against the one it was started on."""
         listing, shard = self.listing, self.shard
         try:
+            self._refuse_unaccounted_outputs(run_dir)
             run_dir.claim(self.fingerprint)
             run_dir.claim_shard(shard)
             if self.upstreams:

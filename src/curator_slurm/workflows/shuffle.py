@@ -81,6 +81,10 @@ class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
         """What writers on this host that are gone left half-written in ``path``, deleted (on resume)."""
         return fs.remove_dead_temporaries(self.path)
 
+    def existing_outputs(self) -> list[str]:
+        """The files now in ``path`` that this writer could have written."""
+        return fs.finished_files(self.path, ".parquet")
+
     def process(self, task: DocumentBatch) -> FileGroupTask:
         table = task.data
         if self.column not in table.column_names:

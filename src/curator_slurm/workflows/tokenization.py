@@ -151,6 +151,9 @@ class MegatronMerge(BaseWriter):
             source_id=task.source_id,
         )
 
+    def existing_outputs(self) -> list[str]:
+        return sorted(super().existing_outputs() + fs.finished_files(self.path, ".idx"))
+
     def write_table(self, table: Any, f: BinaryIO) -> None:
         raise TypeError("MegatronMerge merges token files; it writes no table")
 

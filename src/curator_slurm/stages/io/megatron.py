@@ -227,6 +227,9 @@ class MegatronTokenizerWriter(BaseWriter):
             f.write(np.array(flat, dtype=dtype).tobytes())
         return lengths
 
+    def existing_outputs(self) -> list[str]:
+        return sorted(super().existing_outputs() + fs.finished_files(self.path, ".idx"))
+
     def process(self, task: DocumentBatch) -> FileGroupTask:
         texts = self.texts(task)
         fs.makedirs(self.path)

@@ -121,6 +121,11 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
         calls it, whichever executor runs it); others' are left and counted."""
         return fs.remove_dead_temporaries(self.path)
 
+    def existing_outputs(self) -> list[str]:
+        """The files now in ``path`` that this writer could have written (by their names; hidden ones are
+        never outputs): what a run starting afresh there must not mix with its own."""
+        return fs.finished_files(self.path, self.extension) if self.extension else []
+
     def output_path(self, task: DocumentBatch) -> str:
         return fs.join(self.path, output_stem(task) + self.extension)
 
