@@ -26,6 +26,7 @@ PACKAGE = "curator_slurm"
 LAYERS: dict[str, int] = {
     "_lazy": 0,
     "_moved": 0,
+    "_version": 0,
     "errors": 0,
     "extras": 0,
     "logs": 0,
@@ -38,6 +39,7 @@ LAYERS: dict[str, int] = {
     "stages.base": 2,
     "stages.params": 2,
     "stages.notes": 2,
+    "stages.code": 2,
     "stages.positions": 3,
     "stages.io": 3,
     "stages.extractors": 3,

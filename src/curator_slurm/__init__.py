@@ -47,7 +47,7 @@ finally:
     if _collecting:
         gc.enable()
 
-__version__ = "0.1.0"
+from curator_slurm._version import __version__  # noqa: E402 - the one place it is written
 
 __all__ = [
     "CuratorError",

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from curator_slurm import fs
+from curator_slurm._version import __version__
 from curator_slurm.backends.adapter import list_sources
 from curator_slurm.backends.run import BaseExecutor
 from curator_slurm.errors import PipelineBuildError, WorkerStartError
@@ -19,6 +20,7 @@ from curator_slurm.runs.sharding import check_source_ids
 from curator_slurm.runs.steps import next_step, not_my_step
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import PASSTHROUGH, CompositeStage, ProcessingStage
+from curator_slurm.stages.code import code_digests
 from curator_slurm.stages.io.writers import BaseWriter
 from curator_slurm.stages.params import FINGERPRINT_SCHEME, fingerprint_params
 from curator_slurm.tasks import ID_SCHEME
@@ -138,10 +140,8 @@ class Pipeline:
             "name": self.name,
             "id_scheme": ID_SCHEME,
             "fingerprint_scheme": FINGERPRINT_SCHEME,
-            "stages": [
-                {"name": s.name, "params": fingerprint_params(s)}
-                for s in (stages if stages is not None else self.build())
-            ],
+            "version": __version__,
+            "stages": [_stage_fingerprint(s) for s in (stages if stages is not None else self.build())],
         }
 
     def plan(self, stages: list[ProcessingStage], run_dir: str | os.PathLike | None) -> tuple[dict[str, Any], list]:
@@ -168,6 +168,16 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"Pipeline({self.name!r}, stages={[s.name for s in self.stages]})"
+
+
+def _stage_fingerprint(stage: ProcessingStage) -> dict[str, Any]:
+    """A stage in the fingerprint: its declared name, its parameters and, when it is made of user code (a custom
+    stage, filter, modifier or function), a digest of that code's source, so an edited class is a change too."""
+    entry: dict[str, Any] = {"name": stage.name, "params": fingerprint_params(stage)}
+    code = code_digests(stage)
+    if code:
+        entry["code"] = code
+    return entry
 
 
 def _nothing(spec: ShardSpec, directory: str | os.PathLike | None, total: int = 0) -> PipelineResult:

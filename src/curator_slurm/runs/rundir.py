@@ -435,6 +435,12 @@ def _difference(old: Any, new: dict[str, Any]) -> str:
             "To finish that run, use the curator-slurm version that started it; to go on with this one, start "
             "afresh (the outputs are written again under the same names)"
         )
+    if old.get("version") != new.get("version"):
+        return (
+            f"it was started by curator-slurm {old.get('version') or 'before 0.2.0'}, this is {new.get('version')}, "
+            "whose stages may write other outputs: finish that run with the version that started it, or start "
+            "afresh"
+        )
     if old.get("name") != new.get("name"):
         return f"pipeline name was {old.get('name')!r}, now {new.get('name')!r}"
     before, after = old.get("stages", []), new.get("stages", [])
@@ -454,4 +460,21 @@ def _difference(old: Any, new: dict[str, Any]) -> str:
                 f"stage {i} {a.get('name')!r}: {key} was {_render(before_params.get(key))}, "
                 f"now {_render(after_params.get(key))}{where}"
             )
+        code = _code_difference(b.get("code") or {}, a.get("code") or {})
+        if code:
+            return f"stage {i} {a.get('name')!r}: {code}"
     return "the fingerprints differ"
+
+
+def _code_difference(before: dict[str, str], after: dict[str, str]) -> str:
+    """The user code that changed between two stage fingerprints, in words ('' when none did)."""
+    changed = sorted(k for k in before.keys() & after.keys() if before[k] != after[k])
+    if changed:
+        return (
+            f"the code of {', '.join(changed[:3])} changed since the run started (its outputs would mix two "
+            "versions of it)"
+        )
+    gone, new = sorted(before.keys() - after.keys()), sorted(after.keys() - before.keys())
+    if gone or new:
+        return f"it is made of other code now (was {', '.join(gone[:3]) or 'none'}, now {', '.join(new[:3]) or 'none'})"
+    return ""
