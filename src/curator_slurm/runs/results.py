@@ -144,6 +144,15 @@ class PipelineResult:
     s3: dict[str, Any] | None = None
 
     @property
+    def damaged(self) -> list[dict[str, Any]]:
+        """The damaged inputs the stages noted (file, byte offset, error): records after the damage were lost,
+        and no retry can bring them back, so their source tasks are done and this says so."""
+        notes: dict[str, Any] = {}
+        for s in self.stages:
+            merge_notes(notes, s.notes)
+        return list(notes.get("damaged") or [])
+
+    @property
     def rows_in(self) -> int:
         if len(self.stages) < 2:
             return 0
@@ -167,7 +176,19 @@ class PipelineResult:
             + (f" ({self.tokens} tokens)" if self.tokens is not None else "")
             + f" in {self.seconds:.2f} s"
             + (f"; {describe_s3(self.s3)}" if self.s3 else "")
+            + _damage_note(self.damaged)
         )
+
+
+def _damage_note(damaged: list[dict[str, Any]]) -> str:
+    """What the summary line says of damaged inputs (nothing when none)."""
+    if not damaged:
+        return ""
+    first = damaged[0]
+    return (
+        f"; DAMAGED INPUT: {len(damaged)} input(s) lost records to damage (first: {first.get('file')} at byte "
+        f"{first.get('offset')}: {first.get('error')}); the rest was kept, see `curator-slurm status`"
+    )
 
 
 class ProgressLog:

@@ -140,6 +140,7 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
         "funnel": [row.as_dict() for row in summary.funnel],
         "verified": verify_run(run_dir) if verify else None,
         "done_not_listed": outside,
+        "damaged": int(summary.notes.get("damaged_total") or len(summary.notes.get("damaged") or [])),
     } | {"notes": summary.notes}  # why stages dropped documents, damaged inputs (stages.notes)
 
 
@@ -182,12 +183,19 @@ def array_tasks(run_dir: str, submissions: list[dict[str, Any]], states: dict[st
     return tasks
 
 
+#: `status` exit codes: the run's state as a program can read it (the reference lists them).
+EXIT_OK, EXIT_NOT_COMPLETE, EXIT_USAGE, EXIT_DAMAGED = 0, 1, 2, 3
+
+
 def status_exit_code(status: dict[str, Any]) -> int:
     """1 when some source task failed, the run is stopped (work pending, nothing queued or running), an
-    array task of the newest submission ended badly, or ``--verify`` found lost outputs or changed inputs;
-    else 0 (complete, or still going)."""
+    array task of the newest submission ended badly, or ``--verify`` found lost outputs, changed inputs or
+    changed inputs of an earlier phase; else 3 when damaged inputs lost records (done: no retry can fix
+    them, but the output lacks what they held); else 0 (complete, or still going)."""
     bad = verify_problems(status.get("verified"))
-    return 1 if status["failed"] or status["stalled"] or status["last_submission_failed"] or bad else 0
+    if status["failed"] or status["stalled"] or status["last_submission_failed"] or bad:
+        return EXIT_NOT_COMPLETE
+    return EXIT_DAMAGED if status.get("damaged") else EXIT_OK
 
 
 @dataclass(frozen=True)
@@ -215,7 +223,7 @@ def status_report(run_dir: str, show_all: bool = False, verify: bool = False) ->
     stopped = workflow_stopped(statuses, live_processes(run_dir).running)
     data = {"workflow": run_dir, "phases": statuses, "stopped": stopped}
     text = format_workflow_status(statuses, show_all, run_dir if stopped else None)
-    code = max(workflow_exit_code(statuses), 1 if stopped else 0)
+    code = worst([workflow_exit_code(statuses), EXIT_NOT_COMPLETE if stopped else EXIT_OK])
     return StatusReport(data, text, code, stopped or workflow_settled(statuses), workflow=True)
 
 
@@ -227,7 +235,13 @@ def workflow_status(phases: list[tuple[str, str]], verify: bool = False) -> dict
 
 def workflow_exit_code(statuses: dict[str, dict[str, Any] | None]) -> int:
     """:func:`status_exit_code` of the worst phase that started."""
-    return max((status_exit_code(s) for s in statuses.values() if s is not None), default=0)
+    return worst([status_exit_code(s) for s in statuses.values() if s is not None])
+
+
+def worst(codes: list[int]) -> int:
+    """The exit code that says the most: not complete (1) over damaged inputs (3) over fine (0)."""
+    rank = {EXIT_OK: 0, EXIT_DAMAGED: 1, EXIT_NOT_COMPLETE: 2}
+    return max(codes, key=lambda c: rank.get(c, 3), default=EXIT_OK)
 
 
 def workflow_stopped(statuses: dict[str, dict[str, Any] | None], root_processes: int) -> bool:

@@ -47,6 +47,13 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
         f"source tasks: {status['total']} total, {status['done']} done, {status['failed']} failed, "
         f"{status['pending']} pending ({status['percent']:.1f}% done)",
     ]
+    if status.get("damaged"):
+        first = (status.get("notes", {}).get("damaged") or [{}])[0]
+        lines.append(
+            f"DAMAGED INPUT: {status['damaged']} input(s) lost records to damage (first: {first.get('file')} at byte "
+            f"{first.get('offset')}: {first.get('error')}); their source tasks are done (no retry can fix a damaged "
+            "file) and the output lacks what the damage took: see the list below (exit code 3)"
+        )
     if status.get("done_not_listed"):
         lines.append(
             f"  (and {status['done_not_listed']} done source task(s) of inputs the current listing no longer has: "

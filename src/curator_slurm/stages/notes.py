@@ -20,7 +20,8 @@ import pyarrow as pa
 
 from curator_slurm.stages.text.compute import call
 
-#: The metadata key of a task's notes: ``{"counts": {cause: n}, "damaged": [{"file", "offset", "error"}]}``.
+#: The metadata key of a task's notes: ``{"counts": {cause: n}, "damaged": [{"file", "offset", "error"}],
+#: "damaged_total": n}`` (the list keeps :data:`MAX_DAMAGED` inputs; the total counts every one).
 NOTES_KEY = "notes"
 
 #: The metadata key of the characters a filtering stage removed from a batch: ``{"dropped": n, "rewritten": m}``.
@@ -51,6 +52,9 @@ def merge_notes(into: dict[str, Any], notes: dict[str, Any] | None, prefix: str 
     if damaged:
         kept = into.setdefault("damaged", [])
         kept.extend(damaged[: max(MAX_DAMAGED - len(kept), 0)])
+    total = int(notes.get("damaged_total") or len(damaged))
+    if total:  # every damaged input counted, also past the ones the list keeps
+        into["damaged_total"] = int(into.get("damaged_total") or 0) + total
 
 
 def removed_chars(
