@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from curator_slurm.cli.main import EXAMPLES
+from curator_slurm.cli.commands import EXAMPLES
 from curator_slurm.runs.ledger import iter_records, load_status
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.samples.corpus import make_corpus

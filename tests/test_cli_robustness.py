@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from curator_slurm.cli import main as cli
+from curator_slurm import cli
 from curator_slurm.errors import SettingError
 from curator_slurm.settings import available_cpus
 from curator_slurm.slurm.submit import ArrayChunk, SubmitOptions, render_script

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from curator_slurm.cli.main import build_parser
+from curator_slurm.cli.commands import build_parser
 from support.helpers import REPO
 
 TUTORIAL = REPO / "docs" / "tutorial.md"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from curator_slurm.cli.main import build_parser
+from curator_slurm.cli.commands import build_parser
 from curator_slurm.slurm.options import SubmitOptions, add_option_arguments, option_fields, option_values
 from curator_slurm.slurm.phases import load_submission, save_submission
 from curator_slurm.slurm.submit import ArrayChunk, render_script

@@ -173,3 +173,26 @@ def test_fuzzy_components_refuse_a_lost_edge_file(data: Path, tmp_path: Path) ->
     os.unlink(edges[-1])
     with pytest.raises(PhaseInputsError, match="phase 'candidates' recorded are gone"):
         wf.run(LocalExecutor(workers=1), options=RunOptions(phase="components"))
+
+
+def test_accepted_new_inputs_reach_the_merged_token_files(tmp_path: Path, corpus: Path) -> None:
+    """The merge phase's task ids do not depend on the inputs: with a file added and accepted, its tokenize
+    pair is new and the merge is done again from every pair, so the part holds every document."""
+    from curator_slurm.stages.io.megatron import MegatronTokenizerWriter
+    from curator_slurm.workflows.tokenization import MegatronTokenization
+    from support.megatron_files import corpus_texts, read_megatron, train_tokenizer
+
+    data = tmp_path / "in"
+    shutil.copytree(corpus, data)
+    tokenizer = tmp_path / "tokenizer.json"
+    train_tokenizer(tokenizer, list(corpus_texts(data)), vocab_size=600)
+
+    def workflow() -> MegatronTokenization:
+        writer = MegatronTokenizerWriter(tmp_path / "pairs", str(tokenizer), append_eod=False)
+        return MegatronTokenization(JsonlReader(data), writer, tmp_path / "tokens")
+
+    workflow().run(LocalExecutor(workers=1), options=RunOptions())
+    shutil.copy(next(data.glob("*.jsonl")), data / "zz-added.jsonl")
+    workflow().run(LocalExecutor(workers=1), options=RunOptions(accept_new_inputs=True))
+    merged = read_megatron(tmp_path / "tokens" / "part_00000")
+    assert len(merged["document_index"]) - 1 == sum(1 for _ in corpus_texts(data))

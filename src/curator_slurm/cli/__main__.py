@@ -2,6 +2,6 @@
 
 import sys
 
-from curator_slurm.cli.main import main
+from curator_slurm.cli.commands import main
 
 sys.exit(main())

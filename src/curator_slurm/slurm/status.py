@@ -59,6 +59,26 @@ def _planned_total(run_dir: str) -> int | None:
     return None
 
 
+def _shard_rows(
+    shards: dict[str, dict[str, Any]], failed: dict[str, dict[str, Any]], submissions: list[dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """The row of every shard: the done records' (``shards``), with the failures added, and one for each
+    submitted shard that recorded nothing (no work, or not run yet); the newest submission first, so a retry's
+    shard that has not run shows the retry's array task."""
+    for r in failed.values():
+        s = shards.setdefault(r.get("shard", "?"), shard_row(r.get("shard", "?"), None))
+        s["failed"] += 1
+        s["seconds"] += r.get("seconds", 0.0)
+        if r.get("array_job_id"):
+            s["job"] = f"{r['array_job_id']}_{r['array_task_id']}"
+    for sub in reversed(submissions):
+        for a in sub["arrays"] if sub.get("shards") else []:
+            for index in range(int(a.get("size", 0))):
+                label = f"{int(a['offset']) + index}/{sub['shards']}"
+                shards.setdefault(label, shard_row(label, f"{a['job_id']}_{index}"))
+    return shards
+
+
 def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
     """Everything `status` shows, as data (the keys are those of ``status --json``); with ``verify``, also
     whether every done source task's outputs are still there and its inputs unchanged (``verified``)."""
@@ -73,21 +93,8 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
     pending = max(total - done_count - len(failed), 0)
     elapsed = summary.last_time - summary.first_time if summary.records else 0.0
     rate = done_count / elapsed if elapsed > 0 else None
-    shards = summary.shards
-    for r in failed.values():
-        s = shards.setdefault(r.get("shard", "?"), shard_row(r.get("shard", "?"), None))
-        s["failed"] += 1
-        s["seconds"] += r.get("seconds", 0.0)
-        if r.get("array_job_id"):
-            s["job"] = f"{r['array_job_id']}_{r['array_task_id']}"
     submissions = load_submissions(run_dir)
-    # A submitted shard that recorded nothing (no work, or not run yet) still gets its row; the newest
-    # submission first, so a retry's shard that has not run shows the retry's array task.
-    for sub in reversed(submissions):
-        for a in sub["arrays"] if sub.get("shards") else []:
-            for index in range(int(a.get("size", 0))):
-                label = f"{int(a['offset']) + index}/{sub['shards']}"
-                shards.setdefault(label, shard_row(label, f"{a['job_id']}_{index}"))
+    shards = _shard_rows(summary.shards, failed, submissions)
     job_ids = [str(a["job_id"]) for sub in submissions for a in sub["arrays"]]
     states = job_states(job_ids)
     active = None

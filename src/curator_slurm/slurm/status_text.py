@@ -35,18 +35,10 @@ def format_workflow_status(
     return "\n".join(lines)
 
 
-def format_status(status: dict[str, Any], show_all: bool) -> str:
-    """The text of `curator-slurm status` for ``status`` (from :func:`collect_status`); without
-    ``show_all`` a large run shows only the shards with failures and the slowest ones."""
-
-    def num(value: float | None, fmt: str = "{:.1f}") -> str:
-        return "-" if value is None else fmt.format(value)
-
-    lines = [
-        f"run directory {status['run_dir']}",
-        f"source tasks: {status['total']} total, {status['done']} done, {status['failed']} failed, "
-        f"{status['pending']} pending ({status['percent']:.1f}% done)",
-    ]
+def _attention_lines(status: dict[str, Any]) -> list[str]:
+    """What `status` says right after its counts when the counts alone would mislead: damaged inputs that lost
+    records, and done tasks of inputs the current listing no longer has."""
+    lines = []
     if status.get("damaged"):
         first = (status.get("notes", {}).get("damaged") or [{}])[0]
         lines.append(
@@ -59,6 +51,22 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
             f"  (and {status['done_not_listed']} done source task(s) of inputs the current listing no longer has: "
             "not counted)"
         )
+    return lines
+
+
+def format_status(status: dict[str, Any], show_all: bool) -> str:
+    """The text of `curator-slurm status` for ``status`` (from :func:`collect_status`); without
+    ``show_all`` a large run shows only the shards with failures and the slowest ones."""
+
+    def num(value: float | None, fmt: str = "{:.1f}") -> str:
+        return "-" if value is None else fmt.format(value)
+
+    lines = [
+        f"run directory {status['run_dir']}",
+        f"source tasks: {status['total']} total, {status['done']} done, {status['failed']} failed, "
+        f"{status['pending']} pending ({status['percent']:.1f}% done)",
+    ]
+    lines.extend(_attention_lines(status))
     eta = "stopped" if status["stalled"] else f"ETA {num(status['eta_seconds'], '{:.0f}')} s"
     lines.append(
         f"documents: {status['rows_in']} in, {status['rows_out']} out; throughput "
