@@ -67,6 +67,7 @@ def test_an_emptied_prefix_is_done_again_on_resume(server: str, corpus: Path, tm
         s3.delete_object(Bucket=bucket, Key=f"out/{key}")
     again = run(curate, tmp_path, env)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert "doing 12 done source task(s) again" in again.stderr and "already done" not in again.stderr
+    assert "doing 12 done source task(s) again, their outputs are gone" in again.stderr, again.stderr[-2000:]
+    assert "skipping" not in again.stderr and "12 source tasks done" in again.stderr
     assert object_tree(server, bucket, "out") == written
     assert read_tree(tmp_path / ".curator-run" / "s3" / bucket / "out"), "the run directory stays local"

@@ -31,10 +31,16 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def submit_held(script: Path, args: list[str]) -> dict[str, list[str]]:
-    """Every phase's arrays, submitted held (queued, not started), by phase."""
-    proc = cli("submit", str(script), "--shards", "2", "--sbatch-arg=--hold", "--json", "--", *args)
+    """Every phase's arrays, submitted and at once held by the administrator (queued, not started; their own
+    options hold nothing, so a retry of them is not held), by phase."""
+    proc = cli("submit", str(script), "--shards", "2", "--json", "--", *args)
     assert proc.returncode == 0, proc.stderr
-    return {name: [str(a["job_id"]) for a in record["arrays"]] for name, record in json.loads(proc.stdout).items()}
+    jobs = {name: [str(a["job_id"]) for a in record["arrays"]] for name, record in json.loads(proc.stdout).items()}
+    held = subprocess.run(
+        ["scontrol", "hold", *[j for ids in jobs.values() for j in ids]], capture_output=True, text=True
+    )
+    assert held.returncode == 0, held.stderr
+    return jobs
 
 
 def release_and_wait(jobs: list[str], timeout: float = 600) -> dict[str, str]:
