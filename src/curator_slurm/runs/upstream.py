@@ -36,6 +36,17 @@ class Upstream:
     run_dir: str
     per_task: bool = False
 
+    def as_json(self) -> dict[str, Any]:
+        """As a task's metadata carries it (plain JSON, so a planned array's manifest can hold it)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def of(cls, value: Upstream | Mapping[str, Any]) -> Upstream:
+        """An :class:`Upstream` from itself or from :meth:`as_json`."""
+        if isinstance(value, Upstream):
+            return value
+        return cls(str(value["name"]), str(value["run_dir"]), bool(value.get("per_task")))
+
 
 @dataclass(frozen=True)
 class Recorded:
@@ -146,7 +157,7 @@ def save(run_dir: str, upstreams: Sequence[Upstream]) -> None:
     """Keep in ``run_dir`` which earlier phases its run reads, for `status --verify` and `retry` (which do not
     build the pipeline); written only when it changes."""
     path = os.path.join(run_dir, UPSTREAMS_FILE)
-    payload = [dataclasses.asdict(u) for u in upstreams]
+    payload = [u.as_json() for u in upstreams]
     try:
         with open(path, encoding="utf-8") as f:
             if json.load(f) == payload:
@@ -160,7 +171,7 @@ def load(run_dir: str) -> list[Upstream]:
     """The earlier phases the run in ``run_dir`` reads, as :func:`save` kept them (none when it kept none)."""
     try:
         with open(os.path.join(run_dir, UPSTREAMS_FILE), encoding="utf-8") as f:
-            return [Upstream(str(u["name"]), str(u["run_dir"]), bool(u.get("per_task"))) for u in json.load(f)]
+            return [Upstream.of(u) for u in json.load(f)]
     except (OSError, ValueError, KeyError, TypeError):
         return []
 

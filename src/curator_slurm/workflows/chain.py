@@ -84,7 +84,7 @@ class PhaseOutputsSource(ProcessingStage[EmptyTask, FileGroupTask]):
                 data=[],
                 metadata={
                     "upstream_index": index,
-                    "upstream": self._reads,
+                    "upstream": self._reads.as_json(),
                     "root": self._output_dir,
                     "bytes": 1,
                 },
@@ -99,7 +99,7 @@ class PhaseOutputsReaderStage(FileReaderStage):
     name = "phase_outputs_reader"
 
     def _files(self, task: FileGroupTask) -> list[str]:
-        upstream: Upstream = task.metadata["upstream"]
+        upstream = Upstream.of(task.metadata["upstream"])
         if task.task_id not in recorded(upstream.run_dir):
             raise InputError(
                 f"{upstream.run_dir}: source task {task.task_id} of the phase before is not done, so there is "

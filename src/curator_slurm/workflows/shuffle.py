@@ -168,7 +168,12 @@ class BucketSource(ProcessingStage[EmptyTask, FileGroupTask]):
                 task_id=content_id(self.shuffle_name, f"bucket={b}"),
                 dataset_name=self.shuffle_name,
                 data=[],
-                metadata={"bucket": b, "shuffle_dir": fs.absolute(self.path), "upstream": self.upstream, "bytes": 1},
+                metadata={
+                    "bucket": b,
+                    "shuffle_dir": fs.absolute(self.path),
+                    "upstream": self.upstream.as_json(),
+                    "bytes": 1,
+                },
             )
             for b in range(self.buckets)
         ]
@@ -242,7 +247,7 @@ class BucketReader(ProcessingStage[FileGroupTask, DocumentBatch]):
         return ["data"], None
 
     def process(self, task: FileGroupTask) -> DocumentBatch | None:
-        files = shuffle_files(task.metadata["upstream"])
+        files = shuffle_files(Upstream.of(task.metadata["upstream"]))
         table = read_bucket(files, int(task.metadata["bucket"]))
         if table is None:
             return None

@@ -86,7 +86,7 @@ class MergeSource(ProcessingStage[EmptyTask, FileGroupTask]):
                 task_id=content_id(self.workflow, f"merge={k}/{self.tasks}"),
                 dataset_name=self.workflow,
                 data=[],
-                metadata={"slot": k, "slots": self.tasks, "upstream": self.tokenize, "bytes": 1},
+                metadata={"slot": k, "slots": self.tasks, "upstream": self.tokenize.as_json(), "bytes": 1},
             )
             for k in range(self.tasks)
         ]
@@ -112,7 +112,7 @@ class MegatronMerge(BaseWriter):
 
     def process(self, task: FileGroupTask) -> FileGroupTask:  # type: ignore[override]
         slot, slots = int(task.metadata["slot"]), int(task.metadata["slots"])
-        prefixes = done_pairs(task.metadata["upstream"])
+        prefixes = done_pairs(Upstream.of(task.metadata["upstream"]))
         missing = [p for p in prefixes if not (fs.exists(p + ".bin") and fs.exists(p + ".idx"))]
         if missing:
             raise InputError(
