@@ -77,6 +77,59 @@ def test_every_document_is_its_encoding_plus_eos_once(
     assert all(s[-1] == eos for f in mine for s in f)
 
 
+def sparse_tokenizer(path: Path, ids: dict[str, int], added: dict[str, int]) -> Path:
+    """A word-level ``tokenizer.json`` whose few tokens have the ids given (``added``: its added tokens): a
+    vocabulary of 4 entries may still hold the id 70000."""
+    tokens = [
+        {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+         "special": True}
+        for t, i in added.items()
+    ]  # fmt: skip
+    path.write_text(
+        json.dumps({
+            "version": "1.0", "truncation": None, "padding": None, "added_tokens": tokens, "normalizer": None,
+            "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
+            "model": {"type": "WordLevel", "vocab": {**ids, **added}, "unk_token": "[UNK]"},
+        })
+    )  # fmt: skip
+    return path
+
+
+@pytest.mark.parametrize(
+    ("vocab", "added", "options", "code"),
+    [
+        ({"[UNK]": 0, "hello": 1, "world": 2}, {"<eos>": 70000}, {"eod_token": "<eos>"}, 4),  # the eos id decides
+        ({"[UNK]": 0, "hello": 1}, {"<eos>": 2, "<big>": 70000}, {"eod_token": "<eos>"}, 4),  # an added token
+        ({"[UNK]": 0, "hello": 1, "world": 70000}, {"<eos>": 2}, {"eod_token": "<eos>"}, 4),  # a model token
+        ({"[UNK]": 0, "hello": 1}, {"<eos>": 2, "<bos>": 65535}, {"eod_token": "<eos>", "bos_token": "<bos>"}, 8),
+        ({"[UNK]": 0, "hello": 1}, {"<eos>": 2, "<bos>": 65536}, {"eod_token": "<eos>", "bos_token": "<bos>"}, 4),
+    ],
+)
+def test_the_dtype_holds_the_largest_id_not_the_vocabulary_size(
+    tmp_path: Path, vocab: dict[str, int], added: dict[str, int], options: dict[str, str], code: int
+) -> None:
+    """Ids are what the dtype must hold: a tokenizer of a handful of entries whose EOS (or an added token, or a
+    model token) is 70000 gets int32 when the stage is built, and every id reads back exactly."""
+    from tokenizers import Tokenizer
+
+    path = sparse_tokenizer(tmp_path / "tokenizer.json", vocab, added)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    texts = ["hello world", " ".join(added), "world hello hello", "unknown words"]
+    (docs / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    writer = MegatronTokenizerWriter(tmp_path / "out", model_identifier=path, **options)
+    assert writer.dtype.itemsize == (2 if code == 8 else 4)  # known when the stage is built
+    Pipeline("tok").add_stage(JsonlReader(docs)).add_stage(writer).run()
+    tokenizer = Tokenizer.from_file(str(path))
+    head = [added["<bos>"]] if "bos_token" in options else []
+    expected = [head + tokenizer.encode(t, add_special_tokens=False).ids + [added["<eos>"]] for t in texts]
+    assert max(i for s in expected for i in s) == max({**vocab, **added}.values())  # the largest id is written
+    (only,) = pairs(tmp_path / "out")
+    got = read_megatron(only)
+    assert got["code"] == code
+    assert got["sequences"] == expected
+
+
 def test_empty_and_null_texts_get_no_sequence_and_show_as_dropped(docs: Path, small_tokenizer: tuple, tmp_path: Path):
     path, _ = small_tokenizer
     out = tmp_path / "out"

@@ -92,13 +92,15 @@ class TokenizerSpec:
 
     file: str
     digest: str  # of the tokenizer file's bytes: a changed tokenizer is a changed output
-    vocab_size: int
+    largest_id: int  # of every token it can give: its vocabulary's, its added tokens', EOD's and BOS's
     eod_id: int | None
     bos_id: int | None
 
     @property
     def dtype(self) -> np.dtype:
-        return token_dtype(self.vocab_size)
+        """The dtype that holds every id the writer can write (ids need not be dense: a vocabulary of a few
+        entries may hold the id 70000)."""
+        return token_dtype(self.largest_id + 1)
 
 
 def resolve_tokenizer(
@@ -128,7 +130,8 @@ def resolve_tokenizer(
     bos_id = token_id(bos_token, "bos_token") if bos_token else None
     with open(file, "rb") as f:
         digest = xxhash.xxh3_64_hexdigest(f.read())
-    return TokenizerSpec(file, digest, int(tokenizer.get_vocab_size(with_added_tokens=True)), eod_id, bos_id)
+    ids = [*tokenizer.get_vocab(with_added_tokens=True).values(), *(i for i in (eod_id, bos_id) if i is not None)]
+    return TokenizerSpec(file, digest, max(ids, default=0), eod_id, bos_id)
 
 
 class MegatronTokenizerWriter(BaseWriter):
@@ -180,7 +183,8 @@ class MegatronTokenizerWriter(BaseWriter):
 
     @property
     def dtype(self) -> np.dtype:
-        """The token dtype of every ``.bin`` this writer makes (uint16 or int32, by vocabulary size)."""
+        """The token dtype of every ``.bin`` this writer makes: uint16 when the tokenizer's largest id (of its
+        vocabulary, added tokens, EOD and BOS) fits, else int32."""
         return self._spec.dtype
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
