@@ -176,6 +176,41 @@ def test_clear_errors_before_any_work(small_tokenizer: tuple, tmp_path: Path) ->
         MegatronTokenizerWriter(tmp_path / "o", model_identifier=tmp_path)
 
 
+def test_a_damaged_tokenizer_is_named_with_what_is_wrong_when_the_stage_is_built(
+    small_tokenizer: tuple, docs: Path, tmp_path: Path
+) -> None:
+    path, _ = small_tokenizer
+    truncated = tmp_path / "cut" / "tokenizer.json"
+    truncated.parent.mkdir()
+    truncated.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(InputError, match=rf"{truncated}: .*EOF while parsing.*tokenizer\.json"):
+        MegatronTokenizerWriter(tmp_path / "o", model_identifier=truncated, eod_token=EOT)
+    with pytest.raises(InputError, match=rf"{truncated}: "):  # a directory holding it: the file is named
+        MegatronTokenizerWriter(tmp_path / "o", model_identifier=truncated.parent, eod_token=EOT)
+    not_a_tokenizer = tmp_path / "other.json"
+    not_a_tokenizer.write_text('{"vocab": {"a": 1}}')
+    with pytest.raises(InputError, match=rf"{not_a_tokenizer}: "):
+        MegatronTokenizerWriter(tmp_path / "o", model_identifier=not_a_tokenizer, eod_token=EOT)
+    # A tokenizer directory whose tokenizer_config.json (where its eos_token is declared) is damaged.
+    directory = tmp_path / "model"
+    directory.mkdir()
+    (directory / "tokenizer.json").write_bytes(path.read_bytes())
+    (directory / "tokenizer_config.json").write_text('{"eos_token": "<|endof')
+    with pytest.raises(InputError, match=rf"{directory / 'tokenizer_config.json'}: "):
+        MegatronTokenizerWriter(tmp_path / "o", model_identifier=directory)
+    # The tokenization recipe says it in one line, before any work, with no traceback.
+    script = Path(__file__).parents[2] / "examples" / "tokenize_corpus.py"
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, str(script), "--input", str(docs), "--output", str(out), "--tokenizer", str(truncated),
+         "--eos-token", EOT],
+        env=clean_env(), capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and str(truncated) in done.stderr
+    assert not out.exists()
+
+
 def test_the_fingerprint_sees_the_tokenizer_bytes_not_its_path(small_tokenizer: tuple, tmp_path: Path) -> None:
     path, _ = small_tokenizer
     copy = tmp_path / "copy.json"

@@ -69,15 +69,34 @@ def tokenizer_file(model_identifier: str) -> str:
     return path
 
 
+def load_tokenizer(file: str) -> Any:
+    """The ``tokenizers.Tokenizer`` of ``file``, or an error naming the file and what is wrong with it
+    (``tokenizers`` raises a bare ``Exception`` that names neither)."""
+    tokenizers = extras.load("tokenizers", FEATURE)
+    try:
+        return tokenizers.Tokenizer.from_file(file)
+    except Exception as e:
+        raise InputError(
+            f"{file}: Hugging Face tokenizers cannot read it ({e}); give a complete {TOKENIZER_FILE} (a fast "
+            "tokenizer's, as tokenizer.save(path) or AutoTokenizer.save_pretrained(dir) writes it)"
+        ) from e
+
+
 def configured_eos(model_identifier: str) -> str | None:
     """The ``eos_token`` a tokenizer directory declares (``tokenizer_config.json``, else
-    ``special_tokens_map.json``), or None (a bare ``tokenizer.json`` declares none)."""
+    ``special_tokens_map.json``), or None (a bare ``tokenizer.json`` declares none). A file there that is not
+    JSON is an error naming it: its eos_token would otherwise be silently missed."""
     directory = model_identifier if os.path.isdir(model_identifier) else os.path.dirname(model_identifier)
     for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        path = os.path.join(directory, name)
         try:
-            with open(os.path.join(directory, name), encoding="utf-8") as f:
+            with open(path, encoding="utf-8") as f:
                 value = json.load(f).get("eos_token")
-        except (OSError, ValueError, AttributeError):
+        except OSError:
+            continue
+        except ValueError as e:
+            raise InputError(f"{path}: not valid JSON ({e}); repair it, or remove it and give eod_token='...'") from e
+        except AttributeError:
             continue
         if isinstance(value, dict):
             value = value.get("content")
@@ -110,7 +129,7 @@ def resolve_tokenizer(
     import xxhash
 
     file = tokenizer_file(model_identifier)
-    tokenizer = extras.load("tokenizers", FEATURE).Tokenizer.from_file(file)
+    tokenizer = load_tokenizer(file)
 
     def token_id(token: str, what: str) -> int:
         found = tokenizer.token_to_id(token)
@@ -190,7 +209,7 @@ class MegatronTokenizerWriter(BaseWriter):
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         super().setup(worker_metadata)
         limit_tokenizer_threads(self.tokenizer_threads)
-        self._tokenizer = extras.load("tokenizers", FEATURE).Tokenizer.from_file(self._spec.file)
+        self._tokenizer = load_tokenizer(self._spec.file)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_tokenizer": None}  # workers load their own in setup()
