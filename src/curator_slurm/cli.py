@@ -332,6 +332,7 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _escape_what_stdout_cannot_encode()
     ours, script_args = _split_argv(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, unknown = parser.parse_known_args(ours)
@@ -366,6 +367,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CuratorError, OSError) as e:  # bad input or a failing command; anything else is a bug: traceback
         print(f"curator-slurm {args.command}: {e}", file=sys.stderr)
         return 2
+
+
+def _escape_what_stdout_cannot_encode() -> None:
+    """Print a file name that is not UTF-8 (held as surrogate escapes) with its bytes escaped, as stderr
+    does, where a strict stdout (a UTF-8 locale's) would end the command with UnicodeEncodeError. A stdout
+    that already passes them through (the C locale's ``surrogateescape``) writes the name's own bytes."""
+    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")
 
 
 def _silence_stdout() -> None:

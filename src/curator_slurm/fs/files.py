@@ -158,6 +158,20 @@ def open_input(path: str) -> BinaryIO:
     return RemoteFile(path, filesystem, inner)  # type: ignore[return-value]
 
 
+def native_source(path: str) -> Any:
+    """What pyarrow's readers take for the local file ``path``: the path itself, or, for a name that is not
+    UTF-8 (pyarrow encodes every ``str`` path as UTF-8 and refuses surrogate escapes), the file opened by its
+    bytes as a pyarrow native file."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        import pyarrow as pa
+
+        local_info(path)
+        return pa.OSFile(os.fsencode(path))
+    return path
+
+
 def read_range(path: str, start: int, length: int) -> bytes:
     """``length`` bytes of ``path`` from byte ``start`` (fewer at its end): one ranged GET on object stores."""
     with open_input(path) as f:
@@ -174,7 +188,7 @@ def open_decompressed(path: str) -> Any:
     if is_local(path):
         local_info(path)  # a FIFO would block, a dangling link say nothing useful: refuse them first
         try:
-            raw = pa.input_stream(path) if codec == "xz" else pa.input_stream(path, compression=codec)
+            raw = pa.input_stream(native_source(path), compression=None if codec == "xz" else codec)
         except PermissionError:
             raise InputError(f"{path}: permission denied; make the file readable for this user") from None
     else:
