@@ -110,6 +110,7 @@ class Pipeline:
         spec = shard if shard is not None else ShardSpec.from_env()
         executor = executor or LocalExecutor()
         directory = run_dir or options.run_dir or default_run_dir(stages[-1])
+        check_output_dirs(stages, directory)  # a file in the way, a name too long: before any work (or submit)
         if options.plan_out:  # list the work for `curator-slurm plan/submit`; do none of it, and go on
             tasks = self._write_plan(options.plan_out, stages, directory)
             return _nothing(spec, directory, len(tasks))
@@ -168,6 +169,13 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"Pipeline({self.name!r}, stages={[s.name for s in self.stages]})"
+
+
+def check_output_dirs(stages: list[ProcessingStage], *directories: str | os.PathLike | None) -> None:
+    """An :class:`~curator_slurm.errors.OutputError` before any work when a directory the stages write into
+    (or one of ``directories``, e.g. the run directory) cannot be made: a file in the way, a name too long."""
+    for path in [*(os.fspath(d) for d in directories if d), *(d for s in stages for d in s.output_dirs())]:
+        fs.check_output_dir(path)
 
 
 def _nothing(spec: ShardSpec, directory: str | os.PathLike | None, total: int = 0) -> PipelineResult:

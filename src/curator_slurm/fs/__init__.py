@@ -29,6 +29,7 @@ ledger record the layer produces can hold one.
 from .files import (
     COMPRESSIONS,
     FileInfo,
+    check_output_dir,
     compression_of,
     exists,
     info,
@@ -84,6 +85,7 @@ __all__ = [
     "atomic_write",
     "atomic_write_text",
     "basename",
+    "check_output_dir",
     "common_root",
     "compression_of",
     "configure_s3",

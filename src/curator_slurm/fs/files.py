@@ -248,12 +248,63 @@ def remove(path: str) -> None:
         call(path, "delete", lambda: filesystem.delete_file(inner), writing=True)
 
 
+def name_too_long(path: str) -> str | None:
+    """Why the local ``path`` cannot exist: its first name longer than the filesystem allows for one name
+    (``NAME_MAX``, in bytes: 255 on most), or the whole path longer than ``PATH_MAX``; None if neither."""
+    existing = os.path.abspath(path)
+    while existing not in ("", "/") and not os.path.isdir(existing):
+        existing = os.path.dirname(existing)
+
+    def limit(name: str, default: int) -> int:
+        try:
+            return int(os.pathconf(existing or "/", name))
+        except (OSError, ValueError):
+            return default
+
+    name_max = limit("PC_NAME_MAX", 255)
+    for name in os.path.abspath(path).split(os.sep):
+        size = len(os.fsencode(name))
+        if size > name_max:
+            shown = name if len(name) <= 60 else f"{name[:28]}...{name[-28:]}"
+            return (
+                f"the name {shown!r} ({size} bytes) is longer than the {name_max} bytes this filesystem allows "
+                f"for one name in a path; choose a shorter name"
+            )
+    path_max = limit("PC_PATH_MAX", 4096)
+    size = len(os.fsencode(os.path.abspath(path)))
+    if size >= path_max:
+        return f"the path is {size} bytes, longer than the {path_max} this filesystem allows; choose a shorter path"
+    return None
+
+
+def check_output_dir(path: str) -> None:
+    """Before any work: an :class:`OutputError` when the local directory ``path`` cannot be made, because a
+    name in it is longer than the filesystem allows or a file stands where one of its directories belongs.
+    What only trying can tell (permissions, space) is left to the writes; URIs are not checked."""
+    if not is_local(path):
+        return
+    path = os.path.abspath(path)
+    too_long = name_too_long(path)
+    if too_long is not None:
+        raise OutputError(f"{path}: cannot create it: {too_long}")
+    existing = path
+    while existing not in ("", "/") and not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if existing not in ("", "/") and not os.path.isdir(existing):
+        what = "a file, not a directory" if existing == path else f"a file is in the way of the directory {path}"
+        raise OutputError(f"{existing}: {what}; remove it or choose another output path")
+
+
 def output_error(error: OSError, path: str) -> OSError:
     """An OSError met while writing ``path`` (or into it), as an :class:`OutputError` that names the place
     and the fix when the user must act (no permission, a read-only filesystem, a file where a directory
-    belongs); other errors are returned as they are (out-of-space is handled by the callers' own rule)."""
+    belongs, a name too long); other errors are returned as they are (out-of-space is handled by the
+    callers' own rule)."""
     where = error.filename or path
-    if isinstance(error, PermissionError) or error.errno == errno.EROFS:
+    too_long = name_too_long(os.fspath(where)) if error.errno == errno.ENAMETOOLONG else None
+    if too_long is not None:
+        new = OutputError(f"{os.fspath(where)}: cannot create it: {too_long}")
+    elif isinstance(error, PermissionError) or error.errno == errno.EROFS:
         what = "read-only filesystem" if error.errno == errno.EROFS else "permission denied"
         new = OutputError(
             f"{where}: cannot write there ({what}); choose a writable output directory or fix its permissions"

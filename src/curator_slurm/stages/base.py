@@ -70,6 +70,11 @@ class ProcessingStage(Generic[In, Out]):
         :data:`PASSTHROUGH` among them means the input fields go through."""
         return [], None
 
+    def output_dirs(self) -> list[str]:
+        """The directories this stage writes files into: a run checks that each can be made before any
+        work (a file in the way, a name too long)."""
+        return []
+
     # --- life cycle ---------------------------------------------------------------------------------
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         """Called once per worker before any task (load models, open connections)."""
