@@ -1,11 +1,14 @@
 """An output that cannot be made (a name longer than the filesystem allows, a file where the directory
 belongs) is an OutputError naming it, the limit or the file, and the fix, before any work and before any run
-directory is claimed: for a pipeline (its run directory inside the output or elsewhere) and an exclusion
-writer."""
+directory is claimed: for a pipeline (its run directory inside the output or elsewhere), the exact and fuzzy
+dedup workflows, the tokenization workflow, an exclusion writer, and the example scripts, which say it in one
+line and exit 2."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,9 +16,14 @@ from typing import Any
 import pytest
 
 from curator_slurm import LocalExecutor, Pipeline
+from curator_slurm.dedup.exact import ExactDuplicates
+from curator_slurm.dedup.fuzzy import FuzzyDuplicates
 from curator_slurm.errors import OutputError
-from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetWriter
+from curator_slurm.stages import JsonlReader, JsonlWriter, MegatronTokenizerWriter, ParquetWriter
 from curator_slurm.stages.datatrove import GopherQualityFilter
+from curator_slurm.tokenization import MegatronTokenization
+from helpers import REPO, clean_env
+from megatron_files import EOT, train_tokenizer
 
 LONG = "n" * 256  # one name over the 255 bytes of ext4, xfs, btrfs and tmpfs
 
@@ -26,6 +34,14 @@ def data(tmp_path: Path) -> Path:
     root.mkdir()
     (root / "a.jsonl").write_text("".join(json.dumps({"text": f"document {i} " * 60}) + "\n" for i in range(5)))
     return root
+
+
+def _tokenization(data: Path, out: Path, tmp: Path) -> MegatronTokenization:
+    tokenizer = tmp / "tokenizer.json"
+    if not tokenizer.exists():
+        train_tokenizer(tokenizer, ["document text"] * 20, vocab_size=300)
+    writer = MegatronTokenizerWriter(tmp / "tokens", tokenizer, eod_token=EOT)
+    return MegatronTokenization(JsonlReader(data), writer, out)
 
 
 #: What runs, given the input, the output and a scratch directory: each writes into the output.
@@ -41,6 +57,9 @@ RUNS: dict[str, Callable[[Path, Path, Path], Any]] = {
         .add_stage(GopherQualityFilter(exclusion_writer=JsonlWriter(o)))
         .add_stage(ParquetWriter(t / "kept")),
     ),
+    "exact dedup": lambda d, o, t: ExactDuplicates(JsonlReader(d), ParquetWriter(o)),
+    "fuzzy dedup": lambda d, o, t: FuzzyDuplicates(JsonlReader(d), ParquetWriter(o)),
+    "tokenization": _tokenization,
 }
 
 
@@ -83,3 +102,37 @@ def test_a_file_where_the_output_belongs_is_refused_before_any_work(
         _run(what)
     assert blocker.read_text() == "a file\n"
     _nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize("script", ["dedup.py", "curate.py", "tokenize_corpus.py"])
+def test_the_example_scripts_say_it_in_one_line(script: str, data: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file\n")
+    args = ["--input", str(data), "--output", str(blocker)]
+    if script == "tokenize_corpus.py":
+        train_tokenizer(tmp_path / "tokenizer.json", ["document text"] * 20, vocab_size=300)
+        args += ["--tokenizer", str(tmp_path / "tokenizer.json"), "--eos-token", EOT]
+    done = subprocess.run(
+        [sys.executable, str(REPO / "examples" / script), *args], env=clean_env(), capture_output=True, text=True
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"{blocker}: a file" in done.stderr.strip().splitlines()[-1]
+    # `curator-slurm plan` (what `submit` runs first) refuses it too, before anything is submitted.
+    plan = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "curator_slurm.cli",
+            "plan",
+            str(REPO / "examples" / script),
+            "--shards",
+            "2",
+            "--",
+            *args,
+        ],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert plan.returncode == 2 and f"{blocker}: a file" in plan.stderr, plan.stderr
