@@ -11,7 +11,7 @@ from curator_slurm import fs
 from curator_slurm.backends.adapter import list_sources
 from curator_slurm.backends.results import PipelineResult
 from curator_slurm.backends.run import BaseExecutor
-from curator_slurm.errors import PipelineBuildError, WorkerStartError
+from curator_slurm.errors import PipelineBuildError, WorkerStartError, end_scripts_with_message
 from curator_slurm.logs import bound, ensure_logging
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import RunDir, default_run_dir_of, local_run_dir
@@ -104,6 +104,7 @@ class Pipeline:
                 "a spawned worker process is importing a script that runs a pipeline at import time; put the "
                 'run under `if __name__ == "__main__":` (or use workers=1)'
             )
+        end_scripts_with_message()  # an uncaught CuratorError ends the script with its message, no traceback
         options = options if options is not None else RunOptions.from_env()
         step = next_step()  # the script's n-th run call (curator_slurm.steps)
         stages = self.build()

@@ -27,7 +27,7 @@ from . import fs
 from .backends.adapter import list_sources
 from .backends.results import PipelineResult
 from .backends.run import BaseExecutor
-from .errors import CuratorError, PipelineBuildError
+from .errors import CuratorError, PipelineBuildError, end_scripts_with_message
 from .pipeline import Pipeline, append_plan, check_output_dirs
 from .runs.ledger import load_status
 from .runs.liveness import marked
@@ -120,6 +120,7 @@ class Workflow:
     ) -> WorkflowResult:
         """Run every phase in order, or only the phase named by ``CURATOR_PHASE`` (an array task of one
         phase). A phase whose predecessor is not complete is refused with what is missing."""
+        end_scripts_with_message()  # an uncaught CuratorError ends the script with its message, no traceback
         options = options if options is not None else RunOptions.from_env()
         spec = shard if shard is not None else ShardSpec.from_env()
         step = next_step()  # the script's n-th run call (curator_slurm.steps)
