@@ -34,6 +34,7 @@ from curator_slurm.runs.rundir import default_run_dir_of
 from curator_slurm.slurm.local_array import LocalStopped, run_local
 from curator_slurm.slurm.options import SubmitOptions, option_values, requeue_signal
 from curator_slurm.slurm.phases import (
+    check_phases,
     parse_phase_shards,
     phase_shard_counts,
     preview_phases,
@@ -171,6 +172,7 @@ def _submit_workflow(args: argparse.Namespace, opts: SubmitOptions, plan: dict[s
         return 0
     with submission_lock(plan["run_dir"]):  # one submission at a time per workflow, as per run
         refuse_if_workflow_busy(plan)
+        check_phases(opts, plan, counts, phase_sources)
         save_submission(plan["run_dir"], opts, counts, plan)
         submitted = submit_phases(opts, plan, counts, limits, sources=phase_sources)
     if args.json:

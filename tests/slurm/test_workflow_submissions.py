@@ -85,3 +85,24 @@ def test_the_retry_that_status_advises_after_cancelled_phases_completes_the_work
     done = cli("status", str(root))
     assert done.returncode == 0, done.stdout
     assert done.stdout.count("100.0% done") == 3
+
+
+def test_a_workflow_whose_parameters_changed_under_its_run_directories_is_refused_before_sbatch(
+    slurm_cluster: str, corpus: Path, tmp_path: Path
+) -> None:
+    """As for a pipeline: every task of the first phase would stop at its changed fingerprint, so `submit`
+    says why and queues nothing, writing no submission record over the run's."""
+    out = tmp_path / "out"
+    local = subprocess.run(
+        [sys.executable, str(DEDUP), "--input", str(corpus), "--output", str(out), "--buckets", "8", "--workers", "1"],
+        capture_output=True, text=True, env=clean_env(),
+    )  # fmt: skip
+    assert local.returncode == 0, local.stderr
+    changed = cli("submit", str(DEDUP), "--shards", "2", "--", "--input", str(corpus), "--output", str(out),
+                  "--buckets", "4")  # fmt: skip
+    assert changed.returncode == 2, changed.stdout + changed.stderr
+    assert "Traceback" not in changed.stderr
+    root = out / ".curator-work" / ".curator-run"
+    assert f"{root / 'hash'} belongs to another pipeline" in changed.stderr
+    assert "Every array task would stop at once" in changed.stderr
+    assert not list(root.rglob("submissions.jsonl")) and not (root / "workflow-submission.json").exists()

@@ -18,7 +18,7 @@ from typing import Any
 
 from curator_slurm import fs
 from curator_slurm.errors import CuratorError, OptionError
-from curator_slurm.runs.plan import plan_record
+from curator_slurm.runs.plan import check_before_submit, plan_record
 from curator_slurm.slurm.control import active_jobs
 from curator_slurm.slurm.submit import ArrayChunk, Submission, SubmitOptions, load_submissions, split_shards, submit
 
@@ -101,6 +101,18 @@ def submit_phases(
         done.append((phase["phase"], record))
         previous = [str(a["job_id"]) for a in record.arrays]
     return done
+
+
+def check_phases(
+    base: SubmitOptions, plan: dict[str, Any], counts: dict[str, int], sources: Mapping[str, Any] | None = None
+) -> None:
+    """Before a workflow's submission writes or sends anything: what every task of each phase would check as
+    it starts (the phase's fingerprint against its ``run.json``, its source tasks against ``sources.json``;
+    see ``check_before_submit``), so a workflow whose parameters changed under its run directories is
+    refused with the difference, not queued to stop in every task."""
+    for phase in plan["phases"]:
+        planned = bool(sources and sources.get(phase["phase"]) is not None)
+        check_before_submit(phase_options(base, phase, counts[phase["phase"]], ()), phase, manifest=planned)
 
 
 def workflow_jobs(plan: dict[str, Any]) -> list[str]:
