@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from curator_slurm.slurm.control import job_states
 from helpers import REPO, clean_env
 from slurmtools import wait_for_job
 
@@ -45,6 +46,14 @@ def test_a_second_workflow_submission_while_the_first_is_queued_is_refused(
                     "--buckets", "8")  # fmt: skip
         assert again.returncode == 2, again.stdout + again.stderr
         assert "still queued or running" in again.stderr and "exact-dedup" in again.stderr
+        # The count and the names agree: every queued task of every phase is named (squeue's short form).
+        said = re.search(
+            r"(\d+) task\(s\) of workflow 'exact-dedup' are still queued or running \(([^)]*)\)", again.stderr
+        )
+        assert said is not None, again.stderr
+        queued = sorted(job_states(every) or {})
+        assert int(said[1]) == len(queued) == 6  # 3 phases x 2 shards
+        assert said[2] == ", ".join(f"{j}_[0-1]" for j in every)
         local = cli("local", str(DEDUP), "--shards", "2", "--", "--input", str(corpus), "--output", str(out),
                     "--buckets", "8")  # fmt: skip
         assert local.returncode == 2 and "still queued or running" in local.stderr, local.stdout + local.stderr

@@ -20,7 +20,15 @@ from curator_slurm import fs
 from curator_slurm.errors import CuratorError, OptionError
 from curator_slurm.runs.plan import check_before_submit, plan_record
 from curator_slurm.slurm.control import active_jobs
-from curator_slurm.slurm.submit import ArrayChunk, Submission, SubmitOptions, load_submissions, split_shards, submit
+from curator_slurm.slurm.submit import (
+    ArrayChunk,
+    Submission,
+    SubmitOptions,
+    format_tasks,
+    load_submissions,
+    split_shards,
+    submit,
+)
 
 
 class PhaseOptionError(CuratorError, ValueError):
@@ -127,7 +135,7 @@ def refuse_if_workflow_busy(plan: dict[str, Any], force: bool = False) -> None:
     if busy and not force:
         raise OptionError(
             f"{len(busy)} task(s) of workflow {plan['workflow']!r} are still queued or running "
-            f"({', '.join(busy[:5])}); a second submission would do their work twice. Wait "
+            f"({format_tasks(busy)}); a second submission would do their work twice. Wait "
             f"(curator-slurm status {plan['run_dir']}), scancel them, or, for retry, pass --force"
         )
 
