@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from curator_slurm.cli.commands import EXAMPLES
 from curator_slurm.runs.ledger import iter_records, load_status
@@ -20,6 +22,7 @@ from curator_slurm.slurm.submit import (
     ArrayChunk,
     SubmitOptions,
     format_indices,
+    format_tasks,
     parse_array_limits,
     render_script,
     split_shards,
@@ -51,6 +54,31 @@ def cli(
 )
 def test_format_indices(indices: list[int], text: str) -> None:
     assert format_indices(indices) == text
+
+
+def expand_tasks(text: str) -> set[str]:
+    """The array tasks that squeue's short form names (``7_[0-2,5], 8_3``), for checking ``format_tasks``."""
+    out: set[str] = set()
+    for part in filter(None, text.split(", ")):
+        job, _, rest = part.partition("_")
+        if not rest:
+            out.add(job)
+            continue
+        for piece in rest.strip("[]").split(","):
+            low, _, high = piece.partition("-")
+            out.update(f"{job}_{i}" for i in range(int(low), int(high or low) + 1))
+    return out
+
+
+@given(st.sets(st.tuples(st.integers(1, 30), st.integers(0, 40))), st.sets(st.integers(1, 30)))
+def test_format_tasks_names_every_task_once(tasks: set[tuple[int, int]], jobs: set[int]) -> None:
+    """A refusal that counts N busy tasks names exactly those N: ``format_tasks`` loses and invents none."""
+    names = [f"{j}_{i}" for j, i in tasks] + [str(j) for j in jobs]
+    text = format_tasks(names)
+    assert expand_tasks(text) == set(names)
+    assert (
+        format_tasks(["393_0", "393_1", "393_2", "394_5", "395_0", "395_2", "12"]) == "393_[0-2], 394_5, 395_[0,2], 12"
+    )
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
+from typing import Any
 
 
 class CuratorError(Exception):
@@ -90,3 +92,26 @@ def out_of_space(error: OSError, directory: str | None = None) -> OutputSpaceErr
     )
     new.errno = error.errno
     return new
+
+
+def _print_curator_error(kind: type[BaseException], error: BaseException, traceback: Any) -> None:
+    """``sys.excepthook`` of a script that runs a pipeline: an uncaught :class:`CuratorError` (a run directory
+    of other parameters, a bad setting, an output in the way, failed source tasks) is printed in one line,
+    ``<script>: <error class>: <message>``, without a traceback (its message names the place and the fix); the
+    interpreter then exits with status 1. Anything else is a bug: the previous hook prints its traceback."""
+    if isinstance(error, CuratorError):
+        script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "curator-slurm"
+        print(f"{script}: {type(error).__name__}: {error}", file=sys.stderr)
+        return
+    _PREVIOUS_HOOK[0](kind, error, traceback)
+
+
+_PREVIOUS_HOOK: list[Any] = [sys.__excepthook__]
+
+
+def end_scripts_with_message() -> None:
+    """Install :func:`_print_curator_error` as ``sys.excepthook`` (every run calls it), unless the script
+    or its host (IPython, a debugger) installed a hook of its own."""
+    if sys.excepthook is sys.__excepthook__:
+        _PREVIOUS_HOOK[0] = sys.excepthook
+        sys.excepthook = _print_curator_error

@@ -11,7 +11,7 @@ from curator_slurm import fs
 from curator_slurm._version import __version__
 from curator_slurm.backends.adapter import list_sources
 from curator_slurm.backends.run import BaseExecutor
-from curator_slurm.errors import PipelineBuildError, WorkerStartError
+from curator_slurm.errors import PipelineBuildError, WorkerStartError, end_scripts_with_message
 from curator_slurm.logs import bound, ensure_logging
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.results import PipelineResult
@@ -106,12 +106,14 @@ class Pipeline:
                 "a spawned worker process is importing a script that runs a pipeline at import time; put the "
                 'run under `if __name__ == "__main__":` (or use workers=1)'
             )
+        end_scripts_with_message()  # an uncaught CuratorError ends the script with its message, no traceback
         options = options if options is not None else RunOptions.from_env()
         step = next_step()  # the script's n-th run call (curator_slurm.runs.steps)
         stages = self.build()
         spec = shard if shard is not None else ShardSpec.from_env()
         executor = executor or LocalExecutor()
         directory = run_dir or options.run_dir or default_run_dir(stages[-1])
+        check_output_dirs(stages, directory)  # a file in the way, a name too long: before any work (or submit)
         if options.plan_out:  # list the work for `curator-slurm plan/submit`; do none of it, and go on
             tasks = self._write_plan(options.plan_out, stages, directory)
             return _nothing(spec, directory, len(tasks))
@@ -178,6 +180,13 @@ def _stage_fingerprint(stage: ProcessingStage) -> dict[str, Any]:
     if code:
         entry["code"] = code
     return entry
+
+
+def check_output_dirs(stages: list[ProcessingStage], *directories: str | os.PathLike | None) -> None:
+    """An :class:`~curator_slurm.errors.OutputError` before any work when a directory the stages write into
+    (or one of ``directories``, e.g. the run directory) cannot be made: a file in the way, a name too long."""
+    for path in [*(os.fspath(d) for d in directories if d), *(d for s in stages for d in s.output_dirs())]:
+        fs.check_output_dir(path)
 
 
 def _nothing(spec: ShardSpec, directory: str | os.PathLike | None, total: int = 0) -> PipelineResult:

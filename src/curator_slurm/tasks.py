@@ -38,9 +38,11 @@ def id_paths(absolute: list[str], root: str | None) -> list[str]:
 def content_id(*parts: str) -> str:
     """A short, stable id for content: xxh64 (seed 0) of the parts joined by NUL, as 16 hex digits.
 
-    Stable across processes, hosts and ``PYTHONHASHSEED``, unlike ``hash()``.
+    Stable across processes, hosts and ``PYTHONHASHSEED``, unlike ``hash()``. A file name that is not UTF-8
+    (Python gives its bytes as surrogate escapes) hashes as its bytes (``surrogateescape``, as ``os.fsencode``
+    does); every valid string hashes as its UTF-8, so no id changes.
     """
-    return xxhash.xxh64_hexdigest("\0".join(parts).encode("utf-8"), seed=ID_HASH_SEED)
+    return xxhash.xxh64_hexdigest("\0".join(parts).encode("utf-8", "surrogateescape"), seed=ID_HASH_SEED)
 
 
 @dataclass(slots=True)

@@ -104,3 +104,31 @@ def test_real_chained_arrays_equal_the_local_run(tmp_path: Path, slurm_cluster: 
     for name in PHASES:
         assert set(wait_for_job(jobs[name], timeout=600).values()) == {"COMPLETED"}, name
     assert corpus(out) == corpus(ref)
+
+
+def test_a_warc_file_whose_pages_are_all_dropped_early_gives_no_documents_and_no_failure(tmp_path: Path) -> None:
+    """Every page of one file is dropped by the URL filter, so every later stage of its source task gets a batch
+    of no rows: the recipe finishes, with that file's pages nowhere, and alone it gives an empty corpus."""
+    data, _ = warcs(tmp_path)
+    root = html_root("python3.11-doc")
+    blocked = sorted((root / "library").glob("*.html"))[:5]
+    web_sample.write_warc(str(data / "d.warc.gz"), [(str(p), f"https://blocked.example/{p.name}") for p in blocked])
+    lists = tmp_path / "blocklist"
+    lists.mkdir()
+    (lists / "domains").write_text("blocked.example\n", encoding="utf-8")
+    with_d = tmp_path / "with_d"
+    done = run(["--input", str(data), "--output", str(with_d), "--workers", "1", "--url-blocklist", str(lists)])
+    assert "0 failed" in done.stdout + done.stderr
+    urls = {d["url"] for d in documents(with_d)}
+    assert urls and not any("blocked.example" in u for u in urls)
+    without_d = tmp_path / "without_d"
+    (data / "d.warc.gz").rename(tmp_path / "d.warc.gz")
+    run(["--input", str(data), "--output", str(without_d), "--workers", "1", "--url-blocklist", str(lists)])
+    assert documents(with_d) == documents(without_d)
+
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (tmp_path / "d.warc.gz").rename(alone / "d.warc.gz")
+    out = tmp_path / "alone_out"
+    run(["--input", str(alone), "--output", str(out), "--workers", "1", "--url-blocklist", str(lists)])
+    assert documents(out) == []

@@ -100,3 +100,58 @@ def test_a_run_is_not_complete_while_the_last_submissions_tasks_failed(
     assert "12 done, 0 failed, 0 pending" in status.stdout
     assert "not complete: 2 array task(s) of the last submission ended badly" in status.stdout
     assert f"array task {array['job_id']}_1 (shard 1/2) ended FAILED" in status.stdout
+
+
+WORKS = """\
+import sys
+from curator_slurm import LocalExecutor, Pipeline
+from curator_slurm.stages import JsonlReader, ParquetWriter
+
+if __name__ == "__main__":
+    Pipeline("works").add_stage(JsonlReader(sys.argv[1])).add_stage(ParquetWriter(sys.argv[2])).run(
+        LocalExecutor(workers=1)
+    )
+"""
+
+
+@pytest.mark.parametrize("waiting", ["held", "behind a dependency"])
+def test_array_tasks_cancelled_while_pending_are_listed_as_cancelled_by_name(
+    slurm_cluster: str, corpus: Path, tmp_path: Path, waiting: str
+) -> None:
+    """``scancel <job>_<i>`` of a task that waits leaves no trace in squeue (Slurm drops the index from the
+    array): `status` and `failures` still list it, CANCELLED, with its array task and shard."""
+    script, out = tmp_path / "works.py", tmp_path / "out"
+    script.write_text(WORKS)
+    blocker = None
+    if waiting == "held":
+        hold = "--sbatch-arg=--hold"
+    else:
+        blocker = subprocess.run(["sbatch", "--parsable", "--hold", "--wrap", "true"], capture_output=True, text=True,
+                                 check=True).stdout.strip().split(";")[0]  # fmt: skip
+        hold = f"--sbatch-arg=--dependency=afterok:{blocker}"
+    submitted = cli("submit", str(script), "--shards", "3", hold, "--json", "--", str(corpus), str(out))
+    assert submitted.returncode == 0, submitted.stderr
+    job = str(json.loads(submitted.stdout)["arrays"][0]["job_id"])
+    run_dir = str(out / ".curator-run")
+    try:
+        subprocess.run(["scancel", f"{job}_1"], check=True)
+        assert f"{job}_1" not in (job_states([job]) or {}), "Slurm keeps no record of it"
+        status = cli("status", run_dir, "--json")
+        data = json.loads(status.stdout)
+        assert data["job_states"] == {"CANCELLED": 1, "PENDING": 2}
+        assert [(t["job"], t["shard"], t["state"], t["started"]) for t in data["ended_tasks"]] == [
+            (f"{job}_1", "1/3", "CANCELLED", False)
+        ]
+        text = cli("status", run_dir).stdout
+        assert f"array task {job}_1 (shard 1/3) ended CANCELLED before it started" in text
+        assert "UNKNOWN" not in text
+        assert f"- array task {job}_1 ended CANCELLED before it started (shard 1/3)" in cli("failures", run_dir).stdout
+        subprocess.run(["scancel", job], check=True)
+        wait_for_job(job, timeout=60)
+        data = json.loads(cli("status", run_dir, "--json").stdout)
+        assert data["job_states"] == {"CANCELLED": 3} and data["stalled"] is True
+        failures = cli("failures", run_dir).stdout
+        for i in range(3):
+            assert f"- array task {job}_{i} ended CANCELLED before it started (shard {i}/3)" in failures
+    finally:
+        subprocess.run(["scancel", job, *([blocker] if blocker else [])], check=False)

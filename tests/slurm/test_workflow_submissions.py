@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from curator_slurm.slurm.control import job_states
 from support.helpers import REPO, clean_env
 from support.slurmtools import wait_for_job
 
@@ -45,6 +46,14 @@ def test_a_second_workflow_submission_while_the_first_is_queued_is_refused(
                     "--buckets", "8")  # fmt: skip
         assert again.returncode == 2, again.stdout + again.stderr
         assert "still queued or running" in again.stderr and "exact-dedup" in again.stderr
+        # The count and the names agree: every queued task of every phase is named (squeue's short form).
+        said = re.search(
+            r"(\d+) task\(s\) of workflow 'exact-dedup' are still queued or running \(([^)]*)\)", again.stderr
+        )
+        assert said is not None, again.stderr
+        queued = sorted(job_states(every) or {})
+        assert int(said[1]) == len(queued) == 6  # 3 phases x 2 shards
+        assert said[2] == ", ".join(f"{j}_[0-1]" for j in every)
         local = cli("local", str(DEDUP), "--shards", "2", "--", "--input", str(corpus), "--output", str(out),
                     "--buckets", "8")  # fmt: skip
         assert local.returncode == 2 and "still queued or running" in local.stderr, local.stdout + local.stderr
@@ -85,3 +94,24 @@ def test_the_retry_that_status_advises_after_cancelled_phases_completes_the_work
     done = cli("status", str(root))
     assert done.returncode == 0, done.stdout
     assert done.stdout.count("100.0% done") == 3
+
+
+def test_a_workflow_whose_parameters_changed_under_its_run_directories_is_refused_before_sbatch(
+    slurm_cluster: str, corpus: Path, tmp_path: Path
+) -> None:
+    """As for a pipeline: every task of the first phase would stop at its changed fingerprint, so `submit`
+    says why and queues nothing, writing no submission record over the run's."""
+    out = tmp_path / "out"
+    local = subprocess.run(
+        [sys.executable, str(DEDUP), "--input", str(corpus), "--output", str(out), "--buckets", "8", "--workers", "1"],
+        capture_output=True, text=True, env=clean_env(),
+    )  # fmt: skip
+    assert local.returncode == 0, local.stderr
+    changed = cli("submit", str(DEDUP), "--shards", "2", "--", "--input", str(corpus), "--output", str(out),
+                  "--buckets", "4")  # fmt: skip
+    assert changed.returncode == 2, changed.stdout + changed.stderr
+    assert "Traceback" not in changed.stderr
+    root = out / ".curator-work" / ".curator-run"
+    assert f"{root / 'hash'} belongs to another pipeline" in changed.stderr
+    assert "Every array task would stop at once" in changed.stderr
+    assert not list(root.rglob("submissions.jsonl")) and not (root / "workflow-submission.json").exists()

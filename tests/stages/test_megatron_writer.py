@@ -85,6 +85,59 @@ def test_every_document_is_its_encoding_plus_eos_once(
     assert all(s[-1] == eos for f in mine for s in f)
 
 
+def sparse_tokenizer(path: Path, ids: dict[str, int], added: dict[str, int]) -> Path:
+    """A word-level ``tokenizer.json`` whose few tokens have the ids given (``added``: its added tokens): a
+    vocabulary of 4 entries may still hold the id 70000."""
+    tokens = [
+        {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+         "special": True}
+        for t, i in added.items()
+    ]  # fmt: skip
+    path.write_text(
+        json.dumps({
+            "version": "1.0", "truncation": None, "padding": None, "added_tokens": tokens, "normalizer": None,
+            "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
+            "model": {"type": "WordLevel", "vocab": {**ids, **added}, "unk_token": "[UNK]"},
+        })
+    )  # fmt: skip
+    return path
+
+
+@pytest.mark.parametrize(
+    ("vocab", "added", "options", "code"),
+    [
+        ({"[UNK]": 0, "hello": 1, "world": 2}, {"<eos>": 70000}, {"eod_token": "<eos>"}, 4),  # the eos id decides
+        ({"[UNK]": 0, "hello": 1}, {"<eos>": 2, "<big>": 70000}, {"eod_token": "<eos>"}, 4),  # an added token
+        ({"[UNK]": 0, "hello": 1, "world": 70000}, {"<eos>": 2}, {"eod_token": "<eos>"}, 4),  # a model token
+        ({"[UNK]": 0, "hello": 1}, {"<eos>": 2, "<bos>": 65535}, {"eod_token": "<eos>", "bos_token": "<bos>"}, 8),
+        ({"[UNK]": 0, "hello": 1}, {"<eos>": 2, "<bos>": 65536}, {"eod_token": "<eos>", "bos_token": "<bos>"}, 4),
+    ],
+)
+def test_the_dtype_holds_the_largest_id_not_the_vocabulary_size(
+    tmp_path: Path, vocab: dict[str, int], added: dict[str, int], options: dict[str, str], code: int
+) -> None:
+    """Ids are what the dtype must hold: a tokenizer of a handful of entries whose EOS (or an added token, or a
+    model token) is 70000 gets int32 when the stage is built, and every id reads back exactly."""
+    from tokenizers import Tokenizer
+
+    path = sparse_tokenizer(tmp_path / "tokenizer.json", vocab, added)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    texts = ["hello world", " ".join(added), "world hello hello", "unknown words"]
+    (docs / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    writer = MegatronTokenizerWriter(tmp_path / "out", model_identifier=path, **options)
+    assert writer.dtype.itemsize == (2 if code == 8 else 4)  # known when the stage is built
+    Pipeline("tok").add_stage(JsonlReader(docs)).add_stage(writer).run()
+    tokenizer = Tokenizer.from_file(str(path))
+    head = [added["<bos>"]] if "bos_token" in options else []
+    expected = [head + tokenizer.encode(t, add_special_tokens=False).ids + [added["<eos>"]] for t in texts]
+    assert max(i for s in expected for i in s) == max({**vocab, **added}.values())  # the largest id is written
+    (only,) = pairs(tmp_path / "out")
+    got = read_megatron(only)
+    assert got["code"] == code
+    assert got["sequences"] == expected
+
+
 def test_empty_and_null_texts_get_no_sequence_and_show_as_dropped(docs: Path, small_tokenizer: tuple, tmp_path: Path):
     path, _ = small_tokenizer
     out = tmp_path / "out"
@@ -129,6 +182,41 @@ def test_clear_errors_before_any_work(small_tokenizer: tuple, tmp_path: Path) ->
         MegatronTokenizerWriter(tmp_path / "o", model_identifier=path, eod_token="<nope>")
     with pytest.raises(InputError, match=r"needs a tokenizer\.json"):
         MegatronTokenizerWriter(tmp_path / "o", model_identifier=tmp_path)
+
+
+def test_a_damaged_tokenizer_is_named_with_what_is_wrong_when_the_stage_is_built(
+    small_tokenizer: tuple, docs: Path, tmp_path: Path
+) -> None:
+    path, _ = small_tokenizer
+    truncated = tmp_path / "cut" / "tokenizer.json"
+    truncated.parent.mkdir()
+    truncated.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(InputError, match=rf"{truncated}: .*EOF while parsing.*tokenizer\.json"):
+        MegatronTokenizerWriter(tmp_path / "o", model_identifier=truncated, eod_token=EOT)
+    with pytest.raises(InputError, match=rf"{truncated}: "):  # a directory holding it: the file is named
+        MegatronTokenizerWriter(tmp_path / "o", model_identifier=truncated.parent, eod_token=EOT)
+    not_a_tokenizer = tmp_path / "other.json"
+    not_a_tokenizer.write_text('{"vocab": {"a": 1}}')
+    with pytest.raises(InputError, match=rf"{not_a_tokenizer}: "):
+        MegatronTokenizerWriter(tmp_path / "o", model_identifier=not_a_tokenizer, eod_token=EOT)
+    # A tokenizer directory whose tokenizer_config.json (where its eos_token is declared) is damaged.
+    directory = tmp_path / "model"
+    directory.mkdir()
+    (directory / "tokenizer.json").write_bytes(path.read_bytes())
+    (directory / "tokenizer_config.json").write_text('{"eos_token": "<|endof')
+    with pytest.raises(InputError, match=rf"{directory / 'tokenizer_config.json'}: "):
+        MegatronTokenizerWriter(tmp_path / "o", model_identifier=directory)
+    # The tokenization recipe says it in one line, before any work, with no traceback.
+    script = Path(__file__).parents[2] / "examples" / "tokenize_corpus.py"
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, str(script), "--input", str(docs), "--output", str(out), "--tokenizer", str(truncated),
+         "--eos-token", EOT],
+        env=clean_env(), capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and str(truncated) in done.stderr
+    assert not out.exists()
 
 
 def test_the_fingerprint_sees_the_tokenizer_bytes_not_its_path(small_tokenizer: tuple, tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from curator_slurm.runs.rundir import default_run_dir_of
 from curator_slurm.slurm.local_array import LocalStopped, run_local
 from curator_slurm.slurm.options import SubmitOptions, option_values, requeue_signal
 from curator_slurm.slurm.phases import (
+    check_phases,
     parse_phase_shards,
     phase_shard_counts,
     preview_phases,
@@ -171,6 +172,7 @@ def _submit_workflow(args: argparse.Namespace, opts: SubmitOptions, plan: dict[s
         return 0
     with submission_lock(plan["run_dir"]):  # one submission at a time per workflow, as per run
         refuse_if_workflow_busy(plan)
+        check_phases(opts, plan, counts, phase_sources)
         save_submission(plan["run_dir"], opts, counts, plan)
         submitted = submit_phases(opts, plan, counts, limits, sources=phase_sources)
     if args.json:
@@ -332,6 +334,7 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _escape_what_stdout_cannot_encode()
     ours, script_args = _split_argv(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, unknown = parser.parse_known_args(ours)
@@ -366,6 +369,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CuratorError, OSError) as e:  # bad input or a failing command; anything else is a bug: traceback
         print(f"curator-slurm {args.command}: {e}", file=sys.stderr)
         return 2
+
+
+def _escape_what_stdout_cannot_encode() -> None:
+    """Print a file name that is not UTF-8 (held as surrogate escapes) with its bytes escaped, as stderr
+    does, where a strict stdout (a UTF-8 locale's) would end the command with UnicodeEncodeError. A stdout
+    that already passes them through (the C locale's ``surrogateescape``) writes the name's own bytes."""
+    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")
 
 
 def _silence_stdout() -> None:

@@ -6,10 +6,10 @@ behave exactly as before (canonical absolute paths, so ids and output names do n
 ``pyarrow.fs``. Nothing here imports from the rest of the package but its errors and settings.
 
 - :mod:`.paths`: canonical form (:func:`absolute`), :func:`join`, :func:`relative`, :func:`resolve` to a
-  ``(pyarrow.fs.FileSystem, path)`` pair.
+  ``(pyarrow.fs.FileSystem, path)`` pair, :func:`printable` (a name that is not UTF-8 as valid text).
 - :mod:`.files`: :func:`info`/:func:`size`, :func:`open_input` (seekable; ranged reads on object stores),
   :func:`read_range`, :func:`open_decompressed` (by the name's ending, :data:`COMPRESSIONS`), :func:`makedirs`,
-  :func:`remove`.
+  :func:`remove`, :func:`native_source` (a local file as pyarrow's readers take it).
 - :mod:`.listing`: :func:`list_tree` (sorted, symlinks followed, cycles and repeats reported, skipped names kept).
 - :mod:`.publish`: :func:`atomic_write` (temporary name and rename; a whole-object write on object stores),
   :func:`remove_dead_temporaries` (what killed writers on this host left).
@@ -29,11 +29,13 @@ ledger record the layer produces can hold one.
 from .files import (
     COMPRESSIONS,
     FileInfo,
+    check_output_dir,
     compression_of,
     exists,
     info,
     isdir,
     makedirs,
+    native_source,
     open_decompressed,
     open_input,
     output_error,
@@ -51,6 +53,7 @@ from .paths import (
     is_local,
     is_uri,
     join,
+    printable,
     relative,
     resolve,
     scheme,
@@ -82,6 +85,7 @@ __all__ = [
     "atomic_write",
     "atomic_write_text",
     "basename",
+    "check_output_dir",
     "common_root",
     "compression_of",
     "configure_s3",
@@ -98,9 +102,11 @@ __all__ = [
     "makedirs",
     "matches",
     "name_patterns",
+    "native_source",
     "open_decompressed",
     "open_input",
     "output_error",
+    "printable",
     "read_bytes",
     "read_range",
     "relative",

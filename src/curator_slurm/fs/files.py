@@ -158,6 +158,20 @@ def open_input(path: str) -> BinaryIO:
     return RemoteFile(path, filesystem, inner)  # type: ignore[return-value]
 
 
+def native_source(path: str) -> Any:
+    """What pyarrow's readers take for the local file ``path``: the path itself, or, for a name that is not
+    UTF-8 (pyarrow encodes every ``str`` path as UTF-8 and refuses surrogate escapes), the file opened by its
+    bytes as a pyarrow native file."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        import pyarrow as pa
+
+        local_info(path)
+        return pa.OSFile(os.fsencode(path))
+    return path
+
+
 def read_range(path: str, start: int, length: int) -> bytes:
     """``length`` bytes of ``path`` from byte ``start`` (fewer at its end): one ranged GET on object stores."""
     with open_input(path) as f:
@@ -174,7 +188,7 @@ def open_decompressed(path: str) -> Any:
     if is_local(path):
         local_info(path)  # a FIFO would block, a dangling link say nothing useful: refuse them first
         try:
-            raw = pa.input_stream(path) if codec == "xz" else pa.input_stream(path, compression=codec)
+            raw = pa.input_stream(native_source(path), compression=None if codec == "xz" else codec)
         except PermissionError:
             raise InputError(f"{path}: permission denied; make the file readable for this user") from None
     else:
@@ -234,12 +248,63 @@ def remove(path: str) -> None:
         call(path, "delete", lambda: filesystem.delete_file(inner), writing=True)
 
 
+def name_too_long(path: str) -> str | None:
+    """Why the local ``path`` cannot exist: its first name longer than the filesystem allows for one name
+    (``NAME_MAX``, in bytes: 255 on most), or the whole path longer than ``PATH_MAX``; None if neither."""
+    existing = os.path.abspath(path)
+    while existing not in ("", "/") and not os.path.isdir(existing):
+        existing = os.path.dirname(existing)
+
+    def limit(name: str, default: int) -> int:
+        try:
+            return int(os.pathconf(existing or "/", name))
+        except (OSError, ValueError):
+            return default
+
+    name_max = limit("PC_NAME_MAX", 255)
+    for name in os.path.abspath(path).split(os.sep):
+        size = len(os.fsencode(name))
+        if size > name_max:
+            shown = name if len(name) <= 60 else f"{name[:28]}...{name[-28:]}"
+            return (
+                f"the name {shown!r} ({size} bytes) is longer than the {name_max} bytes this filesystem allows "
+                f"for one name in a path; choose a shorter name"
+            )
+    path_max = limit("PC_PATH_MAX", 4096)
+    size = len(os.fsencode(os.path.abspath(path)))
+    if size >= path_max:
+        return f"the path is {size} bytes, longer than the {path_max} this filesystem allows; choose a shorter path"
+    return None
+
+
+def check_output_dir(path: str) -> None:
+    """Before any work: an :class:`OutputError` when the local directory ``path`` cannot be made, because a
+    name in it is longer than the filesystem allows or a file stands where one of its directories belongs.
+    What only trying can tell (permissions, space) is left to the writes; URIs are not checked."""
+    if not is_local(path):
+        return
+    path = os.path.abspath(path)
+    too_long = name_too_long(path)
+    if too_long is not None:
+        raise OutputError(f"{path}: cannot create it: {too_long}")
+    existing = path
+    while existing not in ("", "/") and not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if existing not in ("", "/") and not os.path.isdir(existing):
+        what = "a file, not a directory" if existing == path else f"a file is in the way of the directory {path}"
+        raise OutputError(f"{existing}: {what}; remove it or choose another output path")
+
+
 def output_error(error: OSError, path: str) -> OSError:
     """An OSError met while writing ``path`` (or into it), as an :class:`OutputError` that names the place
     and the fix when the user must act (no permission, a read-only filesystem, a file where a directory
-    belongs); other errors are returned as they are (out-of-space is handled by the callers' own rule)."""
+    belongs, a name too long); other errors are returned as they are (out-of-space is handled by the
+    callers' own rule)."""
     where = error.filename or path
-    if isinstance(error, PermissionError) or error.errno == errno.EROFS:
+    too_long = name_too_long(os.fspath(where)) if error.errno == errno.ENAMETOOLONG else None
+    if too_long is not None:
+        new = OutputError(f"{os.fspath(where)}: cannot create it: {too_long}")
+    elif isinstance(error, PermissionError) or error.errno == errno.EROFS:
         what = "read-only filesystem" if error.errno == errno.EROFS else "permission denied"
         new = OutputError(
             f"{where}: cannot write there ({what}); choose a writable output directory or fix its permissions"

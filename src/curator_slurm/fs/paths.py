@@ -100,6 +100,17 @@ def basename(path: str) -> str:
     return split(path)[1]
 
 
+def printable(path: str) -> str:
+    """``path`` as valid text: a local name that is not UTF-8 (its bytes come from the OS as surrogate escapes,
+    which Arrow columns, JSON text and terminals refuse) with those bytes as ``\\xNN``, as Python shows them;
+    every other path as it is."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return path
+
+
 def relative(path: str, root: str) -> str:
     """``path`` relative to ``root`` with ``/`` separators: what source task ids and positions hash. Local
     paths exactly as :func:`os.path.relpath` gave them before; URIs compare as text under one scheme."""

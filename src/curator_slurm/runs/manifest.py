@@ -20,8 +20,9 @@ notice an input that changed after the plan (see ``curator_slurm.stages.io.reade
 plan is simply not in the manifest.
 
 Only source tasks that can be rebuilt exactly are kept in a manifest: :class:`FileGroupTask` with
-JSON-able metadata (what the file readers' partitioning makes). Anything else makes ``plan_sources``
-return None and the tasks list their input themselves, as before.
+JSON-able metadata (what the file readers' partitioning makes), whose file names are text (an Arrow string
+cannot hold a name that is not UTF-8). Anything else makes ``plan_sources`` return None and the tasks list
+their input themselves, as before.
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ def sources_table(tasks: Sequence[Task]) -> pa.Table | None:
     ids, names, data, sizes, metadata, weights = [], [], [], [], [], []
     for t in tasks:
         if type(t) is not FileGroupTask or not isinstance(t.data, list):
+            return None
+        if any(fs.printable(p) != p for p in t.data):  # a name that is not UTF-8: no Arrow string holds it
             return None
         try:
             text = json.dumps(t.metadata, separators=(",", ":"))

@@ -61,6 +61,18 @@ def run_local(
         return _run_steps(plan, run, shards, strategy, phase_shards, out)
 
 
+def last_line(path: str) -> str:
+    """The last line a shard's process wrote (its log's): an uncaught CuratorError's message, or a
+    traceback's last line, which says what ended it."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+            lines = f.read().decode("utf-8", "backslashreplace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1].strip() if lines else ""
+
+
 def _run_dirs(plan: dict[str, Any]) -> list[str]:
     """The run directories of one step: a pipeline's, or a workflow's and its phases'."""
     return [d for d in [plan.get("run_dir"), *(p.get("run_dir") for p in plan.get("phases", []))] if d]
@@ -194,7 +206,7 @@ class LocalArray:
                         log.close()
                         codes[i] = proc.returncode
                         del running[i]
-                        ok = "ok" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
+                        ok = "ok" if proc.returncode == 0 else f"FAILED (exit {proc.returncode}): {last_line(log.name)}"
                         print(f"shard {i}/{n}: {ok}", file=self.out)
                 if received and not running:
                     break

@@ -19,9 +19,17 @@ from typing import Any
 from curator_slurm import fs
 from curator_slurm.errors import CuratorError, OptionError
 from curator_slurm.runs.layout import PLAN_FILE
-from curator_slurm.runs.plan import plan_record
+from curator_slurm.runs.plan import check_before_submit, plan_record
 from curator_slurm.slurm.control import active_jobs
-from curator_slurm.slurm.submit import ArrayChunk, Submission, SubmitOptions, load_submissions, split_shards, submit
+from curator_slurm.slurm.submit import (
+    ArrayChunk,
+    Submission,
+    SubmitOptions,
+    format_tasks,
+    load_submissions,
+    split_shards,
+    submit,
+)
 
 
 class PhaseOptionError(CuratorError, ValueError):
@@ -104,6 +112,18 @@ def submit_phases(
     return done
 
 
+def check_phases(
+    base: SubmitOptions, plan: dict[str, Any], counts: dict[str, int], sources: Mapping[str, Any] | None = None
+) -> None:
+    """Before a workflow's submission writes or sends anything: what every task of each phase would check as
+    it starts (the phase's fingerprint against its ``run.json``, its source tasks against ``sources.json``;
+    see ``check_before_submit``), so a workflow whose parameters changed under its run directories is
+    refused with the difference, not queued to stop in every task."""
+    for phase in plan["phases"]:
+        planned = bool(sources and sources.get(phase["phase"]) is not None)
+        check_before_submit(phase_options(base, phase, counts[phase["phase"]], ()), phase, manifest=planned)
+
+
 def workflow_jobs(plan: dict[str, Any]) -> list[str]:
     """The job ids of every submission of every phase of ``plan``."""
     return [str(a["job_id"]) for p in plan["phases"] for sub in load_submissions(p["run_dir"]) for a in sub["arrays"]]
@@ -116,7 +136,7 @@ def refuse_if_workflow_busy(plan: dict[str, Any], force: bool = False) -> None:
     if busy and not force:
         raise OptionError(
             f"{len(busy)} task(s) of workflow {plan['workflow']!r} are still queued or running "
-            f"({', '.join(busy[:5])}); a second submission would do their work twice. Wait "
+            f"({format_tasks(busy)}); a second submission would do their work twice. Wait "
             f"(curator-slurm status {plan['run_dir']}), scancel them, or, for retry, pass --force"
         )
 

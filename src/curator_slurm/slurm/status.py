@@ -99,6 +99,7 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
     states = job_states(job_ids)
     active = None
     tasks = array_tasks(run_dir, submissions, states)
+    never_started(tasks, states)
     if states is not None:
         active = {}
         for task in tasks:
@@ -166,6 +167,19 @@ def ended_tasks(
                 {**t, "recorded": t["job"] in recorded, "started": started, "log": t["log"] if started else None}
             )
     return ended
+
+
+def never_started(tasks: list[dict[str, Any]], states: dict[str, str] | None) -> None:
+    """Give the state CANCELLED (and ``unlisted: True``) to each task that squeue does not list and that left
+    no log: it is neither queued nor running, and it never started. Slurm keeps no record of a pending array
+    task that ``scancel <job>_<index>`` cancels (it drops the index from its array), and forgets a whole job
+    ``MinJobAge`` after it ended (a phase cancelled while it waited); without this such a task was "UNKNOWN"
+    in ``status`` and missing from ``failures``. Nothing is changed when Slurm cannot be asked."""
+    if states is None:
+        return
+    for task in tasks:
+        if task["state"] is None and not os.path.exists(task["log"]):
+            task["state"], task["unlisted"] = "CANCELLED", True
 
 
 def array_tasks(run_dir: str, submissions: list[dict[str, Any]], states: dict[str, str] | None) -> list[dict[str, Any]]:

@@ -84,7 +84,10 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
     ended = status["ended_tasks"]
     for t in ended if show_all else ended[:10]:
         if not t["started"]:
-            lines.append(f"array task {t['job']} (shard {t['shard']}) ended {t['state']} before it started (no log)")
+            gone = "; Slurm lists it no more" if t.get("unlisted") else ""
+            lines.append(
+                f"array task {t['job']} (shard {t['shard']}) ended {t['state']} before it started (no log{gone})"
+            )
             continue
         what = "after recording some work" if t["recorded"] else "without recording any work"
         lines.append(f"array task {t['job']} (shard {t['shard']}) ended {t['state']} {what}; log: {t['log']}")

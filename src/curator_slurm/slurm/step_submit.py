@@ -23,6 +23,7 @@ from curator_slurm.runs.manifest import attach_manifest
 from curator_slurm.runs.plan import check_before_submit, save_plan
 from curator_slurm.slurm.options import SubmitOptions, option_fields
 from curator_slurm.slurm.phases import (
+    check_phases,
     parse_phase_shards,
     phase_shard_counts,
     refuse_if_workflow_busy,
@@ -74,6 +75,7 @@ def submit_steps(
             counts = phase_shard_counts(step, base.shards, parse_phase_shards(phase_shards, names))
             with submission_lock(step["run_dir"]):
                 refuse_if_workflow_busy(step)
+                check_phases(opts, step, counts, step.get("phase_sources"))
                 save_submission(step["run_dir"], opts, counts, step)
                 sent = submit_phases(opts, step, counts, limits, sources=step.get("phase_sources"))
             after = [str(a["job_id"]) for a in sent[-1][1].arrays]

@@ -61,6 +61,22 @@ def format_indices(indices: Iterable[int]) -> str:
     return ",".join(parts)
 
 
+def format_tasks(tasks: Iterable[str]) -> str:
+    """Array tasks named in squeue's short form, every one of them: ``["7_0", "7_1", "7_2", "8_5", "9"]`` →
+    ``"7_[0-2], 8_5, 9"`` (a refusal that counts N tasks names all N, in a line however many they are)."""
+    by_job: dict[str, list[int]] = {}
+    alone: list[str] = []
+    for task in tasks:
+        job, _, index = task.partition("_")
+        if index.isdigit():
+            by_job.setdefault(job, []).append(int(index))
+        else:
+            alone.append(task)
+    parts = [f"{job}_{indices[0]}" if len(set(indices)) == 1 else f"{job}_[{format_indices(indices)}]"
+             for job, indices in sorted(by_job.items(), key=lambda kv: (len(kv[0]), kv[0]))]  # fmt: skip
+    return ", ".join([*parts, *sorted(set(alone))])
+
+
 def split_shards(total: int, max_array_size: int, max_array_tasks: int | None = None) -> list[ArrayChunk]:
     """Cut ``total`` shards into arrays whose indices stay below ``max_array_size`` (Slurm's limit is
     on the index, so an array holds at most that many tasks) and within ``max_array_tasks``."""
@@ -111,7 +127,7 @@ def refuse_if_busy(run_dir: str, force: bool = False) -> None:
     busy = active_jobs([str(a["job_id"]) for sub in load_submissions(run_dir) for a in sub["arrays"]])
     if busy and not force:
         raise OptionError(
-            f"{len(busy)} task(s) of this run are still queued or running ({', '.join(busy[:5])}); a second "
+            f"{len(busy)} task(s) of this run are still queued or running ({format_tasks(busy)}); a second "
             f"submission would do their source tasks twice. Wait (curator-slurm status {run_dir}), scancel them, "
             "or, for retry, pass --force"
         )

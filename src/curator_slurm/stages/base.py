@@ -75,6 +75,11 @@ class ProcessingStage(Generic[In, Out]):
         the run checks them before any work and does a task again when what it read was recorded again."""
         return []
 
+    def output_dirs(self) -> list[str]:
+        """The directories this stage writes files into: a run checks that each can be made before any
+        work (a file in the way, a name too long)."""
+        return []
+
     # --- life cycle ---------------------------------------------------------------------------------
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         """Called once per worker before any task (load models, open connections)."""

@@ -13,7 +13,7 @@ are known only for batches whose rows are still those the reader read: ask befor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -31,9 +31,13 @@ ROW_BITS = 32
 class Positions:
     """The positions of a batch's rows: parallel arrays, one entry per row."""
 
-    paths: pa.Array  # string: input path relative to the reader's root
+    paths: pa.Array  # string: input path relative to the reader's root (bytes that are not UTF-8 as \xNN)
     rows: np.ndarray  # int64: row of the document in that file (0-based, blank JSONL lines not counted)
     file_indices: np.ndarray  # int64: the file's place in the sorted listing of every input file
+    #: Each file's path relative to the root as the OS names it (bytes that are not UTF-8 as surrogate escapes,
+    #: which :func:`~.tasks.content_id` hashes as those bytes), and which of them each row is in.
+    names: tuple[str, ...] = ()
+    which: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
 
     @property
     def keys(self) -> np.ndarray:
@@ -71,9 +75,14 @@ def document_positions(batch: DocumentBatch) -> Positions:
     if len(rows) and int(rows.max()) >= 1 << ROW_BITS:
         raise InputError(f"{where}: a file has more than 2**{ROW_BITS} rows; split it into smaller files")
     which = np.repeat(np.arange(len(files), dtype=np.int32), counts)
-    paths = pa.DictionaryArray.from_arrays(pa.array(which, pa.int32()), pa.array(relative, pa.string()))
+    shown = pa.array([fs.printable(p) for p in relative], pa.string())
+    paths = pa.DictionaryArray.from_arrays(pa.array(which, pa.int32()), shown)
     return Positions(
-        paths=cast(paths, pa.string()), rows=rows, file_indices=np.repeat(np.asarray(indices, np.int64), counts)
+        paths=cast(paths, pa.string()),
+        rows=rows,
+        file_indices=np.repeat(np.asarray(indices, np.int64), counts),
+        names=tuple(relative),
+        which=which,
     )
 
 

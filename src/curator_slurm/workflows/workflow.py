@@ -26,8 +26,8 @@ from typing import Any
 from curator_slurm import fs
 from curator_slurm.backends.adapter import list_sources
 from curator_slurm.backends.run import BaseExecutor
-from curator_slurm.errors import CuratorError, PipelineBuildError
-from curator_slurm.pipeline import Pipeline, append_plan
+from curator_slurm.errors import CuratorError, PipelineBuildError, end_scripts_with_message
+from curator_slurm.pipeline import Pipeline, append_plan, check_output_dirs
 from curator_slurm.runs.layout import PLAN_FILE, WORKFLOW_FILE, phase_run_dir
 from curator_slurm.runs.ledger import load_status
 from curator_slurm.runs.liveness import marked
@@ -121,9 +121,11 @@ class Workflow:
     ) -> WorkflowResult:
         """Run every phase in order, or only the phase named by ``CURATOR_PHASE`` (an array task of one
         phase). A phase whose predecessor is not complete is refused with what is missing."""
+        end_scripts_with_message()  # an uncaught CuratorError ends the script with its message, no traceback
         options = options if options is not None else RunOptions.from_env()
         spec = shard if shard is not None else ShardSpec.from_env()
         step = next_step()  # the script's n-th run call (curator_slurm.runs.steps)
+        self.check_outputs()
         if options.plan_out:
             append_plan(options.plan_out, self.plan(options.plan_out))
             return WorkflowResult(planned=True)
@@ -156,6 +158,13 @@ class Workflow:
             result.phases[phase.name] = phase.pipeline.run(
                 executor, shard=spec, run_dir=self.run_dir(phase), options=phase_options
             )
+
+    def check_outputs(self) -> None:
+        """Before any phase works (and at submit): an :class:`~curator_slurm.errors.OutputError` when a
+        directory any phase writes into, or the run directory, cannot be made (a file in the way, a name too
+        long), as a pipeline refuses it, instead of an OSError when the phase that writes there starts."""
+        for phase in self.phases:
+            check_output_dirs(phase.pipeline.build(), self.run_dir(phase))
 
     def missing(self, phase: Phase) -> tuple[list[str], dict[str, dict[str, Any]]]:
         """The source tasks of ``phase`` that are not done, and the failure records among them.
@@ -238,7 +247,7 @@ def write_marker(run_root: str, name: str, phases: list[str]) -> None:
     """``workflow.json`` in the run root names the phases in order, for `curator-slurm status`; written by
     `submit` (so status works before any task ran) and by every run."""
 
-    os.makedirs(run_root, exist_ok=True)
+    fs.makedirs(run_root)  # a file in the way: an OutputError naming it
     path = os.path.join(run_root, WORKFLOW_FILE)
     payload = {"workflow": name, "phases": phases}
     try:

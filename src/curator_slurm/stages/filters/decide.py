@@ -124,6 +124,9 @@ class DatatroveFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         assert writer is not None
         writer.process(task.derive(excluded))
 
+    def output_dirs(self) -> list[str]:
+        return [] if self.exclusion_writer is None else self.exclusion_writer.output_dirs()
+
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         if self.exclusion_writer is not None:
             fs.makedirs(self.exclusion_writer.path)

@@ -69,15 +69,34 @@ def tokenizer_file(model_identifier: str) -> str:
     return path
 
 
+def load_tokenizer(file: str) -> Any:
+    """The ``tokenizers.Tokenizer`` of ``file``, or an error naming the file and what is wrong with it
+    (``tokenizers`` raises a bare ``Exception`` that names neither)."""
+    tokenizers = extras.load("tokenizers", FEATURE)
+    try:
+        return tokenizers.Tokenizer.from_file(file)
+    except Exception as e:
+        raise InputError(
+            f"{file}: Hugging Face tokenizers cannot read it ({e}); give a complete {TOKENIZER_FILE} (a fast "
+            "tokenizer's, as tokenizer.save(path) or AutoTokenizer.save_pretrained(dir) writes it)"
+        ) from e
+
+
 def configured_eos(model_identifier: str) -> str | None:
     """The ``eos_token`` a tokenizer directory declares (``tokenizer_config.json``, else
-    ``special_tokens_map.json``), or None (a bare ``tokenizer.json`` declares none)."""
+    ``special_tokens_map.json``), or None (a bare ``tokenizer.json`` declares none). A file there that is not
+    JSON is an error naming it: its eos_token would otherwise be silently missed."""
     directory = model_identifier if os.path.isdir(model_identifier) else os.path.dirname(model_identifier)
     for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        path = os.path.join(directory, name)
         try:
-            with open(os.path.join(directory, name), encoding="utf-8") as f:
+            with open(path, encoding="utf-8") as f:
                 value = json.load(f).get("eos_token")
-        except (OSError, ValueError, AttributeError):
+        except OSError:
+            continue
+        except ValueError as e:
+            raise InputError(f"{path}: not valid JSON ({e}); repair it, or remove it and give eod_token='...'") from e
+        except AttributeError:
             continue
         if isinstance(value, dict):
             value = value.get("content")
@@ -92,13 +111,15 @@ class TokenizerSpec:
 
     file: str
     digest: str  # of the tokenizer file's bytes: a changed tokenizer is a changed output
-    vocab_size: int
+    largest_id: int  # of every token it can give: its vocabulary's, its added tokens', EOD's and BOS's
     eod_id: int | None
     bos_id: int | None
 
     @property
     def dtype(self) -> np.dtype:
-        return token_dtype(self.vocab_size)
+        """The dtype that holds every id the writer can write (ids need not be dense: a vocabulary of a few
+        entries may hold the id 70000)."""
+        return token_dtype(self.largest_id + 1)
 
 
 def resolve_tokenizer(
@@ -108,7 +129,7 @@ def resolve_tokenizer(
     import xxhash
 
     file = tokenizer_file(model_identifier)
-    tokenizer = extras.load("tokenizers", FEATURE).Tokenizer.from_file(file)
+    tokenizer = load_tokenizer(file)
 
     def token_id(token: str, what: str) -> int:
         found = tokenizer.token_to_id(token)
@@ -128,7 +149,8 @@ def resolve_tokenizer(
     bos_id = token_id(bos_token, "bos_token") if bos_token else None
     with open(file, "rb") as f:
         digest = xxhash.xxh3_64_hexdigest(f.read())
-    return TokenizerSpec(file, digest, int(tokenizer.get_vocab_size(with_added_tokens=True)), eod_id, bos_id)
+    ids = [*tokenizer.get_vocab(with_added_tokens=True).values(), *(i for i in (eod_id, bos_id) if i is not None)]
+    return TokenizerSpec(file, digest, max(ids, default=0), eod_id, bos_id)
 
 
 class MegatronTokenizerWriter(BaseWriter):
@@ -180,13 +202,14 @@ class MegatronTokenizerWriter(BaseWriter):
 
     @property
     def dtype(self) -> np.dtype:
-        """The token dtype of every ``.bin`` this writer makes (uint16 or int32, by vocabulary size)."""
+        """The token dtype of every ``.bin`` this writer makes: uint16 when the tokenizer's largest id (of its
+        vocabulary, added tokens, EOD and BOS) fits, else int32."""
         return self._spec.dtype
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         super().setup(worker_metadata)
         limit_tokenizer_threads(self.tokenizer_threads)
-        self._tokenizer = extras.load("tokenizers", FEATURE).Tokenizer.from_file(self._spec.file)
+        self._tokenizer = load_tokenizer(self._spec.file)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_tokenizer": None}  # workers load their own in setup()

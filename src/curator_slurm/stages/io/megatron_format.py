@@ -17,7 +17,7 @@ indexed_dataset.py``), little-endian throughout:
 ``.bin``: the token ids of every sequence, one after another, in the dtype of the code.
 
 This writer makes one sequence per document, so the document index is ``0, 1, ..., S``. The dtype is
-uint16 when every id of the vocabulary fits (vocabulary size <= 65536), else int32, as NeMo Curator's
+uint16 when every id the tokenizer can give fits (ids 0..65535), else int32, as NeMo Curator's
 writer and Megatron's ``DType.optimal_dtype`` choose. :func:`merge_pairs` concatenates pairs without
 decoding tokens, streaming each section in chunks, so its memory does not grow with the corpus.
 """
@@ -57,7 +57,8 @@ _COPY_BYTES = 8 << 20
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
-    """uint16 when every token id of a ``vocab_size`` vocabulary fits in it (ids 0..65535), else int32."""
+    """uint16 when every token id of a ``vocab_size`` vocabulary (ids 0..vocab_size-1) fits in it (ids
+    0..65535), else int32; for ids that are not dense, give the largest id plus one."""
     return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.int32)
 
 

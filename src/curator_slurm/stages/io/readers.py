@@ -69,9 +69,9 @@ def read_parquet(path: str, fields: list[str] | None = None) -> pa.Table:
 
 
 def _source(path: str) -> Any:
-    """What pyarrow's Parquet functions read: a local path as it is, a URI opened through the layer (its row
-    groups and footer then come by ranged reads)."""
-    return path if fs.is_local(path) else fs.open_input(path)
+    """What pyarrow's Parquet functions read: a local path as it is (a name that is not UTF-8 opened by its
+    bytes), a URI opened through the layer (its row groups and footer then come by ranged reads)."""
+    return fs.native_source(path) if fs.is_local(path) else fs.open_input(path)
 
 
 def parquet_rows_before(path: str, offset: int) -> int:

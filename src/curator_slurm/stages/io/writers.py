@@ -109,6 +109,9 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], []
 
+    def output_dirs(self) -> list[str]:
+        return [self.path]
+
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         fs.makedirs(self.path)
 

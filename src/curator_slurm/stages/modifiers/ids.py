@@ -18,6 +18,7 @@ reader read: put ``AddId`` before any stage that drops rows (a filter), else it 
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from curator_slurm.errors import InputError
@@ -32,7 +33,21 @@ def position_ids(paths: pa.Array, rows: pa.Array | object, prefix: str | None = 
     document): ``[prefix_]<xxh64 of path>_<row>``, as this module's docstring explains."""
     encoded = call("dictionary_encode", paths)
     hashes = pa.array([content_id(p) for p in encoded.dictionary.to_pylist()], pa.string())
-    file_part = call("take", hashes, encoded.indices)
+    return _join(call("take", hashes, encoded.indices), rows, prefix)
+
+
+def file_ids(
+    names: tuple[str, ...] | list[str], which: np.ndarray, rows: np.ndarray, prefix: str | None = None
+) -> pa.Array:
+    """The ids of documents in the files ``names`` (relative paths as the OS names them), ``which`` file and
+    ``rows`` (one each per document): :func:`position_ids` of the files' names, a name that is not UTF-8
+    hashed as its bytes."""
+    hashes = pa.array([content_id(p) for p in names], pa.string())
+    file_part = call("take", hashes, pa.array(which, pa.int32()))
+    return _join(file_part, rows, prefix)
+
+
+def _join(file_part: pa.Array, rows: pa.Array | object, prefix: str | None) -> pa.Array:
     row_part = cast(pa.array(rows, pa.int64()), pa.string())
     parts = [file_part, row_part]
     if prefix:
@@ -75,7 +90,7 @@ class AddId(ProcessingStage[DocumentBatch, DocumentBatch]):
                 "overwrite=True to replace it"
             )
         positions = document_positions(task)
-        ids = position_ids(positions.paths, positions.rows, self.id_prefix)
+        ids = file_ids(positions.names, positions.which, positions.rows, self.id_prefix)
         if exists:
             table = table.set_column(table.column_names.index(self.id_field), self.id_field, ids)
         else:

@@ -330,7 +330,7 @@ def sentence_counts(texts: pa.Array) -> np.ndarray:
     other = ~(w.is_punct[w.ids] | period)
     seen = np.where(period | other, np.arange(len(w.ids)), -1)
     last = np.maximum.accumulate(seen) if len(seen) else seen
-    previous = np.concatenate([[-1], last[:-1]]).astype(np.int64)
+    previous = np.concatenate([[-1], last])[:-1].astype(np.int64)  # the token before each (none: no tokens)
     in_row = previous >= w.offsets[w.rows]
     boundary = other & in_row & period[np.maximum(previous, 0)]
     return 1 + np.bincount(w.rows[boundary], minlength=len(texts))
