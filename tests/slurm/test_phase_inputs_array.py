@@ -120,3 +120,30 @@ def test_a_tokenization_whose_pairs_vanished_is_retried_from_tokenize(
     assert "phase tokenize" in retried, "the merge alone would fail again the same way"
     merged = read_megatron(out / "part_00000")
     assert len(merged["document_index"]) - 1 == sum(1 for _ in corpus_texts(corpus))
+
+
+def test_accepted_new_inputs_through_submit_redo_the_bucket_phases(slurm_cluster: str, tmp_path: Path) -> None:
+    """A complete submitted dedup, then a file of copies added and the workflow submitted again with
+    --accept-new-inputs: the find tasks (ids independent of the inputs) and every write task are done again,
+    so the output is a fresh run's over the new inputs, and status never counts more than the listing."""
+    data, out, reference = tmp_path / "in", tmp_path / "out", tmp_path / "reference"
+    make_dup_corpus(data, files=4, docs=30)
+    args = ["--input", str(data), "--output", str(out), "--buckets", "4", "--id-field", "id"]
+    jobs = submit_held(DEDUP, args)
+    release_and_wait([j for ids in jobs.values() for j in ids])
+    first = sorted((data / "a").glob("*.jsonl"))[0]
+    rows = [json.loads(line) for line in first.read_text().splitlines()]
+    (data / "a" / "zz-added.jsonl").write_text("".join(json.dumps({**r, "id": f"new-{i}"}) + "\n"
+                                                       for i, r in enumerate(rows)))  # fmt: skip
+    again = cli("submit", str(DEDUP), "--shards", "2", "--accept-new-inputs", "--json", "--", *args)
+    assert again.returncode == 0, again.stderr
+    for record in json.loads(again.stdout).values():
+        for array in record["arrays"]:
+            assert set(wait_for_job(str(array["job_id"]), timeout=900).values()) == {"COMPLETED"}
+    local = subprocess.run([sys.executable, str(DEDUP), *args[:2], "--output", str(reference), *args[4:]],
+                           env=clean_env(), capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert local.returncode == 0, local.stderr
+    assert_same_parquet(out, reference)
+    status = json.loads(cli("status", str(out / ".curator-work" / ".curator-run"), "--json").stdout)
+    for name, phase in status["phases"].items():
+        assert phase["done"] == phase["total"] and phase["percent"] == 100.0, (name, phase)

@@ -138,17 +138,22 @@ def test_any_intermediate_files_deleted_or_changed_never_change_a_reruns_output(
     assert kept(out) == fresh
 
 
-def test_accepted_new_inputs_redo_the_bucket_phases_and_the_status_tells_the_truth(data: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("added", ["a/00-first.jsonl", "b/zz-last.jsonl"], ids=["before-others", "after-all"])
+def test_accepted_new_inputs_redo_the_bucket_phases_and_the_status_tells_the_truth(
+    data: Path, tmp_path: Path, added: str
+) -> None:
     """A file added after a complete run, accepted with CURATOR_ACCEPT_NEW_INPUTS: the find tasks (whose ids do
-    not depend on the inputs) and every write task are done again from the new hash phase, so the output is
-    that of a fresh run over the new input set, and status counts only current tasks (never over 100 %)."""
+    not depend on the inputs) and every write task are done again from the new hash phase, and a file added
+    before others in the listing moves their documents' positions, so their hash tasks are done again too; the
+    output is that of a fresh run over the new input set, and status counts only current tasks (never over
+    100 %)."""
     mine = tmp_path / "in"
     shutil.copytree(data, mine)
     out = tmp_path / "out"
     exact(mine, out).run(LocalExecutor(workers=1), options=RunOptions())
+    before = sum(len(ids) for ids in kept(out).values())
     copies = [json.loads(line) for line in next(mine.rglob("*.jsonl")).read_text().splitlines()]
-    added = mine / "b" / "zz-added.jsonl"
-    added.write_text("".join(json.dumps({**r, "id": f"new-{i}"}) + "\n" for i, r in enumerate(copies)))
+    (mine / added).write_text("".join(json.dumps({**r, "id": f"new-{i}"}) + "\n" for i, r in enumerate(copies)))
     with pytest.raises(Exception, match="inputs changed"):
         exact(mine, out).run(LocalExecutor(workers=1), options=RunOptions())
     exact(mine, out).run(LocalExecutor(workers=1), options=RunOptions(accept_new_inputs=True))
@@ -156,7 +161,7 @@ def test_accepted_new_inputs_redo_the_bucket_phases_and_the_status_tells_the_tru
     reference = tmp_path / "reference"
     exact(mine, reference).run(LocalExecutor(workers=1), options=RunOptions())
     assert kept(out) == kept(reference)
-    assert not any(i.startswith("new-") for ids in kept(out).values() for i in ids), "the copies are duplicates"
+    assert sum(len(ids) for ids in kept(out).values()) == before, "copies add no document: one of each survives"
     status = cli("status", str(out / ".curator-work" / ".curator-run"), "--json")
     phases = json.loads(status.stdout)
     for name, phase in (phases.get("phases") or phases).items():

@@ -48,6 +48,7 @@ _SCHEMA = pa.schema(
         ("time", pa.float64()),
         ("outputs", pa.list_(pa.string())),
         ("upstream", pa.string()),
+        ("positions", pa.string()),
         ("inputs", _FILES),
         ("written", _FILES),
     ]

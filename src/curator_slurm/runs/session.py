@@ -4,6 +4,7 @@ the run with its result or the error that says what did not finish."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -148,7 +149,7 @@ class RunSession:
             self.log.warning(
                 f"{self.shard.label}: doing {len(lost)} done source task(s) again, their outputs are gone: {first}"
             )
-        stale = self._stale(records)
+        stale = self._stale(records) | self._moved(records, mine)
         todo = [t for t in mine if t.task_id not in done or t.task_id in lost or t.task_id in stale]
         if len(todo) < len(mine):
             self.log.info(
@@ -206,6 +207,24 @@ class RunSession:
                 "was recorded again since they were done"
             )
         return stale
+
+    def _moved(self, records: dict[str, dict[str, Any]], mine: list[Task]) -> set[str]:
+        """The done tasks whose documents' positions moved since they were done: their files' places in the
+        sorted listing of all inputs changed (a file accepted before them), so what they wrote under the old
+        positions (dedup keys, ids) would not match what later tasks compute now."""
+        moved = {
+            t.task_id
+            for t in mine
+            if t.task_id in records
+            and records[t.task_id].get("positions") is not None
+            and records[t.task_id]["positions"] != position_base(t)
+        }
+        if moved:
+            self.log.warning(
+                f"{self.shard.label}: doing {len(moved)} done source task(s) again: the listing of the inputs "
+                "changed, so their documents' positions moved"
+            )
+        return moved
 
     def _claim(self, run_dir: RunDir) -> None:
         """The run directory for this pipeline and shard, and the listing against the one it was started on."""
@@ -278,6 +297,7 @@ class RunSession:
         from curator_slurm.runs.verify import written_files
 
         read = input_states(self.todo)
+        bases = {t.task_id: position_base(t) for t in self.todo}
         upstream = None
         if self.upstreams:
             from curator_slurm.runs.upstream import combined_digest
@@ -294,6 +314,8 @@ class RunSession:
                     line["written"] = written_files(result.outputs, result.sizes)
                     if upstream is not None:
                         line["upstream"] = upstream(result.source_id)
+                    if bases.get(result.source_id) is not None:
+                        line["positions"] = bases[result.source_id]
                 writer.write(line)
 
             try:
@@ -330,6 +352,16 @@ class RunSession:
             tokens=t.tokens,
             s3=t.s3,
         )
+
+
+def position_base(task: Task) -> str | None:
+    """Where a source task's documents sit among all inputs (its files' places in the sorted listing, or its
+    place among an earlier phase's tasks), as its done record keeps it; None when its documents have none."""
+    meta = task.metadata or {}
+    indices, upstream = meta.get("file_indices"), meta.get("upstream_index")
+    if indices is None and upstream is None:
+        return None
+    return json.dumps([indices, upstream], separators=(",", ":"))
 
 
 def _usable_run_dir(run_dir: RunDir | None, listing: Listing, log: Any) -> RunDir | None:

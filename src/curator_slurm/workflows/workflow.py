@@ -101,7 +101,24 @@ class Workflow:
         return default_run_dir_of(self.work_dir)
 
     def run_dir(self, phase: Phase | str) -> str:
+        """The run directory of ``phase`` (a name or a :class:`Phase`)."""
         return phase_run_dir(self.run_root, phase if isinstance(phase, str) else phase.name)
+
+    def output_of(self, phase: str | None = None) -> str:
+        """Where ``phase`` (default: the last) writes what it outputs: the path of its sink writer. A later step of
+        a script reads it from here, never by spelling the workflow's layout itself."""
+        chosen = self.phases[-1] if phase is None else self.phase(phase)
+        sink = chosen.pipeline.build()[-1]
+        path = getattr(sink, "path", None)
+        if path is None:
+            raise PipelineBuildError(f"workflow {self.name!r}: phase {chosen.name!r} ends in {sink.name!r}, no writer")
+        return os.fspath(path)
+
+    def upstream(self, phase: str, per_task: bool = False) -> Upstream:
+        """``phase`` as a stage of a later step reads it: by what its ledger records
+        (:class:`~curator_slurm.runs.upstream.Upstream`)."""
+        self.phase(phase)  # a phase that does not exist is an error naming the ones that do
+        return Upstream(phase, self.run_dir(phase), per_task)
 
     def phase(self, name: str) -> Phase:
         for p in self.phases:
