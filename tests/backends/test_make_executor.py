@@ -38,3 +38,46 @@ def test_the_examples_offer_the_library_s_executors(example: str) -> None:
     assert "make_executor(args.executor, workers=args.workers)" in text
     assert "choices=EXECUTORS" in text
     assert "RayExecutor" not in text, "no executor class is chosen by hand"
+
+
+def test_a_new_executor_is_registered_without_editing_the_framework(corpus: Path, tmp_path: Path) -> None:
+    """An executor of the user's own (here: one that does the source tasks in reverse order, in this process)
+    registered by name is built by ``make_executor``, offered by ``EXECUTORS``, and runs a real pipeline to the
+    same output as the local one, through the same run session (ledger, resume)."""
+    from curator_slurm import Pipeline, ShardSpec
+    from curator_slurm.backends import register_executor
+    from curator_slurm.backends.adapter import run_source_task, set_up_adapters, tear_down_adapters
+    from curator_slurm.backends.registry import _REGISTRY
+    from curator_slurm.backends.run import BaseExecutor
+    from curator_slurm.runs.ledger import load_status
+    from curator_slurm.stages import JsonlReader, ParquetWriter
+    from support.helpers import read_tree
+
+    class Backwards(BaseExecutor):
+        def process_sources(self, stages, sources, shard, should_stop):  # type: ignore[no-untyped-def]
+            adapters = set_up_adapters(stages, shard, self.retry_backoff, 0)
+            try:
+                for task in reversed(list(sources)):
+                    if should_stop():
+                        return
+                    yield run_source_task(adapters, task)
+            finally:
+                tear_down_adapters(adapters)
+
+    register_executor("backwards", Backwards)
+    try:
+        assert "backwards" in EXECUTORS and isinstance(make_executor("backwards"), Backwards)
+
+        def run(executor: BaseExecutor, out: Path) -> None:
+            pipeline = Pipeline("p").add_stage(JsonlReader(str(corpus))).add_stage(ParquetWriter(out))
+            pipeline.run(executor, shard=ShardSpec.single())
+
+        run(make_executor("backwards"), tmp_path / "mine")
+        run(LocalExecutor(workers=1), tmp_path / "local")
+        mine, local = read_tree(tmp_path / "mine"), read_tree(tmp_path / "local")
+        assert {k: v for k, v in mine.items() if ".curator-run" not in k} == {
+            k: v for k, v in local.items() if ".curator-run" not in k
+        }
+        assert len(load_status(str(tmp_path / "mine" / ".curator-run")).done) == 12
+    finally:
+        _REGISTRY.pop("backwards", None)

@@ -143,6 +143,10 @@ class LocalExecutor(BaseExecutor):
         self.max_crashes = max_crashes
         self.progress_interval = progress_interval
 
+    @classmethod
+    def for_workers(cls, workers: int | None) -> LocalExecutor:
+        return cls(workers=workers)
+
     def process_sources(
         self, stages: list[ProcessingStage], sources: Iterable[Task], shard: ShardSpec, should_stop: StopCheck
     ) -> Iterator[SourceResult]:

@@ -30,6 +30,12 @@ class BaseExecutor:
     retry_backoff: float = 1.0
     progress_interval: float = 30.0
 
+    @classmethod
+    def for_workers(cls, workers: int | None) -> BaseExecutor:
+        """This executor with ``workers`` processes or CPUs (None: what this process may use), as
+        :func:`~curator_slurm.backends.registry.make_executor` builds it by name."""
+        return cls()
+
     def process_sources(
         self, stages: list[ProcessingStage], sources: Iterable[Task], shard: ShardSpec, should_stop: StopCheck
     ) -> Iterator[SourceResult]:

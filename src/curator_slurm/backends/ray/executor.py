@@ -73,6 +73,10 @@ class RayExecutor(BaseExecutor):
         #: and :attr:`deaths` report on.
         self.actors: ActorPools | None = None
 
+    @classmethod
+    def for_workers(cls, workers: int | None) -> RayExecutor:
+        return cls(num_cpus=workers)
+
     @property
     def actor_pids(self) -> dict[str, list[int]]:
         """Pids of the actors of the last run, by pool (:attr:`StageGroup.name`), for diagnostics and tests."""
