@@ -154,10 +154,14 @@ class Feed:
         """Reads past the blank lines after a block, and makes sure the bytes so far were whole (a gzip member
         that ends here passed its checksum)."""
         for _ in range(64):
-            if not self._fill(1) or self.buf[self.pos] not in _SEPARATOR:
+            if not self._more_here() or self.buf[self.pos] not in _SEPARATOR:
                 break
             self.pos += 1
         self._settle()
+
+    def _more_here(self) -> bool:
+        """Whether an unread byte follows in the same unit (gzip: member) as the last one read."""
+        return self._fill(1)
 
     def _settle(self) -> None:
         """Nothing for plain bytes; gzip: the member holding the last byte read has ended cleanly or goes on."""
@@ -262,6 +266,10 @@ class GzipFeed(Feed):
     def _settle(self) -> None:
         while self.pos == len(self.buf) and self.inflater is not None:
             self._step()
+
+    def _more_here(self) -> bool:
+        self._settle()
+        return self.pos < len(self.buf)
 
     def ended_cleanly(self) -> bool:
         """Whether every byte inflated was read and the last member ended (its checksum passed)."""

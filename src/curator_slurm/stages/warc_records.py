@@ -223,7 +223,7 @@ def records(
     # A zstd file's offsets count its decompressed bytes: it is read to its end.
     last = 1 << 62 if kind == "zstd" else size
     stop = last if whole or end is None or kind == "zstd" else gzip_boundary(path, end, size)
-    if not whole and end is not None and min(stop, size) - end > end - start:
+    if not whole and end is not None and begin < stop and min(stop, size) - end > end - start:
         scan.count(NO_BOUNDARY)  # the stage says it once, naming the file
     yield from _read(path, kind, types, (begin, begin, stop), size, scan, max_bytes)
 
