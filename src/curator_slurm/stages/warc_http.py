@@ -179,13 +179,24 @@ def _strict(body: bytes, encoding: str) -> str | None:
         return None
 
 
+def _mostly_utf8(body: bytes) -> str | None:
+    """``body`` as UTF-8 with U+FFFD for its few invalid bytes, when its valid multi-byte characters outnumber
+    them four to one (UTF-8 text with a stray byte); None when it is not UTF-8 text (a legacy charset's bytes
+    are almost all invalid as UTF-8, and a single-byte charset detected for them would decode anything)."""
+    text = body.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - body.count("\ufffd".encode())
+    wide = len(text) - len(text.encode("ascii", errors="ignore")) - bad
+    return text if wide >= 4 * bad else None
+
+
 def decode_html(body: bytes, content_type: str | None) -> tuple[str, bool]:
     """The text of an HTML payload, and whether bytes had to be replaced by U+FFFD.
 
     Tried in order, each strictly (all bytes valid): the encoding of a byte-order mark; UTF-8 (a declared
-    UTF-16 or UTF-32 first); the charset of the HTTP header; that of the page's ``<meta>`` tag (first 4 KiB);
-    the one Resiliparse's detector names. A declared charset that is no text encoding is passed over. Only
-    when none decodes every byte is the first candidate used with U+FFFD for the invalid bytes."""
+    UTF-16 or UTF-32 first); the charset of the HTTP header; that of the page's ``<meta>`` tag (first 4 KiB).
+    When none decodes every byte: UTF-8 with U+FFFD if the page is UTF-8 text with a few stray bytes
+    (:func:`_mostly_utf8`); else the charset Resiliparse's detector names, strictly; else the first candidate
+    with U+FFFD for the invalid bytes. A declared charset that is no text encoding is passed over."""
     from_header = _CHARSET.search(content_type or "")
     header = page_charset(from_header.group(1) if from_header else None)
     from_meta = _META_CHARSET.search(body[:4096])
@@ -197,6 +208,10 @@ def decode_html(body: bytes, content_type: str | None) -> tuple[str, bool]:
         text = _strict(body, encoding)
         if text is not None:
             return text, False
+    if not wide:
+        mostly = _mostly_utf8(body)
+        if mostly is not None:
+            return mostly, True
     from resiliparse.parse.encoding import detect_encoding
 
     detected = page_charset(detect_encoding(body))
