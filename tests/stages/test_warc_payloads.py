@@ -17,7 +17,6 @@ import pyarrow as pa
 import pytest
 
 from curator_slurm.stages import warc_http
-from curator_slurm.web_sample import http_response
 from helpers import REPO, clean_env
 from warclayouts import counted, crawl, damage, documents, gzip_members, plain_record
 from webfixtures import html_root, pages
@@ -96,9 +95,8 @@ def test_http_header_lying_about_utf8_gives_the_pages_own_charset(
 def test_utf8_text_with_stray_bytes_is_replaced_there_and_counted(tmp_path: Path) -> None:
     """A Japanese UTF-8 page of Apache's manual with two stray bytes: kept as UTF-8 with U+FFFD for those two
     bytes only (no single-byte charset guessed for the whole page), and counted."""
-    page = next(
-        p for p in sorted(html_root("apache2-doc").glob("ja/*.html")) if not p.is_symlink() and b"UTF-8" in p.read_bytes()
-    )
+    japanese = sorted(html_root("apache2-doc").glob("ja/*.html"))
+    page = next(p for p in japanese if not p.is_symlink() and b"UTF-8" in p.read_bytes())
     good = page.read_bytes()
     broken = good.replace(b"<body", b"\xff\xc0<body", 1)
     records = [served("https://x.example/broken", broken, "text/html; charset=utf-8", 1)]
