@@ -146,7 +146,7 @@ class WarcReaderStage(FileReaderStage):
         counts = scan.counts
         rows = []
         for record in self._records(path, start, end, scan):
-            row = self._document(record, counts)
+            row = self._guarded(record, counts, path)
             if row is not None:
                 rows.append(row)
         schema = self.schema_of
@@ -182,7 +182,24 @@ class WarcReaderStage(FileReaderStage):
             return 0
         counts: dict[str, int] = {}
         scan = wr.Scan()
-        return sum(self._document(r, counts, decode=False) is not None for r in self._records(path, 0, offset, scan))
+        records = self._records(path, 0, offset, scan)
+        return sum(self._guarded(r, counts, path, decode=False) is not None for r in records)
+
+    def _guarded(self, record: wr.Record, counts: dict[str, int], path: str, decode: bool = True) -> Any:
+        """:meth:`_document`, except that a record it fails on is skipped and counted (the first one logged with
+        its file, offset and URL), never the file: decoding never fails, so a record fails with or without
+        ``decode`` alike and the record numbers of split and unsplit reads stay the same."""
+        try:
+            return self._document(record, counts, decode)
+        except Exception as e:
+            cause = f"record that could not be read skipped ({type(e).__name__})"
+            if cause not in counts and decode:
+                from loguru import logger
+
+                url = record.headers.get("warc-target-uri")
+                logger.warning(f"{path}: record at byte {record.offset} ({url}) skipped: {e!r}")
+            counts[cause] = counts.get(cause, 0) + 1
+            return None
 
     def process(self, task: FileGroupTask) -> DocumentBatch | None:
         self._pending = []

@@ -214,7 +214,10 @@ def decode_html(body: bytes, content_type: str | None) -> tuple[str, bool]:
             return mostly, True
     from resiliparse.parse.encoding import detect_encoding
 
-    detected = page_charset(detect_encoding(body))
+    try:
+        detected = page_charset(detect_encoding(body))
+    except Exception:  # a detector that fails names nothing
+        detected = None
     if detected is not None:
         text = _strict(body, detected)
         if text is not None:
