@@ -152,7 +152,7 @@ def test_truncated_archive_keeps_the_records_before_the_damage_and_names_it(warc
             text=True,
             env=clean_env(),
         )
-        assert f"{path} at byte {cut_record}: record cut short" in shown.stdout, shown.stdout + shown.stderr
+        assert f"{path} at byte {cut_record}: gzip member cut short" in shown.stdout, shown.stdout + shown.stderr
     listed = subprocess.run(
         [sys.executable, "-m", "curator_slurm.cli", "failures", run_dir, "--json"],
         capture_output=True,
@@ -162,16 +162,16 @@ def test_truncated_archive_keeps_the_records_before_the_damage_and_names_it(warc
     assert {"damaged": {**damage, "source": done["source"]}} in json.loads(listed.stdout)
 
 
-def test_corrupt_record_keeps_the_records_before_it(warc: Path, tmp_path: Path) -> None:
-    """Bytes inverted inside the gzip member of one record: the records before it are documents, the damage is
-    noted at that record's offset, the task is done."""
+def test_corrupt_record_costs_that_record_only(warc: Path, tmp_path: Path) -> None:
+    """Bytes inverted inside the gzip member of one record: that record is lost, every other one is a document
+    (reading goes on at the next member), the damage is noted at that record's offset, the task is done."""
     offsets = record_offsets(warc)
     responses = response_urls(warc)
     bad = responses[12][0]
     (tmp_path / "in").mkdir()
     path = corrupted_copy(warc, tmp_path / "in" / "bad.warc.gz", bad + 200)
     rows, records = read(path, tmp_path)
-    assert sorted(r["warc_offset"] for r in rows) == [o for o, _, kind in responses[:12] if kind == "text/html"]
+    assert sorted(r["warc_offset"] for r in rows) == [o for o, _, kind in responses if kind == "text/html" and o != bad]
     (damage,) = records[0]["notes"]["damaged"]
     assert damage["offset"] == bad and bad in offsets
     assert records[0]["status"] == "done"

@@ -208,7 +208,7 @@ def format_damaged(damaged: list[dict[str, Any]]) -> list[str]:
     """One line per damaged input: the file, the byte offset of the damage and the error."""
     if not damaged:
         return []
-    lines = [f"{len(damaged)} damaged input(s); the records before the damage were kept, the rest not read:"]
+    lines = [f"{len(damaged)} damaged input(s); the records in the damaged bytes were lost, the rest was read:"]
     lines.extend(f"- {d.get('file')} at byte {d.get('offset')}: {d.get('error')}" for d in damaged)
     return lines
 

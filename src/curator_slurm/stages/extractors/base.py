@@ -2,18 +2,17 @@
 
 Each stage reads the ``html`` field a :class:`~.warc.WarcReader` makes and writes ``text``: exactly what its
 library returns for the documented options. A page the library rejects (no text) is dropped; so is a page over
-the size cap, one that runs past the per-document time limit, and one the library fails on. Every drop is
-counted by its cause in the stage's notes (``status`` shows them beside the funnel), and the first of each
-cause is logged with the page's URL. The library is imported when a worker sets the stage up, outside the time
-limit, so a broken install fails the run with its real error instead of timing out on every page.
+the size cap, one that runs past the per-page time limit, one the library raises on and one that kills the
+process extracting it. Every drop is counted by its cause in the stage's notes (``status`` shows them beside
+the funnel), and the first of each cause is logged with the page's URL. With a time limit, pages are extracted
+in a child process (:mod:`.pool`) that is killed when a page overruns, so the limit holds in C code too.
+The library is imported when a worker sets the stage up, outside the time limit, so a broken install fails the
+run with its real error instead of timing out on every page.
 """
 
 from __future__ import annotations
 
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+import os
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -21,6 +20,7 @@ import pyarrow as pa
 
 from curator_slurm import extras
 from curator_slurm.stages.base import PASSTHROUGH, ProcessingStage
+from curator_slurm.stages.extractors.pool import Outcome, PagePool
 from curator_slurm.stages.filters.base import _column
 from curator_slurm.stages.notes import add_notes
 from curator_slurm.stages.text.compute import filter_table
@@ -35,36 +35,6 @@ class Rejected:
     cause: str
 
 
-class TimeLimitExpired(BaseException):
-    """A page's extraction ran past the time limit. A BaseException, so a library's ``except Exception``
-    cannot swallow it."""
-
-
-def _expire(signum: int, frame: Any) -> None:
-    raise TimeLimitExpired
-
-
-@contextmanager
-def time_limit(seconds: float | None) -> Iterator[None]:
-    """Raise :class:`TimeLimitExpired` in the block once ``seconds`` of wall time have passed (SIGALRM: the
-    block runs in the main thread of its process, as executors' workers do)."""
-    if not seconds:
-        yield
-        return
-    if threading.current_thread() is not threading.main_thread():
-        raise RuntimeError(
-            "an HTML extractor's time_limit needs the main thread of its process (SIGALRM); run the stage in a "
-            "worker process, or build it with time_limit=None"
-        )
-    previous = signal.signal(signal.SIGALRM, _expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 class HtmlExtractor(ProcessingStage[DocumentBatch, DocumentBatch]):
     """The base of HTML extractors: a subclass names its ``library`` (the module to import) and implements
     :meth:`extract` (one page's HTML -> text, or None when the library finds none)."""
@@ -72,6 +42,11 @@ class HtmlExtractor(ProcessingStage[DocumentBatch, DocumentBatch]):
     library: ClassVar[str] = ""
     #: Fields a subclass adds beside the text (name -> pyarrow type).
     extra_fields: ClassVar[dict[str, pa.DataType]] = {}
+    #: The extraction child and the process that forked it: no part of what the stage produces.
+    fingerprint_exclude = frozenset({"_pool", "_pool_owner"})
+    #: Whether pages change per-task state that later pages read (Trafilatura's duplicate-paragraph cache): a
+    #: child forked again after a page overran is then first given the task's earlier pages.
+    keeps_task_state: bool = False
 
     def __init__(
         self,
@@ -93,6 +68,8 @@ class HtmlExtractor(ProcessingStage[DocumentBatch, DocumentBatch]):
         self.keep_html = keep_html
         self._module: Any = None
         self._logged: set[str] = set()
+        self._pool: PagePool | None = None
+        self._pool_owner: int | None = None
 
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], [self.html_field]
@@ -118,21 +95,27 @@ class HtmlExtractor(ProcessingStage[DocumentBatch, DocumentBatch]):
 
     def process(self, task: DocumentBatch) -> DocumentBatch:
         self.load()
-        self.begin()
         pages = _column(task, self.html_field, "extract text from", "html_field").to_pylist()
         urls = task.data.column("url").to_pylist() if "url" in task.data.column_names else [None] * len(pages)
-        texts: list[str | None] = []
-        extra: dict[str, list[Any]] = {name: [] for name in self.extra_fields}
-        keep: list[bool] = []
+        texts: list[str | None] = [None] * len(pages)
+        extra: dict[str, list[Any]] = {name: [None] * len(pages) for name in self.extra_fields}
+        keep = [False] * len(pages)
         counts: dict[str, int] = {}
-        for html, url in zip(pages, urls, strict=True):
-            text, values, cause = self._one(html, url)
+        todo = []  # the pages handed to the library: (row, html)
+        for row, html in enumerate(pages):
+            cause = self._before(html)
+            if cause is None:
+                todo.append((row, html))
+            else:
+                counts[cause] = counts.get(cause, 0) + 1
+        for (row, _), outcome in zip(todo, self._outcomes([html for _, html in todo]), strict=True):
+            text, values, cause = self._result(outcome, urls[row])
             if cause is not None:
                 counts[cause] = counts.get(cause, 0) + 1
-            keep.append(cause is None)
-            texts.append(text)
+                continue
+            keep[row], texts[row] = True, text
             for name in self.extra_fields:
-                extra[name].append(values.get(name))
+                extra[name][row] = values.get(name)
         table = task.data
         columns = {self.text_field: pa.array(texts, pa.string())}
         columns.update({name: pa.array(extra[name], kind) for name, kind in self.extra_fields.items()})
@@ -145,34 +128,78 @@ class HtmlExtractor(ProcessingStage[DocumentBatch, DocumentBatch]):
         add_notes(out.metadata, counts)
         return out
 
-    def _one(self, html: str | None, url: str | None) -> tuple[str | None, dict[str, Any], str | None]:
-        """(text, extra values, None) for a page kept, (None, {}, cause) for one dropped."""
+    def _before(self, html: str | None) -> str | None:
+        """Why a page is not handed to the library at all (None: it is)."""
         if html is None:
-            return None, {}, "no HTML (a non-HTML record kept by the reader)"
+            return "no HTML (a non-HTML record kept by the reader)"
         if self.max_chars is not None and len(html) > self.max_chars:
-            return None, {}, f"page over max_chars={self.max_chars}"
+            return f"page over max_chars={self.max_chars}"
+        return None
+
+    def _outcomes(self, pages: list[str]) -> list[Outcome]:
+        """What the library made of each page: in this process without a time limit; with one, in the child
+        process of :class:`PagePool`, which is killed (and forked again) when a page overruns."""
+        if not self.time_limit:
+            self.begin()
+            return [_in_process(self, html) for html in pages]
+        if self._pool is None or self._pool_owner != os.getpid():  # a forked worker makes its own child
+            self._pool, self._pool_owner = PagePool(self, self.time_limit), os.getpid()
+        done: list[Outcome] = []
+
+        def replay(upto: int) -> list[str]:  # the pages before upto that shaped per-task state, for a new child
+            return [pages[k] for k in range(upto - 1) if done[k].kind == "ok"] if self.keeps_task_state else []
+
         try:
-            with time_limit(self.time_limit):
-                result = self.extract(html)
-        except TimeLimitExpired:
+            for _, outcome in self._pool.run(pages, replay):
+                done.append(outcome)
+        except BaseException:  # a stop signal's grace expired, or the child could not start: leave no child
+            self._pool.kill()
+            raise
+        return done
+
+    def _result(self, outcome: Outcome, url: str | None) -> tuple[str | None, dict[str, Any], str | None]:
+        """(text, extra values, None) for a page kept, (None, {}, cause) for one dropped."""
+        library = self.library.split(".")[0]
+        if outcome.kind == "timeout":
             return None, {}, self._cause(f"time limit ({self.time_limit} s) expired", url, None)
-        except Exception as e:  # counted with its real cause; one sample logged
-            return None, {}, self._cause(f"{type(e).__name__} in {self.library.split('.')[0]}", url, e)
+        if outcome.kind == "died":
+            return None, {}, self._cause(f"extraction process died on the page ({outcome.value})", url, None)
+        if outcome.kind == "error":
+            name, detail = outcome.value
+            return None, {}, self._cause(f"{name} in {library}", url, detail)
+        result = outcome.value
         if isinstance(result, Rejected):
             return None, {}, result.cause
         text, values = result if isinstance(result, tuple) else (result, {})
         if not text:
-            return None, {}, f"no text found by {self.library.split('.')[0]}"
+            return None, {}, f"no text found by {library}"
         return text, values, None
 
-    def _cause(self, cause: str, url: str | None, error: BaseException | None) -> str:
+    def teardown(self) -> None:
+        if self._pool is not None and self._pool_owner == os.getpid():
+            self._pool.kill()
+        self._pool = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_module=None, _pool=None, _pool_owner=None)  # a module and a child process do not pickle
+        return state
+
+    def _cause(self, cause: str, url: str | None, error: str | None) -> str:
         if cause not in self._logged:
             from loguru import logger
 
             self._logged.add(cause)
-            detail = f": {error!r}" if error is not None else ""
+            detail = f": {error}" if error is not None else ""
             logger.warning(f"{self.name}: page {url or '?'} dropped, {cause}{detail} (later ones are only counted)")
         return cause
+
+
+def _in_process(stage: HtmlExtractor, html: str) -> Outcome:
+    try:
+        return Outcome("ok", stage.extract(html))
+    except Exception as e:  # counted with its real cause; one sample logged
+        return Outcome("error", (type(e).__name__, repr(e)[:500]))
 
 
 class TrafilaturaExtractor(HtmlExtractor):
@@ -198,6 +225,10 @@ class TrafilaturaExtractor(HtmlExtractor):
         self.deduplicate = deduplicate
         self.options = dict(options or {})
         self._cache: Any = None
+
+    @property
+    def keeps_task_state(self) -> bool:  # type: ignore[override]
+        return self.deduplicate
 
     def begin(self) -> None:
         if self.deduplicate:

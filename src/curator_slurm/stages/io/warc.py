@@ -1,16 +1,15 @@
 """WARC and WET readers: web archives in, one document per record out, on the public reader base.
 
 :class:`WarcReader` reads ``response`` records (``resource``/``conversion`` on request) of ``.warc``,
-``.warc.gz`` (one gzip member per record, as Common Crawl writes them, or one for the file) and ``.warc.zst``
+``.warc.gz`` (one gzip member per record, as Common Crawl writes them, or any other grouping) and ``.warc.zst``
 into the fields ``html`` (the payload decoded), ``url``, ``warc_record_id``, ``warc_date``, ``content_type``,
-``http_status`` and ``warc_offset`` (the byte offset of the record in its file). Records whose payload is not
-HTML are skipped and counted (or kept, payload as bytes in ``content``); a record whose HTTP header does not
-parse is skipped and counted. A truncated or corrupt archive keeps every record before the damage; the file
-and byte offset of the damage are noted (``stages.notes``), the task does not fail.
+``http_status`` and ``warc_offset`` (the byte offset of the record, or of the gzip member it starts in).
+Records that make no document are counted by cause (``stages.notes``); damaged bytes are skipped to the next
+record, each stretch noted with its file, offset and error; the task does not fail.
 
 A document's position is (file relative to the reader's root, record number), the record number counting the
 documents this reader makes of the file, in file order. Large files can be read as record-aligned byte ranges
-(``split_files=True``, also for multi-member ``.warc.gz``): a piece holds the records that start in it.
+(``split_files=True``); split or not, a file gives the same documents (``warc_records``).
 """
 
 from __future__ import annotations
@@ -21,7 +20,9 @@ import pyarrow as pa
 
 from curator_slurm import extras
 from curator_slurm.errors import InputError
+from curator_slurm.stages.io import warc_http as wh
 from curator_slurm.stages.io import warc_records as wr
+from curator_slurm.stages.io.partitioning import parse_size
 from curator_slurm.stages.io.readers import FileReader, FileReaderStage
 from curator_slurm.stages.notes import add_notes
 from curator_slurm.tasks import DocumentBatch, FileGroupTask
@@ -44,8 +45,13 @@ WARC_SCHEMA = pa.schema(
 WET_SCHEMA = pa.schema([("text", pa.string()), *(f for f in WARC_SCHEMA if f.name != "html")])
 
 NON_HTML = "non-HTML payload skipped"
-BROKEN_HTTP = "broken HTTP header skipped"
+BROKEN_HTTP = wh.BROKEN_HTTP
 OTHER_TYPE = "records of other types skipped"
+#: The count of damaged stretches of input (each also listed in the notes' ``damaged`` with file, offset and
+#: error): records were lost there. Every other count is of records read whole and dropped for a reason.
+DAMAGED = "damaged bytes skipped (records in them lost)"
+#: The default of ``max_record_bytes``.
+MAX_RECORD_BYTES = 64 << 20
 
 
 class WarcReaderStage(FileReaderStage):
@@ -61,33 +67,46 @@ class WarcReaderStage(FileReaderStage):
         schema: Any = None,
         record_types: tuple[str, ...] = ("response",),
         keep_non_html: bool = False,
+        max_record_bytes: int | str = MAX_RECORD_BYTES,
     ) -> None:
         super().__init__(fields, schema)
-        extras.require("fastwarc", type(self).__name__)
+        extras.require("resiliparse", type(self).__name__)
         self.record_types = tuple(record_types)
         wr.record_types(self.record_types)  # an unknown type fails here, when the pipeline is built
         self.keep_non_html = keep_non_html
+        try:
+            limit = parse_size(max_record_bytes)
+        except ValueError:
+            raise ValueError(f"max_record_bytes={max_record_bytes!r} is not a size; write e.g. '64MiB'") from None
+        if limit < 1:
+            raise ValueError(f"max_record_bytes={max_record_bytes!r}: give a size of at least 1 byte")
+        if limit != MAX_RECORD_BYTES:  # set only when changed: runs that keep the default keep their fingerprint
+            self.max_record_bytes = limit
         self._pending: list[dict[str, Any]] = []  # the notes of the files read for the task in hand
+
+    max_record_bytes: int = MAX_RECORD_BYTES
 
     # --- what a record becomes ------------------------------------------------------------------------
     def _document(self, record: wr.Record, counts: dict[str, int], decode: bool = True) -> dict[str, Any] | None:
         """The row of ``record``, or None (counted in ``counts``) when it is skipped; without ``decode`` the
         payload is not decoded (enough to know whether the record makes a document)."""
         h = record.headers
-        identified = h.get("WARC-Identified-Payload-Type")
+        identified = h.get("warc-identified-payload-type")
         status = None
-        body, header_type = record.block, h.get("Content-Type")
+        body, header_type = record.block, h.get("content-type")
         if record.record_type == "response":
-            http = wr.parse_http(record.block)
-            if http is None:
-                counts[BROKEN_HTTP] = counts.get(BROKEN_HTTP, 0) + 1
+            http = wh.parse_http(record.block, self.max_record_bytes)
+            if isinstance(http, str):
+                counts[http] = counts.get(http, 0) + 1
                 return None
+            if http.note is not None:
+                counts[http.note] = counts.get(http.note, 0) + 1
             status, body, header_type = http.status, http.body, http.headers.get("content-type")
-        kind = wr.media_type(identified) or wr.media_type(header_type)
+        kind = wh.media_type(identified) or wh.media_type(header_type)
         row: dict[str, Any] = {
-            "url": h.get("WARC-Target-URI"),
-            "warc_record_id": h.get("WARC-Record-ID"),
-            "warc_date": h.get("WARC-Date"),
+            "url": h.get("warc-target-uri"),
+            "warc_record_id": h.get("warc-record-id"),
+            "warc_date": h.get("warc-date"),
             "content_type": kind or None,
             "http_status": status,
             "warc_offset": record.offset,
@@ -108,18 +127,26 @@ class WarcReaderStage(FileReaderStage):
                 counts[NON_HTML] = counts.get(NON_HTML, 0) + 1
                 return None
             return {**row, "html": None, "content": body}
-        row["html"] = wr.decode_html(body, header_type) if decode else ""
+        row["html"] = ""
+        if decode:
+            row["html"], replaced = wh.decode_html(body, header_type)
+            if replaced:
+                counts[wh.REPLACED] = counts.get(wh.REPLACED, 0) + 1
         if self.keep_non_html:
             row["content"] = None
         return row
 
     # --- reading --------------------------------------------------------------------------------------
+    def _records(self, path: str, start: int, end: int | None, scan: wr.Scan) -> Any:
+        types = wr.record_types(self.record_types)
+        return wr.records(path, types, start, end, scan, self.max_record_bytes)
+
     def _scan(self, path: str, start: int = 0, end: int | None = None) -> tuple[pa.Table, dict[str, Any]]:
-        counts: dict[str, int] = {}
         scan = wr.Scan()
+        counts = scan.counts
         rows = []
-        for record in wr.records(path, wr.record_types(self.record_types), start, end, scan):
-            row = self._document(record, counts)
+        for record in self._records(path, start, end, scan):
+            row = self._guarded(record, counts, path)
             if row is not None:
                 rows.append(row)
         schema = self.schema_of
@@ -132,15 +159,10 @@ class WarcReaderStage(FileReaderStage):
             if missing:
                 raise InputError(f"{path}: {type(self).__name__} has no field(s) {missing}; it has {schema.names}")
             table = table.select(self.fields)
-        damaged = [scan.damage.as_dict()] if scan.damage else []
-        if scan.damage:
-            from loguru import logger
-
-            logger.warning(
-                f"{path}: damaged at byte {scan.damage.offset} ({scan.damage.error}); kept the "
-                f"{len(rows)} documents before it, the rest of the file is not read"
-            )
-        return table, {"counts": counts, "damaged": damaged}
+        _log_scan(path, start, end, scan, len(rows))
+        if scan.damaged:
+            counts[DAMAGED] = counts.get(DAMAGED, 0) + len(scan.damaged)
+        return table, {"counts": counts, "damaged": [d.as_dict() for d in scan.damaged]}
 
     def read_file(self, path: str) -> pa.Table:
         table, notes = self._scan(path)
@@ -153,13 +175,31 @@ class WarcReaderStage(FileReaderStage):
         return table  # an empty table, not None: the notes of a piece with no document still count
 
     def rows_before(self, path: str, offset: int) -> int:  # type: ignore[override]
-        """How many documents this reader makes of the records that start before ``offset`` (the record
-        number of a piece's first document): the records before it are read again, without decoding."""
+        """How many documents this reader makes of the records before the piece that starts at ``offset`` (the
+        record number of that piece's first document): the piece ``[0, offset)`` is read again, without
+        decoding."""
         if offset <= 0:
             return 0
         counts: dict[str, int] = {}
-        types = wr.record_types(self.record_types)
-        return sum(self._document(r, counts, decode=False) is not None for r in wr.records(path, types, 0, offset))
+        scan = wr.Scan()
+        records = self._records(path, 0, offset, scan)
+        return sum(self._guarded(r, counts, path, decode=False) is not None for r in records)
+
+    def _guarded(self, record: wr.Record, counts: dict[str, int], path: str, decode: bool = True) -> Any:
+        """:meth:`_document`, except that a record it fails on is skipped and counted (the first one logged with
+        its file, offset and URL), never the file: decoding never fails, so a record fails with or without
+        ``decode`` alike and the record numbers of split and unsplit reads stay the same."""
+        try:
+            return self._document(record, counts, decode)
+        except Exception as e:
+            cause = f"record that could not be read skipped ({type(e).__name__})"
+            if cause not in counts and decode:
+                from loguru import logger
+
+                url = record.headers.get("warc-target-uri")
+                logger.warning(f"{path}: record at byte {record.offset} ({url}) skipped: {e!r}")
+            counts[cause] = counts.get(cause, 0) + 1
+            return None
 
     def process(self, task: FileGroupTask) -> DocumentBatch | None:
         self._pending = []
@@ -171,6 +211,22 @@ class WarcReaderStage(FileReaderStage):
         return batch
 
 
+def _log_scan(path: str, start: int, end: int | None, scan: wr.Scan, documents: int) -> None:
+    """One WARNING per damaged stretch of ``path`` and for a piece that read on past its byte range."""
+    if not scan.damaged and wr.NO_BOUNDARY not in scan.counts:
+        return
+    from loguru import logger
+
+    for damage in scan.damaged:
+        logger.warning(f"{path}: damaged at byte {damage.offset} ({damage.error}); skipped to the next record")
+    if wr.NO_BOUNDARY in scan.counts:
+        logger.warning(
+            f"{path}: no record boundary can be proven after byte {end} (a gzip member holding many records, or "
+            f"a zstd stream): the piece from byte {start} reads on to the end of the file or the next boundary; "
+            "the pieces in between read nothing"
+        )
+
+
 class WetReaderStage(WarcReaderStage):
     """Reads the ``conversion`` records of a WET file (text Common Crawl already extracted)."""
 
@@ -178,8 +234,10 @@ class WetReaderStage(WarcReaderStage):
     schema_of = WET_SCHEMA
     text_field = "text"
 
-    def __init__(self, fields: list[str] | None = None, schema: Any = None) -> None:
-        super().__init__(fields, schema, record_types=("conversion",))
+    def __init__(
+        self, fields: list[str] | None = None, schema: Any = None, max_record_bytes: int | str = MAX_RECORD_BYTES
+    ) -> None:
+        super().__init__(fields, schema, record_types=("conversion",), max_record_bytes=max_record_bytes)
 
     def _payload(
         self,
@@ -190,7 +248,13 @@ class WetReaderStage(WarcReaderStage):
         counts: dict[str, int],
         decode: bool = True,
     ) -> dict[str, Any] | None:
-        row["text"] = body.decode("utf-8", errors="replace") if decode else ""
+        row["text"] = ""
+        if decode:
+            try:
+                row["text"] = body.decode("utf-8")
+            except UnicodeDecodeError:
+                row["text"] = body.decode("utf-8", errors="replace")
+                counts[wh.REPLACED] = counts.get(wh.REPLACED, 0) + 1
         return row
 
 
@@ -216,10 +280,13 @@ class WarcReader(FileReader):
         split_files: bool = False,
         record_types: tuple[str, ...] | list[str] = ("response",),
         keep_non_html: bool = False,
+        max_record_bytes: int | str = MAX_RECORD_BYTES,
     ) -> None:
         super().__init__(file_paths, files_per_partition, blocksize, None, file_extensions, limit, split_files)
         self.partitioner.splittable_endings = self.splittable_endings
-        self.reader = WarcReaderStage(fields, record_types=tuple(record_types), keep_non_html=keep_non_html)
+        self.reader = WarcReaderStage(
+            fields, record_types=tuple(record_types), keep_non_html=keep_non_html, max_record_bytes=max_record_bytes
+        )
 
 
 class WetReader(FileReader):
@@ -241,7 +308,8 @@ class WetReader(FileReader):
         file_extensions: list[str] | None = None,
         limit: int | None = None,
         split_files: bool = False,
+        max_record_bytes: int | str = MAX_RECORD_BYTES,
     ) -> None:
         super().__init__(file_paths, files_per_partition, blocksize, None, file_extensions, limit, split_files)
         self.partitioner.splittable_endings = self.splittable_endings
-        self.reader = WetReaderStage(fields)
+        self.reader = WetReaderStage(fields, max_record_bytes=max_record_bytes)

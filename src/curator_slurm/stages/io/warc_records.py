@@ -1,31 +1,39 @@
-"""WARC records out of a file or a record-aligned byte range of one, with FastWARC; damage reported, not raised.
+"""WARC records out of a file or a piece of one, read the same whether the file is split or not; damage noted
+and skipped to the next record, never raised.
 
-FastWARC parses WARC headers (Rust; about twice as fast as warcio on Common Crawl style ``.warc.gz``, and it
-reads ``.warc``, ``.warc.gz`` and ``.warc.zst``). The HTTP header of a response is parsed here from the record's
-block, so that a record cut short by the end of the file (FastWARC hands out the part that is there) is told
-from a whole one, and a broken HTTP header costs one record, not the file.
+A ``.warc.gz`` is inflated member by member (:mod:`.warc_feeds`), so a record's offset is the gzip member it
+starts in, and a member that fails costs only the records in it: reading goes on at the next member that
+:func:`proven` shows to start records. A plain ``.warc`` is walked record by record from its start (headers
+only before the piece), so its pieces cut exactly where the whole read has records. ``.warc.zst`` (and any
+file whose bytes are zstd) is read from its start by the piece that starts at byte 0.
 
-File access goes through :func:`open_input`, :func:`read_at` and :func:`input_size`, over the filesystem layer (``fs``).
+File access goes through :func:`open_input`, :func:`read_at` and :func:`input_size`, over the filesystem layer.
 """
 
 from __future__ import annotations
 
-import codecs
-import re
-import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from curator_slurm import fs
-from curator_slurm._lazy import LazyModule
-
-fastwarc = LazyModule("fastwarc.warc")
+from curator_slurm.stages.io.warc_feeds import GZIP_MAGIC, ZSTD_MAGICS, Damaged, Feed, GzipFeed, PlainFeed, StreamFeed
+from curator_slurm.stages.io.warc_http import Http, decode_html, media_type, parse_http
 
 #: Endings of the files a WARC reader lists by default.
 WARC_ENDINGS = (".warc", ".warc.gz", ".warc.zst")
-_GZIP_MAGIC = b"\x1f\x8b\x08"
-_SCAN_CHUNK = 1 << 20
+#: The WARC record types (WARC 1.1), the names ``record_types`` takes.
+RECORD_TYPES = ("warcinfo", "response", "resource", "request", "metadata", "revisit", "conversion", "continuation")
+#: A candidate gzip member is a record boundary once the members from it hold whole records over this many
+#: bytes: a look-alike (a stored ``.warc.gz`` inside a record) lies in one deflate stored block, at most 65,535.
+PROOF_SPAN = 1 << 16
+#: Why a record of a wanted type is not read (counted).
+OVER_SIZE_RECORD = "record over max_record_bytes skipped"
+#: A piece that had to read on past the pieces after it (counted once, by that piece, and logged).
+NO_BOUNDARY = "byte ranges read as one: no provable record boundary"
+_SCAN = 1 << 20
+
+__all__ = ["Http", "decode_html", "media_type", "parse_http"]
 
 
 def open_input(path: str) -> IO[bytes]:
@@ -45,7 +53,7 @@ def read_at(path: str, offset: int, size: int) -> bytes:
 
 @dataclass
 class Record:
-    """One WARC record as read: where it starts, its WARC headers, its whole block (bytes)."""
+    """One WARC record as read: where it starts, its type, its WARC headers (names lower-cased), its block."""
 
     offset: int
     record_type: str
@@ -55,7 +63,8 @@ class Record:
 
 @dataclass
 class Damage:
-    """Where reading a file stopped early: the records before ``offset`` were read, none after."""
+    """Bytes of a file that could not be read as records: from ``offset`` (where the damaged record or gzip
+    member starts) to the next record that could be found."""
 
     file: str
     offset: int
@@ -67,202 +76,207 @@ class Damage:
 
 @dataclass
 class Scan:
-    """The records of one file or piece, and the damage that ended it early (if any)."""
+    """What reading one file or piece met beside the records: damage, and counts of records not read."""
 
-    damage: Damage | None = None
-    records: int = 0
+    damaged: list[Damage] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
 
-
-def _is_gzip(path: str) -> bool:
-    return path.endswith(".gz")
-
-
-def _gzip_member_at(data: bytes, at: int) -> bool:
-    """Whether a gzip member holding a WARC record starts at ``data[at]``: it must inflate to ``WARC/``."""
-    try:
-        head = zlib.decompressobj(31).decompress(data[at : at + 4096], 16)
-    except zlib.error:
-        return False
-    return head.startswith(b"WARC/")
+    def count(self, cause: str, n: int = 1) -> None:
+        self.counts[cause] = self.counts.get(cause, 0) + n
 
 
-def _plain_record_at(path: str, at: int) -> bool:
-    """Whether an uncompressed WARC record starts at byte ``at``: its header parses, and its block ends
-    where the next record (or the end of the file) begins."""
-    head = read_at(path, at, 64 << 10)
-    end = head.find(b"\r\n\r\n")
-    match = re.search(rb"(?im)^content-length:\s*(\d+)\s*$", head[: end + 2]) if end > 0 else None
-    if not head.startswith(b"WARC/") or match is None:
-        return False
-    after = at + end + 4 + int(match.group(1))
-    tail = read_at(path, after, 9)
-    return tail == b"" or tail.startswith(b"\r\n\r\nWARC/") or after + 4 >= input_size(path)
-
-
-def first_record_at_or_after(path: str, start: int, end: int) -> int | None:
-    """The offset of the first record (a gzip member, for ``.warc.gz``) that starts in ``[start, end)``."""
-    if start == 0:
-        return 0
-    pattern = _GZIP_MAGIC if _is_gzip(path) else b"WARC/1."
-    at = start
-    while at < end:
-        data = read_at(path, at, min(_SCAN_CHUNK, end - at) + 4096)
-        i = data.find(pattern)
-        while 0 <= i < end - at:
-            if _is_gzip(path):
-                head = data[i : i + 4096] if len(data) - i >= 64 else read_at(path, at + i, 4096)
-                if _gzip_member_at(head, 0):
-                    return at + i
-            elif (i == 0 or data[i - 1 : i] == b"\n") and _plain_record_at(path, at + i):
-                return at + i
-            i = data.find(pattern, i + 1)
-        at += _SCAN_CHUNK
-    return None
-
-
-def records(
-    path: str, types: Any, start: int = 0, end: int | None = None, scan: Scan | None = None
-) -> Iterator[Record]:
-    """The records of the types ``types`` (a FastWARC bitmask) that start in ``[start, end)`` of ``path``.
-
-    Reading stops at damage (a record cut short, a stream that does not inflate or parse): the records before
-    it are yielded, and ``scan.damage`` says the file, the byte offset of the damaged record and the error.
-    Every record is read (those of other types too), so damage is found wherever it is."""
-    scan = scan if scan is not None else Scan()
-    begin = first_record_at_or_after(path, start, end if end is not None else input_size(path) + 1)
-    if begin is None:
-        return
-    wanted = int(types)
-    next_start, shift = begin, None  # where the record after the last good one starts
-    with open_input(path) as f:
-        f.seek(begin)
-        it = iter(fastwarc.ArchiveIterator(f, record_types=fastwarc.WarcRecordType.any_type, parse_http=False))
-        while True:
-            try:
-                record = next(it)
-            except StopIteration:
-                return
-            except Exception as e:  # FastWARC raises OSError; anything else is damage too
-                scan.damage = Damage(path, _boundary_after(path, next_start), f"{type(e).__name__}: {e}")
-                return
-            if shift is None:  # FastWARC counts from the file's start (it asks the file where it is)
-                shift = begin if record.stream_pos < begin else 0
-            offset = shift + record.stream_pos
-            if end is not None and offset >= end:
-                return
-            block = record.reader.read()
-            if len(block) < record.content_length:
-                cut = f"record cut short: {len(block)} of {record.content_length} bytes (truncated file?)"
-                scan.damage = Damage(path, offset, cut)
-                return
-            next_start = offset + 1
-            if int(record.record_type) & wanted:
-                scan.records += 1
-                yield Record(offset, str(record.record_type), dict(record.headers), block)
-
-
-def _boundary_after(path: str, after: int) -> int:
-    """Where the record that could not be read starts: the first gzip member (for ``.warc.gz``) or ``WARC/``
-    line (plain) at or after ``after``; ``after`` itself when there is none."""
-    data = read_at(path, after, _SCAN_CHUNK)
-    i = data.find(_GZIP_MAGIC) if _is_gzip(path) else data.find(b"\nWARC/1.")
-    return after + i + (0 if _is_gzip(path) else 1) if i >= 0 else after
-
-
-@dataclass(frozen=True)
-class Http:
-    """An HTTP response's status, headers (names lower-cased) and body."""
-
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-
-def parse_http(block: bytes) -> Http | None:
-    """The HTTP response in a response record's block, or None when its header is broken. A chunked body is
-    de-chunked; a gzip or deflate content encoding is undone."""
-    head, sep, body = block.partition(b"\r\n\r\n")
-    if not sep:
-        head, sep, body = block.partition(b"\n\n")
-    match = re.match(rb"HTTP/\d(?:\.\d)?\s+(\d{3})", head)
-    if not sep or match is None:
-        return None
-    headers = {}
-    for line in head.split(b"\n")[1:]:
-        name, colon, value = line.partition(b":")
-        if colon:
-            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        body = _dechunk(body)
-    encoding = headers.get("content-encoding", "").lower().strip()
-    if encoding in ("gzip", "x-gzip", "deflate"):
-        try:
-            body = zlib.decompress(body, 47 if encoding != "deflate" else 15)
-        except zlib.error:
-            return None
-    return Http(int(match.group(1)), headers, body)
-
-
-def _dechunk(body: bytes) -> bytes:
-    out, at = [], 0
-    while at < len(body):
-        line_end = body.find(b"\r\n", at)
-        if line_end < 0:
-            break
-        try:
-            size = int(body[at:line_end].split(b";")[0], 16)
-        except ValueError:
-            return body  # not chunked after all: keep the body as sent
-        if size == 0:
-            break
-        out.append(body[line_end + 2 : line_end + 2 + size])
-        at = line_end + 4 + size
-    return b"".join(out)
-
-
-def media_type(content_type: str | None) -> str:
-    """``text/html; charset=utf-8`` -> ``text/html``."""
-    return (content_type or "").split(";")[0].strip().lower()
-
-
-_CHARSET = re.compile(r"charset\s*=\s*[\"']?([\w.:-]+)", re.IGNORECASE)
-_META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?([\w.:-]+)", re.IGNORECASE)
-
-
-def _known(name: str | None) -> str | None:
-    if not name:
-        return None
-    try:
-        return codecs.lookup(name).name
-    except LookupError:
-        return None
-
-
-def decode_html(body: bytes, content_type: str | None) -> str:
-    """The text of an HTML payload: the charset of the HTTP header, else of the page's meta tag, else the one
-    detected (Resiliparse's detector); bytes invalid in it become U+FFFD."""
-    from_header = _CHARSET.search(content_type or "")
-    encoding = _known(from_header.group(1) if from_header else None)
-    if encoding is None:
-        from_meta = _META_CHARSET.search(body[:4096])
-        encoding = _known(from_meta.group(1).decode("ascii", "replace") if from_meta else None)
-    if encoding is None:
-        from resiliparse.parse.encoding import detect_encoding
-
-        encoding = _known(detect_encoding(body)) or "utf-8"
-    return body.decode(encoding, errors="replace")
-
-
-def record_types(names: tuple[str, ...] | list[str]) -> Any:
-    """The FastWARC bitmask of record type names (``"response"``, ``"resource"``, ``"conversion"``, ...)."""
-    mask = None
+def record_types(names: tuple[str, ...] | list[str]) -> frozenset[str]:
+    """The record type names, checked (``"response"``, ``"resource"``, ``"conversion"``, ...)."""
     for name in names:
-        try:
-            kind = getattr(fastwarc.WarcRecordType, name)
-            mask = kind if mask is None else mask | kind
-        except AttributeError:
+        if name not in RECORD_TYPES:
             raise ValueError(
                 f"record_types: unknown WARC record type {name!r}; use response, resource, conversion, "
                 "request, metadata, revisit or warcinfo"
-            ) from None
-    return mask
+            )
+    return frozenset(names)
+
+
+def framing(path: str) -> str:
+    """``"gzip"``, ``"zstd"`` or ``"plain"``, from the file's first bytes (not its name)."""
+    head = read_at(path, 0, 4)
+    if head.startswith(GZIP_MAGIC):
+        return "gzip"
+    return "zstd" if head.startswith(ZSTD_MAGICS) else "plain"
+
+
+def member_end(f: IO[bytes], at: int) -> int | None:
+    """Where the gzip member at ``at`` ends when it inflates, passes its checksum and holds whole WARC records
+    and nothing else; None otherwise."""
+    f.seek(at)
+    feed = GzipFeed(f, at, one_member=True)
+    try:
+        while (offset := feed.offset()) is not None:
+            header = feed.header()
+            feed.block(header.length, False, offset)
+            feed.end_record()
+            if feed.ended_cleanly():
+                return feed.member_end
+    except Damaged:
+        return None
+    return None
+
+
+def proven(path: str, at: int, size: int) -> bool:
+    """Whether a record boundary of the file's own sequence of members is at ``at``: the members from there
+    hold whole records for at least :data:`PROOF_SPAN` bytes, or to the end of the file."""
+    with open_input(path) as f:
+        end = at
+        while end - at < PROOF_SPAN and end < size:
+            after = member_end(f, end)
+            if after is None or after <= end:
+                return False
+            end = after
+    return end - at >= PROOF_SPAN or end == size
+
+
+def gzip_boundary(path: str, start: int, size: int) -> int:
+    """The first proven record boundary (:func:`proven`) at or after ``start``; ``size`` when none."""
+    at = start
+    while at < size:
+        data = read_at(path, at, _SCAN + 2)
+        i = data.find(GZIP_MAGIC)
+        while 0 <= i < _SCAN and at + i < size:
+            if proven(path, at + i, size):
+                return at + i
+            i = data.find(GZIP_MAGIC, i + 1)
+        at += _SCAN
+    return size
+
+
+def plain_resync(path: str, start: int, size: int) -> int:
+    """Where reading a plain file goes on after damage: the first ``WARC/1.`` line at or after ``start`` whose
+    record parses and is followed by another record or the end of the file; ``size`` when none."""
+    at = start
+    while at < size:
+        data = read_at(path, at, _SCAN + 8)
+        i = data.find(b"WARC/1.")
+        while 0 <= i < _SCAN and at + i < size:
+            if (at + i == 0 or data[i - 1 : i] == b"\n" or read_at(path, at + i - 1, 1) == b"\n") and _plain_record_at(
+                path, at + i, size
+            ):
+                return at + i
+            i = data.find(b"WARC/1.", i + 1)
+        at += _SCAN
+    return size
+
+
+def _plain_record_at(path: str, at: int, size: int) -> bool:
+    with open_input(path) as f:
+        f.seek(at)
+        feed = PlainFeed(f, at, size)
+        try:
+            header = feed.header()
+            feed.block(header.length, False, at)
+            feed.end_record()
+            after = feed.offset()
+            return after is None or feed.buf.startswith(b"WARC/", feed.pos)
+        except Damaged:
+            return False
+
+
+def _feed(f: IO[bytes], kind: str, at: int, size: int) -> Feed:
+    f.seek(at)
+    if kind == "gzip":
+        return GzipFeed(f, at)
+    if kind == "zstd":
+        import pyarrow as pa
+
+        return StreamFeed(pa.CompressedInputStream(pa.PythonFile(f, mode="r"), "zstd"))  # type: ignore[arg-type]
+    return PlainFeed(f, at, size)
+
+
+def _resync(path: str, kind: str, after: int, size: int) -> int:
+    if kind == "gzip":
+        return gzip_boundary(path, after, size)
+    return plain_resync(path, after, size) if kind == "plain" else size
+
+
+def records(
+    path: str,
+    types: frozenset[str],
+    start: int = 0,
+    end: int | None = None,
+    scan: Scan | None = None,
+    max_bytes: int | None = None,
+) -> Iterator[Record]:
+    """The records of the types ``types`` that the piece ``[start, end)`` of ``path`` holds (the whole file
+    without ``end``): a gzip file's from the first proven boundary at or after ``start`` to the first at or
+    after ``end``; a plain file's that start in ``[start, end)``; a zstd file's all, for the piece at 0.
+
+    Damage is noted in ``scan`` (file, offset of the damaged record or member, error) and reading goes on at
+    the next record found; a record of a wanted type over ``max_bytes`` is read past and counted."""
+    scan = scan if scan is not None else Scan()
+    size = input_size(path)
+    kind = framing(path) if size else "plain"
+    whole = end is None or end >= size
+    if kind == "plain":
+        yield from _read(path, kind, types, (0, start, size if whole else end), size, scan, max_bytes)
+        return
+    if kind == "zstd" and start > 0:
+        return
+    begin = 0 if start == 0 else gzip_boundary(path, start, size)
+    # A zstd file's offsets count its decompressed bytes: it is read to its end.
+    last = 1 << 62 if kind == "zstd" else size
+    stop = last if whole or end is None or kind == "zstd" else gzip_boundary(path, end, size)
+    if not whole and end is not None and begin < stop and min(stop, size) - end > end - start:
+        scan.count(NO_BOUNDARY)  # the stage says it once, naming the file
+    yield from _read(path, kind, types, (begin, begin, stop), size, scan, max_bytes)
+
+
+def _read(
+    path: str,
+    kind: str,
+    types: frozenset[str],
+    span: tuple[int, int, int],
+    size: int,
+    scan: Scan,
+    max_bytes: int | None,
+) -> Iterator[Record]:
+    """Reads from ``span[0]``, yielding the records that start in ``[span[1], span[2])``; at damage, notes it
+    (when it lies in that range) and goes on where :func:`_resync` says."""
+    at, emit_from, stop = span
+    while at < stop and (at < size or kind == "zstd"):
+        with open_input(path) as f:
+            feed = _feed(f, kind, at, size)
+            try:
+                yield from _parse(path, feed, types, (emit_from, stop), scan, max_bytes, exact_stop=kind == "gzip")
+                return
+            except Damaged as d:
+                if emit_from <= d.offset < stop:
+                    scan.damaged.append(Damage(path, d.offset, d.error))
+                if kind == "zstd":
+                    return
+                at = max(_resync(path, kind, d.offset + 1, size), d.offset + 1)
+
+
+def _parse(
+    path: str,
+    feed: Feed,
+    types: frozenset[str],
+    span: tuple[int, int],
+    scan: Scan,
+    max_bytes: int | None,
+    exact_stop: bool,
+) -> Iterator[Record]:
+    emit_from, stop = span
+    while (offset := feed.offset()) is not None:
+        if offset >= stop:
+            if exact_stop and offset != stop:  # only a forged member could make it: said, never silent
+                error = f"the record boundary proven at byte {stop} lies inside the gzip member read from {offset}"
+                scan.damaged.append(Damage(path, stop, error))
+            return
+        header = feed.header()
+        wanted = header.record_type in types and offset >= emit_from
+        over = max_bytes is not None and header.length > max_bytes
+        block = feed.block(header.length, wanted and not over, offset)
+        feed.end_record()
+        if wanted and over:
+            scan.count(OVER_SIZE_RECORD)
+        elif wanted:
+            assert block is not None
+            yield Record(offset, header.record_type, header.fields, block)
