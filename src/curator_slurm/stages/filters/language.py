@@ -30,11 +30,10 @@ from curator_slurm.errors import InputError
 from curator_slurm.extras import require
 from curator_slurm.stages.base import PASSTHROUGH, ProcessingStage
 from curator_slurm.stages.notes import note_removed_chars
-from curator_slurm.stages.text.compute import call, cast, filter_table, replace_regex
+from curator_slurm.stages.text.compute import call, cast, filter_table, is_in, replace_regex
 from curator_slurm.tasks import DocumentBatch
 
 _cld2 = LazyModule("pycld2")
-_compute = LazyModule("pyarrow._compute")
 
 #: CLD2 refuses text holding these code points (C0 controls but tab, LF, FF and CR; DEL and the C1
 #: controls; the Unicode non-characters): they become spaces before detection, which changes no word.
@@ -200,8 +199,7 @@ class LanguageFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
             keep = call("greater_equal", scores, self.min_score)
             if self.languages is not None:
                 lowered = call("utf8_lower", codes)
-                lookup = _compute.SetLookupOptions(pa.array(self.languages, pa.string()))
-                keep = call("and", keep, call("is_in", lowered, options=lookup))
+                keep = call("and", keep, is_in(lowered, pa.array(self.languages, pa.string())))
         return call("invert", keep) if self.invert else keep
 
     def _fasttext(self, texts: pa.ChunkedArray) -> tuple[pa.Array, pa.Array, pa.Array]:
