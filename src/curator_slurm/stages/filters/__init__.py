@@ -26,7 +26,9 @@ from curator_slurm.stages.filters.heuristic.repetition import *  # noqa: F403
 from curator_slurm.stages.filters.heuristic.substrings import *  # noqa: F403
 from curator_slurm.stages.filters.heuristic.words import *  # noqa: F403
 
-from .base import DocumentFilter, Filter, Score, ScoreFilter
+from .base import DocumentFilter
+from .decide import BaseFilter, Decision
+from .score import Filter, Score, ScoreFilter
 
 #: NeMo Curator's heuristic filters of the string and repetition families, by class name.
 NEMO_HEURISTIC_FILTERS = (
@@ -57,6 +59,8 @@ NEMO_HEURISTIC_FILTERS = (
 
 __all__ = [
     "NEMO_HEURISTIC_FILTERS",
+    "BaseFilter",
+    "Decision",
     "DocumentFilter",
     "Filter",
     "Score",

@@ -21,6 +21,7 @@ from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import InputError
 from curator_slurm.extras import require
 from curator_slurm.stages.filters.decide import DatatroveFilter, Decision, first_reason
+from curator_slurm.stages.filters.score import DOCUMENT_FIELDS
 from curator_slurm.stages.io.writers import BaseWriter
 from curator_slurm.stages.text.compute import (
     call,
@@ -45,9 +46,6 @@ LIST_FILES = {
     "soft_banned_words": "soft_banned_words.txt",
 }
 _NOT_ALNUM = "[^a-zA-Z0-9]+"
-#: The fields holding a document's body, in the order the funnel's characters look for one: the text, else the
-#: HTML a WARC reader gives before extraction.
-DOCUMENT_FIELDS = ("text", "html")
 
 
 def normalize(word: str) -> str:
