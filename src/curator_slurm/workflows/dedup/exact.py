@@ -180,6 +180,8 @@ class ExactDuplicates(Workflow):
     missing or empty after normalisation are one text by default (``"dedup"``: the first kept, as NeMo
     Curator's hash does); ``"keep"`` keeps every one of them. ``work_dir`` (default ``<output>/.curator-work``)
     holds the shuffle, the duplicate list and the phases' run directories, ``.curator-run/<phase>``.
+    ``exclusion_writer`` (e.g. ``JsonlWriter("removed/dedup")``) gets every removed document with the one it
+    duplicated (``survivor_path``, ``survivor_row``, and ``survivor_<id_field>`` with an ``id_field``).
     """
 
     def __init__(
@@ -194,8 +196,11 @@ class ExactDuplicates(Workflow):
         work_dir: str | os.PathLike | None = None,
         name: str = "exact-dedup",
         empty_text: str = "dedup",
+        exclusion_writer: BaseWriter | None = None,
     ) -> None:
         check_empty_text(empty_text)
+        if exclusion_writer is not None and identify_only:
+            raise ValueError("exclusion_writer: identify_only=True removes nothing; its list names the duplicates")
         if buckets < 1:
             raise ValueError(f"buckets={buckets} must be >= 1")
         work = os.fspath(work_dir) if work_dir is not None else fs.join(writer.path, ".curator-work")
@@ -215,7 +220,7 @@ class ExactDuplicates(Workflow):
             bucket_phase("find", name, shuffle_dir, buckets, "hash", FindExactDuplicates(id_field), duplicates_dir),
         ]
         if not identify_only:
-            phases.append(write_phase(name, reader, duplicates_dir, writer))
+            phases.append(write_phase(name, reader, duplicates_dir, writer, exclusion_writer))
         super().__init__(name, work, phases)
 
 

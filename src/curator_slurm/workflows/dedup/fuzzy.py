@@ -319,7 +319,9 @@ class FuzzyDuplicates(Workflow):
     ``group_<id_field>``, through two more phases (:mod:`.fuzzy_ids`). FineWeb's configuration (datatrove's
     defaults) is ``ngram=minhash.FINEWEB_NGRAM, bands=minhash.FINEWEB_BANDS, rows=minhash.FINEWEB_ROWS``.
     ``empty_text``: documents with no shingle (null, missing or empty text) are one group by default
-    (``"dedup"``: the first kept); ``"keep"`` keeps every one of them.
+    (``"dedup"``: the first kept); ``"keep"`` keeps every one of them. ``exclusion_writer`` gets every removed
+    document with its group's survivor (``survivor_path``, ``survivor_row``: the components phase then names
+    the input files in its list).
     """
 
     def __init__(
@@ -340,8 +342,11 @@ class FuzzyDuplicates(Workflow):
         char_ngrams: int | None = None,
         id_field: str | None = None,
         empty_text: str = "dedup",
+        exclusion_writer: BaseWriter | None = None,
     ) -> None:
         check_empty_text(empty_text)
+        if exclusion_writer is not None and identify_only:
+            raise ValueError("exclusion_writer: identify_only=True removes nothing; its list names the duplicates")
         _check_options(
             {"ngram": ngram, "bands": bands, "rows": rows, "buckets": buckets},
             jaccard_threshold,
@@ -385,11 +390,11 @@ class FuzzyDuplicates(Workflow):
             shingles = EdgeShingles(text_field, ngram, seed, endpoints_dir, buckets, char_ngrams)
             phases += _exact_check_phases(name, signature_reader, shingles, work, buckets, jaccard_threshold, edges_dir)
         survivors = id_field is not None  # the id phases look up the survivors' ids too
-        paths = partitioner.file_paths if identify_only else None
+        paths = partitioner.file_paths if identify_only or exclusion_writer is not None else None
         patterns = list(partitioner.patterns) if partitioner.patterns else None  # the names the reader lists
         phases.append(_components_phase(name, edges_dir, paths, patterns, survivors, members_dir))
         if id_field:
             phases += id_phases(name, signature_reader, id_field, members_dir, work, duplicates_dir)
         if not identify_only:
-            phases.append(write_phase(name, reader, duplicates_dir, writer))
+            phases.append(write_phase(name, reader, duplicates_dir, writer, exclusion_writer))
         super().__init__(name, work, phases)
