@@ -27,7 +27,7 @@ from curator_slurm.stages.filters.heuristic.substrings import *  # noqa: F403
 from curator_slurm.stages.filters.heuristic.words import *  # noqa: F403
 
 from .base import DocumentFilter
-from .decide import BaseFilter, Decision
+from .decide import BaseFilter, Decision, first_reason
 from .score import Filter, Score, ScoreFilter
 
 #: NeMo Curator's heuristic filters of the string and repetition families, by class name.
@@ -65,6 +65,7 @@ __all__ = [
     "Filter",
     "Score",
     "ScoreFilter",
+    "first_reason",
     *characters.__all__,
     *lines.__all__,
     *repetition.__all__,
