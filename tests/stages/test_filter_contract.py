@@ -240,3 +240,28 @@ def test_a_field_no_stage_makes_is_refused_when_the_pipeline_is_built(tmp_path: 
     assert [s.name for s in pipeline(ResiliparseExtractor(), english).build()][-2] == "filter[<lambda>]"
     with pytest.raises(PipelineBuildError, match=r"needs field\(s\) \['language'\]"):
         Pipeline("q").add_stage(JsonlReader(tmp_path, fields=["text"])).add_stage(english).build()
+
+
+def test_the_filter_that_writing_stages_shows_runs_with_its_exclusions(tmp_path: Path) -> None:
+    """docs/writing-stages.md's filter, as printed there, in a pipeline: kept and removed documents, reasons."""
+    import re
+
+    from support.helpers import REPO
+
+    markdown = (REPO / "docs" / "writing-stages.md").read_text()
+    (code,) = [b for b in re.findall(r"```python\n(.*?)```", markdown, re.S) if "(BaseFilter)" in b]
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "writing-stages.md", "exec"), namespace)
+    texts = ["call 555 0134 or 555 0199", "plain words only", "", "in 2024 the year was long enough"]
+    src = _corpus(tmp_path / "in", texts)
+    removed = tmp_path / "removed" / "digits"
+    (
+        Pipeline("digits")
+        .add_stage(JsonlReader(src))
+        .add_stage(namespace["DigitShareFilter"](0.2, exclusion_writer=JsonlWriter(removed)))
+        .add_stage(JsonlWriter(tmp_path / "out"))
+        .run(LocalExecutor(workers=1), shard=ShardSpec.single())
+    )
+    assert sorted(r["id"] for r in _rows(tmp_path / "out")) == [1, 3]
+    assert sorted((r["id"], r[REASON_FIELD]) for r in _rows(removed)) == [(0, "too_many_digits"), (2, "empty")]
+    assert all("digit_share" in r for r in _rows(removed))
