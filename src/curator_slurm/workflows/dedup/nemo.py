@@ -22,7 +22,7 @@ from curator_slurm.workflows.dedup.exact import ExactDuplicates
 IDS_DIR = "ExactDuplicateIds"
 ID_GENERATOR_OUTPUT_FILENAME = "exact_id_generator.json"
 #: NeMo's name of the id its id generator assigns (accepted, not written: an id here is the position).
-CURATOR_DEDUP_ID_STR = "_curator_dedup_id"
+NEMO_DEDUP_ID_FIELD = "_curator_dedup_id"
 
 READERS: dict[str, type[FileReader]] = {"jsonl": JsonlReader, "parquet": ParquetReader}
 WRITERS: dict[str, type[BaseWriter]] = {"jsonl": JsonlWriter, "parquet": ParquetWriter}
@@ -152,7 +152,7 @@ class TextDuplicatesRemovalWorkflow:
         output_path: str,
         input_filetype: str = "parquet",
         input_fields: list[str] | None = None,
-        id_field: str | None = CURATOR_DEDUP_ID_STR,
+        id_field: str | None = NEMO_DEDUP_ID_FIELD,
         input_files_per_partition: int | None = None,
         input_blocksize: str | None = None,
         input_file_extensions: list[str] | None = None,
@@ -216,4 +216,4 @@ class TextDuplicatesRemovalWorkflow:
         return pipeline.run(executor)
 
 
-__all__ = ["CURATOR_DEDUP_ID_STR", "ExactDeduplicationWorkflow", "TextDuplicatesRemovalWorkflow"]
+__all__ = ["NEMO_DEDUP_ID_FIELD", "ExactDeduplicationWorkflow", "TextDuplicatesRemovalWorkflow"]
