@@ -111,3 +111,30 @@ def test_exclusion_writer_with_identify_only_is_refused(dup_corpus: Path, tmp_pa
         ExactDuplicates(
             JsonlReader(dup_corpus), ParquetWriter(tmp_path), identify_only=True, exclusion_writer=JsonlWriter(tmp_path)
         )
+
+
+def test_dedup_of_an_earlier_phases_outputs_names_each_survivor(dup_corpus: Path, tmp_path: Path) -> None:
+    """As the FineWeb recipe chains them: dedup reads what a filtering phase wrote, and names each survivor by its
+    file among that phase's outputs and its row there (fuzzy dedup's keys number those outputs by the earlier
+    phase's tasks). Every document is in the output or the exclusions, once."""
+    from curator_slurm import Pipeline
+    from curator_slurm.workflows.chain import PhaseOutputsReader
+    from curator_slurm.workflows.workflow import Phase, Workflow
+
+    for kind in ("exact", "fuzzy"):
+        work = tmp_path / kind / ".curator-work"
+        base = Pipeline("base").add_stage(JsonlReader(dup_corpus)).add_stage(JsonlWriter(work / "base"))
+        reader = PhaseOutputsReader(base, work / ".curator-run" / "base", work / "base")
+        removed, out = tmp_path / kind / "removed", tmp_path / kind / "out"
+        options = {"work_dir": work, "buckets": 4, "exclusion_writer": JsonlWriter(removed)}
+        dedup = (ExactDuplicates if kind == "exact" else FuzzyDuplicates)(reader, ParquetWriter(out), **options)
+        Workflow(kind, work, [Phase("base", base), *dedup.phases]).run(LocalExecutor(workers=1))
+        rows, kept = _rows(removed), _kept(out)
+        assert rows and sorted(kept + [r["id"] for r in rows]) == sorted(d["id"] for d in _input(dup_corpus).values())
+        written = _input(work / "base")
+        for r in rows:
+            assert r["survivor_row"] == r["survivor_key"] & 0xFFFFFFFF
+            survivor = written[(r["survivor_path"], r["survivor_row"])]
+            assert survivor["id"] in kept and survivor["id"] != r["id"]
+            if kind == "exact":
+                assert " ".join(survivor["text"].split()) == " ".join(r["text"].split())

@@ -36,16 +36,20 @@ def repeated(values: pa.Array | np.ndarray, doc: np.ndarray) -> np.ndarray:
     return ~occurrences(combine(doc, codes), doc)[1]
 
 
-def repeated_per_doc(values: pa.Array, doc: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per document: how many of its pieces repeat an earlier one, and their characters (code points),
-    every occurrence after the first counted (datatrove's ``find_duplicates``; NeMo's distinct pieces are
-    the pieces minus these)."""
+def repeated_per_doc(
+    values: pa.Array, doc: np.ndarray, rows: int, chars: bool = True
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per document: how many of its pieces repeat an earlier one, and (``chars``) their characters (code
+    points), every occurrence after the first counted (datatrove's ``find_duplicates``; NeMo's distinct pieces
+    are the pieces minus these)."""
     again = repeated(values, doc)
     if not again.any():
-        return np.zeros(rows, np.int64), np.zeros(rows, np.int64)
+        return np.zeros(rows, np.int64), np.zeros(rows, np.int64) if chars else None
     count = np.bincount(doc[again], minlength=rows).astype(np.int64)
-    chars = np.bincount(doc[again], weights=char_lengths(values)[again], minlength=rows).astype(np.int64)
-    return count, chars
+    if not chars:
+        return count, None
+    lengths = char_lengths(values)[again]
+    return count, np.bincount(doc[again], weights=lengths, minlength=rows).astype(np.int64)
 
 
 def ngram_codes(codes: np.ndarray, doc: np.ndarray, ends: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

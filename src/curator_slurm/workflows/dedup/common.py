@@ -24,7 +24,7 @@ from curator_slurm.stages.base import PASSTHROUGH, ProcessingStage
 from curator_slurm.stages.filters.decide import BaseFilter, Decision
 from curator_slurm.stages.filters.score import document_texts
 from curator_slurm.stages.io.writers import BaseWriter
-from curator_slurm.stages.positions import document_positions
+from curator_slurm.stages.positions import ROW_BITS, document_positions
 from curator_slurm.stages.text.compute import call, filter_table
 from curator_slurm.tasks import DocumentBatch
 from curator_slurm.workflows.shuffle import SortedFileWriter, read_overlapping
@@ -115,6 +115,9 @@ def survivor_columns(listed: pa.Table) -> dict[str, Any]:
         found = next((c for c in options if c in names), None)
         if found is not None:
             out[name] = listed.column(found)
+    if "survivor_row" not in out and "survivor_key" in out:  # a list without names: the row is in the key
+        keys = out["survivor_key"]
+        out["survivor_row"] = call("bit_wise_and", keys, pa.scalar((1 << ROW_BITS) - 1, keys.type))
     for column in names:
         for prefix in ("survivor_", "group_"):
             rest = column[len(prefix) :]

@@ -28,8 +28,8 @@ def _distinct_share(pieces: _pieces.Pieces, by_chars: bool, empty: float) -> np.
     """Per document: distinct pieces / pieces, or characters of the distinct pieces / characters of
     all pieces: the pieces (or characters) less the repeated ones that datatrove's Gopher rules count."""
     n = len(pieces.counts)
-    again, again_chars = repeated_per_doc(pieces.values, pieces.doc, n)
-    if not by_chars:
+    again, again_chars = repeated_per_doc(pieces.values, pieces.doc, n, chars=by_chars)
+    if again_chars is None:
         return ratio(pieces.counts - again, pieces.counts, empty)
     total = np.bincount(pieces.doc, weights=pieces.lengths(), minlength=n).astype(np.int64)
     return ratio(total - again_chars, total, empty)
