@@ -53,6 +53,7 @@ LAYERS: dict[str, int] = {
     "workflows": 8,
     "slurm": 9,
     "cli": 10,
+    "nemo": 10,
     "": 10,
 }
 

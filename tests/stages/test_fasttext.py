@@ -254,6 +254,31 @@ def test_classifier_filter_paragraph_mode_keeps_the_paragraphs_that_pass(quality
         FastTextClassifierFilter(quality_model, keep_labels=("spam", 0.5)).setup()
 
 
+def test_fasttext_filters_write_what_they_removed(quality_model: str, lid_model: str, tmp_path: Path) -> None:
+    """Each fastText filter hands its removed documents to its exclusion writer: the text as it came in (before
+    paragraph mode rewrote it), with the columns it wrote; the funnel counts the rewriting."""
+    from curator_slurm.stages import JsonlWriter
+    from curator_slurm.stages.filters.decide import REASON_FIELD
+
+    good = "science research results study analysis theory evidence"
+    bad = "buy cheap click free now win casino deal offer"
+    texts = [f"{good}\n\n{bad}", bad, ""]
+    stages = {
+        "classifier": FastTextClassifierFilter(quality_model, keep_labels=("hq", 0.5), filter_mode="PARAGRAPH"),
+        "quality": FastTextQualityFilter(quality_model, alpha=0.05),
+        "language": LanguageFilter("en", backend="fasttext", model_path=lid_model),
+    }
+    for name, stage in stages.items():
+        stage = stage.with_(exclusion_writer=JsonlWriter(tmp_path / name))
+        out = stage.process(_batch(texts))
+        rows = [json.loads(line) for p in (tmp_path / name).glob("*.jsonl") for line in p.read_text().splitlines()]
+        assert sorted(out.data.column("n").to_pylist() + [r["n"] for r in rows]) == [0, 1, 2], name
+        assert all(r["text"] == texts[r["n"]] and r[REASON_FIELD] == stage.name for r in rows), name
+        if name == "classifier":
+            assert out.metadata["removed_chars"]["rewritten"] == len(texts[0]) - len(good) - 2
+            assert {r["n"] for r in rows} == {1, 2} and "__label__hq" in rows[0]
+
+
 def _nemo_score(model, text: str, label: str = "__label__hq") -> float:
     """NeMo Curator's FastTextQualityFilter.score_document, written out from its rule."""
     labels, probs = model.predict([text.replace("\n", " ").replace("__label__", " ")])

@@ -415,11 +415,17 @@ def test_filter_stage_names_a_missing_score_field() -> None:
         Filter(WordCountFilter(), filter_field="score").process(batch(WEB))
 
 
-def test_score_and_filter_refuse_a_non_filter() -> None:
-    with pytest.raises(TypeError, match="Score needs a DocumentFilter instance"):
-        Score(len, score_field="n")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="Filter needs a DocumentFilter instance"):
-        Filter(len, filter_field="n")  # type: ignore[arg-type]
+def test_score_and_filter_take_functions_as_nemo_does_and_refuse_what_is_not_one() -> None:
+    """NeMo's Score and Filter take a plain function (``len``, a lambda) on each value; a class, a stage or a
+    value that is not callable is refused when the stage is built, naming the fix."""
+    scored = Score(len, score_field="n").process(batch(WEB))
+    assert scored.data.column("n").to_pylist() == [len(t) for t in WEB]
+    kept = Filter(lambda n: n > 40, filter_field="n").process(scored).data.column("id").to_pylist()
+    assert kept == [i for i, t in enumerate(WEB) if len(t) > 40]
+    with pytest.raises(TypeError, match="Score needs a DocumentFilter instance or a function, got 3"):
+        Score(3, score_field="n")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Filter needs a DocumentFilter instance, got the class WordCountFilter; write"):
+        Filter(WordCountFilter, filter_field="n")  # type: ignore[arg-type]
 
 
 class _ImportRecorder:

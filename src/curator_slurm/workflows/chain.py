@@ -75,6 +75,17 @@ class PhaseOutputsSource(ProcessingStage[EmptyTask, FileGroupTask]):
     def upstreams(self) -> list[Any]:
         return [self._reads]
 
+    def file_names(self) -> dict[int, str]:
+        """Each file the earlier phase recorded, relative to its output directory, by the file index positions
+        give it here (its task's place times :data:`MAX_OUTPUTS`, plus its place among that task's outputs):
+        what names a document from its key once the earlier phase is complete."""
+        written = {s: [p for p, _ in r.files] for s, r in recorded(self._run_dir).items()}
+        names: dict[int, str] = {}
+        for index, source_id in enumerate(upstream_ids(self._pipeline, self._run_dir)):
+            files = [p for p in written.get(source_id, []) if p.endswith((".jsonl", ".parquet"))]
+            names.update({index * MAX_OUTPUTS + k: fs.relative(p, self._output_dir) for k, p in enumerate(files)})
+        return names
+
     def process(self, task: EmptyTask) -> list[FileGroupTask]:
         ids = upstream_ids(self._pipeline, self._run_dir)
         return [

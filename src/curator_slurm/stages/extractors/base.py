@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from curator_slurm import extras
 from curator_slurm.stages.base import PASSTHROUGH, ProcessingStage
+from curator_slurm.stages.extractors.language import PageLanguage
 from curator_slurm.stages.extractors.pool import Outcome, PagePool
 from curator_slurm.stages.filters.base import _column
 from curator_slurm.stages.notes import add_notes
@@ -202,11 +203,12 @@ def _in_process(stage: HtmlExtractor, html: str) -> Outcome:
         return Outcome("error", (type(e).__name__, repr(e)[:500]))
 
 
-class TrafilaturaExtractor(HtmlExtractor):
+class TrafilaturaExtractor(PageLanguage, HtmlExtractor):
     """Trafilatura's ``extract`` with FineWeb's options (``favor_precision=True, include_comments=False,
     deduplicate=True``; other ``extract`` keywords in ``options``). Trafilatura's duplicate-paragraph cache is
     one per source task (a fresh ``LRUCache`` handed to ``deduplicate``), so a page's text does not depend on
-    which pages a worker saw before: shards agree with an unsharded run."""
+    which pages a worker saw before: shards agree with an unsharded run. Adds ``language`` (the page's, as NeMo
+    Curator's extraction names it)."""
 
     library = "trafilatura"
 
@@ -220,6 +222,7 @@ class TrafilaturaExtractor(HtmlExtractor):
     ) -> None:
         super().__init__(**kwargs)
         extras.require("lxml_html_clean", type(self).__name__, "web")  # trafilatura 2.x fails to import without
+        self.require_cld2(type(self).__name__)
         self.favor_precision = favor_precision
         self.include_comments = include_comments
         self.deduplicate = deduplicate
@@ -236,19 +239,20 @@ class TrafilaturaExtractor(HtmlExtractor):
 
             self._cache = LRUCache(maxsize=LRU_SIZE)
 
-    def extract(self, html: str) -> str | None:
-        return self._module.extract(
+    def extract(self, html: str) -> tuple[str, dict[str, Any]] | None:
+        text = self._module.extract(
             html,
             favor_precision=self.favor_precision,
             include_comments=self.include_comments,
             deduplicate=self._cache if self.deduplicate else False,
             **self.options,
         )
+        return self.with_language(text, html)
 
 
-class ResiliparseExtractor(HtmlExtractor):
+class ResiliparseExtractor(PageLanguage, HtmlExtractor):
     """Resiliparse's ``extract_plain_text`` with the options NeMo Curator uses (``main_content=True,
-    alt_texts=False``; other keywords in ``options``)."""
+    alt_texts=False``; other keywords in ``options``). Adds ``language`` (the page's, as NeMo names it)."""
 
     library = "resiliparse.extract.html2text"
 
@@ -256,11 +260,13 @@ class ResiliparseExtractor(HtmlExtractor):
         self, main_content: bool = True, alt_texts: bool = False, options: dict[str, Any] | None = None, **kwargs: Any
     ):
         super().__init__(**kwargs)
+        self.require_cld2(type(self).__name__)
         self.main_content = main_content
         self.alt_texts = alt_texts
         self.options = dict(options or {})
 
-    def extract(self, html: str) -> str | None:
-        return self._module.extract_plain_text(
+    def extract(self, html: str) -> tuple[str, dict[str, Any]] | None:
+        text = self._module.extract_plain_text(
             html, main_content=self.main_content, alt_texts=self.alt_texts, **self.options
         )
+        return self.with_language(text, html)

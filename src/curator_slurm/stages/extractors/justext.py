@@ -20,13 +20,13 @@ NeMo Curator's decisions, kept (``nemo_curator/download/commoncrawl.py``: ``JusT
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Any, ClassVar
 
 import pyarrow as pa
 
 from curator_slurm import extras
 from curator_slurm.stages.extractors.base import HtmlExtractor, Rejected
+from curator_slurm.stages.extractors.language import LANGUAGE_FIELDS, detect_language
 
 #: CLD2's names of the languages that jusText calls otherwise (CLD2 name -> jusText's stop-list name).
 CLD2_TO_JUSTEXT = {
@@ -90,24 +90,13 @@ def classify(justext: Any, html: str, stop_list: frozenset[str], options: Any) -
     return paragraphs
 
 
-def detect_language(html: str) -> str:
-    """CLD2's first guess for ``html``, upper-cased (``ENGLISH``, ``NORWEGIAN``, ``Unknown`` -> ``UNKNOWN``)."""
-    import pycld2
-
-    try:
-        details = pycld2.detect(html)[2]
-    except pycld2.error:  # CLD2 refuses some control characters: drop them and ask again
-        details = pycld2.detect("".join(c for c in html if unicodedata.category(c)[0] != "C"))[2]
-    return details[0][0].upper()
-
-
 class JusTextExtractor(HtmlExtractor):
     """jusText with NeMo Curator's defaults and per-language stop lists (see the module's docstring). Adds the
     field ``language`` (CLD2's name). ``stop_lists`` replaces the default lists (CLD2 name -> words);
     ``is_boilerplate`` None keeps NeMo's rule (drop boilerplate except in non-spaced languages)."""
 
     library = "justext"
-    extra_fields: ClassVar[dict[str, pa.DataType]] = {"language": pa.string()}
+    extra_fields: ClassVar[dict[str, pa.DataType]] = LANGUAGE_FIELDS
 
     def __init__(
         self,

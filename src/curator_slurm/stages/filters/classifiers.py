@@ -31,9 +31,9 @@ import xxhash
 
 from curator_slurm.errors import InputError
 from curator_slurm.extras import load, require
-from curator_slurm.stages.base import PASSTHROUGH, ProcessingStage
-from curator_slurm.stages.notes import note_removed_chars
-from curator_slurm.stages.text.compute import filter_table
+from curator_slurm.stages.base import PASSTHROUGH
+from curator_slurm.stages.filters.decide import BaseFilter, Decision
+from curator_slurm.stages.io.writers import BaseWriter
 from curator_slurm.tasks import DocumentBatch
 
 LABEL_PREFIX = "__label__"
@@ -118,12 +118,6 @@ def _texts(task: DocumentBatch, field: str, feature: str) -> list[str]:
     return [t or "" for t in table.column(field).to_pylist()]
 
 
-def _set_column(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
-    if name in table.column_names:
-        return table.set_column(table.column_names.index(name), name, values)
-    return table.append_column(name, values)
-
-
 def paragraphs(text: str) -> list[str]:
     """datatrove's paragraph units: the text's lines, each blank line joined to the line before it, each
     unit keeping its newline, so that joining the units gives the text back (but for a final newline)."""
@@ -155,7 +149,7 @@ def _label_rules(value: Any, parameter: str) -> list[tuple[str, float]] | None:
     return out
 
 
-class FastTextClassifierFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
+class FastTextClassifierFilter(BaseFilter):
     """datatrove's ``FastTextClassifierFilter``: classify each document (or each paragraph) with a fastText
     model and keep it when **at least one** of ``keep_labels`` has a score at or above its minimum, or when
     **none** of ``remove_labels`` does (give one of the two, or neither to only score).
@@ -167,6 +161,7 @@ class FastTextClassifierFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
     documents left blank; ``"DOCUMENT"`` decides on the whole text (a blank text is dropped, as datatrove
     does). ``save_labels_in_metadata`` writes each of the model's labels as a float64 column named as
     datatrove names the metadata key (``__label__hq``), the mean over the units in paragraph mode.
+    ``exclusion_writer`` (datatrove's) gets the removed documents, their text as it came in.
     """
 
     name = "fasttext_classifier_filter"
@@ -181,6 +176,7 @@ class FastTextClassifierFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         newline_replacement: str = "",
         filter_mode: str = DOCUMENT,
         text_field: str = "text",
+        exclusion_writer: BaseWriter | None = None,
     ) -> None:
         require("fasttext", "FastTextClassifierFilter")
         if keep_labels and remove_labels:
@@ -193,19 +189,17 @@ class FastTextClassifierFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         self.save_labels_in_metadata = save_labels_in_metadata
         self.newline_replacement = newline_replacement
         self.filter_mode = filter_mode
-        self.text_field = text_field
+        super().__init__(exclusion_writer, text_field)
         self._model: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_model": None}  # a loaded model does not pickle: each worker loads its own
 
-    def inputs(self) -> tuple[list[str], list[str]]:
-        return ["data"], [self.text_field]
-
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], None if self.save_labels_in_metadata else [PASSTHROUGH]  # the labels are the model's
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
+        super().setup(worker_metadata)
         if self._model is not None:
             return
         model = load_model(self.model_path, "FastTextClassifierFilter")
@@ -228,25 +222,31 @@ class FastTextClassifierFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
             hit |= scores[:, index[label]] >= minimum
         return hit if self.keep_labels else ~hit
 
-    def process(self, task: DocumentBatch) -> DocumentBatch:
+    def texts(self, task: DocumentBatch) -> list[str]:
+        return _texts(task, self.text_field, "FastTextClassifierFilter")
+
+    def counted_texts(self, task: DocumentBatch, texts: Any) -> pa.ChunkedArray:
+        return task.data.column(self.text_field)
+
+    def decide(self, texts: list[str], task: DocumentBatch) -> Decision:
         self.setup()
-        texts = _texts(task, self.text_field, "FastTextClassifierFilter")
         labels = list(self._model.labels)
         units = [[t] for t in texts] if self.filter_mode == DOCUMENT else [paragraphs(t) for t in texts]
         flat = [u.strip().replace("\n", self.newline_replacement) for doc in units for u in doc]
         scores = label_matrix(labels, *predict(self._model, flat, model_path=self.model_path))
         passes = self._passes(scores, labels)
         counts = np.array([len(doc) for doc in units], dtype=np.int64)
-        table = task.data
+        rewritten = None
         if self.filter_mode == PARAGRAPH:
             starts = np.cumsum(counts) - counts  # each document's first unit (an empty batch has none)
             kept = [
                 "".join(u for u, ok in zip(doc, passes[s : s + len(doc)], strict=True) if ok)
                 for doc, s in zip(units, starts, strict=True)
             ]
-            table = _set_column(table, self.text_field, pa.array(kept, table.schema.field(self.text_field).type))
+            rewritten = pa.array(kept, pa.string())
         else:
             kept = [t if ok else "" for t, ok in zip(texts, passes, strict=True)]
+        columns: dict[str, pa.Array] = {}
         if self.save_labels_in_metadata:
             owner = np.repeat(np.arange(len(texts)), counts)
             sums = np.zeros((len(texts), len(labels)))
@@ -254,11 +254,9 @@ class FastTextClassifierFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
             means = sums / np.maximum(counts, 1)[:, None]
             blank = counts == 0  # no unit to score (an empty text in paragraph mode): null, as datatrove has no key
             for i, label in enumerate(labels):
-                table = _set_column(table, label, pa.array(means[:, i], pa.float64(), mask=blank))
-        keep = pa.array([bool(t.strip()) for t in kept], pa.bool_())
-        out = task.derive(filter_table(table, keep))
-        rewritten = table.column(self.text_field) if self.filter_mode == PARAGRAPH else None
-        return note_removed_chars(out, task.data.column(self.text_field), keep, rewritten)
+                columns[label] = pa.array(means[:, i], pa.float64(), mask=blank)
+        keep = np.array([bool(t.strip()) for t in kept], dtype=bool)
+        return Decision(keep, texts=rewritten, columns=columns)
 
 
 def _uniform(texts: list[str], seed: int) -> np.ndarray:
@@ -268,7 +266,7 @@ def _uniform(texts: list[str], seed: int) -> np.ndarray:
     return (bits + 0.5) / float(1 << 53)
 
 
-class FastTextQualityFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
+class FastTextQualityFilter(BaseFilter):
     """NeMo Curator's ``FastTextQualityFilter``: the score of a document is the model's probability of
     ``label`` (``1 - p`` when another label is the most likely one), computed on the text with newlines and
     ``__label__`` made spaces, top label only; the document is kept when a Pareto(``alpha``) draw exceeds
@@ -278,7 +276,8 @@ class FastTextQualityFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
     One difference, for reproducibility: NeMo draws from numpy's global generator seeded once per process, so
     which documents survive depends on the order they reach each worker; here each document's draw is a
     fixed function of ``seed`` and its text (the Pareto variate by inverting its CDF), so the same documents
-    survive in every shard layout, with NeMo's keep probability for every score.
+    survive in every shard layout, with NeMo's keep probability for every score. ``exclusion_writer`` gets
+    the removed documents with their score.
     """
 
     name = "fasttext_quality_filter"
@@ -292,6 +291,7 @@ class FastTextQualityFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         seed: int = 42,
         text_field: str = "text",
         score_field: str | None = "fasttext_quality_score",
+        exclusion_writer: BaseWriter | None = None,
     ) -> None:
         require("fasttext", "FastTextQualityFilter")
         if alpha <= 0:
@@ -300,20 +300,18 @@ class FastTextQualityFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         self.label = label
         self.alpha = float(alpha)
         self.seed = int(seed)
-        self.text_field = text_field
+        super().__init__(exclusion_writer, text_field)
         self.score_field = score_field
         self._model: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_model": None}
 
-    def inputs(self) -> tuple[list[str], list[str]]:
-        return ["data"], [self.text_field]
-
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], [PASSTHROUGH, *([self.score_field] if self.score_field else [])]
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
+        super().setup(worker_metadata)
         if self._model is None:
             model = load_model(self.model_path, "FastTextQualityFilter")
             if self.label not in model.labels:
@@ -331,16 +329,18 @@ class FastTextQualityFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         is_label = np.array([names[0] == self.label for names in predicted], dtype=bool)
         return np.where(is_label, top, 1.0 - top)
 
-    def process(self, task: DocumentBatch) -> DocumentBatch:
+    def texts(self, task: DocumentBatch) -> list[str]:
+        return _texts(task, self.text_field, "FastTextQualityFilter")
+
+    def counted_texts(self, task: DocumentBatch, texts: Any) -> pa.ChunkedArray:
+        return task.data.column(self.text_field)
+
+    def decide(self, texts: list[str], task: DocumentBatch) -> Decision:
         self.setup()
-        texts = _texts(task, self.text_field, "FastTextQualityFilter")
         scores = self.scores(texts)
         pareto = _uniform(texts, self.seed) ** (-1.0 / self.alpha) - 1.0  # Lomax, numpy's pareto(alpha)
-        table = task.data
-        if self.score_field:
-            table = _set_column(table, self.score_field, pa.array(scores, pa.float64()))
-        keep = pa.array(pareto > 1.0 - scores)
-        return note_removed_chars(task.derive(filter_table(table, keep)), task.data.column(self.text_field), keep)
+        columns = {self.score_field: pa.array(scores, pa.float64())} if self.score_field else {}
+        return Decision(pareto > 1.0 - scores, columns=columns)
 
 
 __all__ = ["FastTextClassifierFilter", "FastTextQualityFilter", "language_scores", "paragraphs"]

@@ -1,20 +1,24 @@
-"""The stage every datatrove filter here is: decide for a whole batch, keep, and write what it removed.
+"""The one filter contract: a filter decides for a whole batch at once, and its base does the rest.
 
-A datatrove filter answers, per document, keep or drop-with-a-reason (``"gopher_short_doc"``); C4's
-quality filter also rewrites the text it keeps. :class:`DatatroveFilter` asks its subclass for the
-decisions of a whole batch at once (:meth:`DatatroveFilter.decide`), keeps the documents it accepts, and
-hands the others, with their reason in the column ``filter_reason`` (datatrove's metadata key), to the
-``exclusion_writer`` when one is given (datatrove's parameter of the same name).
+A filter answers, for a batch, which documents it keeps, why each other one goes, and, for a filter that
+rewrites what it keeps (C4's line removal), their new texts: a :class:`Decision`. :class:`BaseFilter` applies
+it the same way for every filter (NeMo Curator's ``DocumentFilter``\\ s and ``ScoreFilter``, datatrove's
+filters, the language and fastText filters, the URL filter, the sampler, deduplication's removal): it keeps
+the accepted rows, notes why the others went when the filter gives reasons (the funnel's causes), notes the
+characters it removed, and hands the removed documents, each with its reason in the column ``filter_reason``
+(datatrove's metadata key), to the ``exclusion_writer`` when one is given (datatrove's parameter).
 
 The excluded documents of a batch become one file of the exclusion writer named as the batch's own output
-would be (source task id plus lineage, :func:`..writers.output_stem`), written
-atomically: a retried or re-run source task rewrites the same file with the same documents, so each excluded
-document is in exactly one file however often its task ran. Give each filter its own directory.
+would be (source task id plus lineage, :func:`..io.writers.output_stem`), written atomically: a retried or
+re-run source task rewrites the same file with the same documents, so each excluded document is in exactly
+one file however often its task ran. Give each filter its own directory.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,11 +26,11 @@ import pyarrow as pa
 import xxhash
 
 from curator_slurm import fs
-from curator_slurm.errors import InputError
-from curator_slurm.stages.base import PASSTHROUGH, ProcessingStage
+from curator_slurm.errors import FilterError, InputError
+from curator_slurm.stages.base import PASSTHROUGH, ProcessingStage, Resources
 from curator_slurm.stages.io.writers import BaseWriter, output_stem
-from curator_slurm.stages.notes import note_removed_chars
-from curator_slurm.stages.text.compute import filter_table, from_numpy
+from curator_slurm.stages.notes import add_notes, note_removed_chars
+from curator_slurm.stages.text.compute import call, filter_table, from_numpy, to_numpy
 from curator_slurm.stages.text.split import strings
 from curator_slurm.tasks import DocumentBatch
 
@@ -36,12 +40,20 @@ REASON_FIELD = "filter_reason"
 
 @dataclass(frozen=True)
 class Decision:
-    """A filter's verdict on a batch: which rows to keep, why each other row goes (``None`` for a kept
-    row), and, for a filter that rewrites, the kept rows' new texts (all rows, ``None`` if unchanged)."""
+    """A filter's verdict on a batch, one entry per row.
 
-    keep: np.ndarray
-    reasons: list[str | None]
+    ``keep``: which rows to keep (a numpy bool array, or an Arrow boolean array in which null drops).
+    ``reasons``: why each dropped row goes (``None`` for a kept row, or a dropped one without a reason); leave
+    it out and every dropped row goes for the filter's :meth:`BaseFilter.reason`, with no notes (the funnel
+    row says how many). ``texts``: for a filter that rewrites, every row's new text (the kept rows' are kept).
+    ``columns``: fields written on every row, kept and excluded (scores, the language). ``details``: fields
+    written on the excluded rows only (the document a duplicate duplicated)."""
+
+    keep: Any
+    reasons: list[str | None] | None = None
     texts: pa.Array | None = None
+    columns: Mapping[str, Any] = field(default_factory=dict)
+    details: Mapping[str, Any] = field(default_factory=dict)
 
 
 def first_reason(rules: list[tuple[str, np.ndarray]], rows: int) -> Decision:
@@ -57,72 +69,78 @@ def first_reason(rules: list[tuple[str, np.ndarray]], rows: int) -> Decision:
     return Decision(keep, reasons)
 
 
-class DatatroveFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
-    """Base of the datatrove-named filters: ``text_field`` is the text (datatrove's ``doc.text``),
-    ``exclusion_writer`` a writer (e.g. ``JsonlWriter(dir)``) for the removed documents."""
+def check_writer(owner: str, writer: Any) -> BaseWriter | None:
+    """``writer`` if it is a writer (or None); a clear error otherwise."""
+    if writer is not None and not isinstance(writer, BaseWriter):
+        raise TypeError(f"{owner}(exclusion_writer={writer!r}): give a writer, e.g. JsonlWriter(path)")
+    return writer
+
+
+def set_column(table: pa.Table, name: str, values: Any) -> pa.Table:
+    """``table`` with ``values`` as the column ``name``, replacing a column of that name in place."""
+    if name in table.column_names:
+        return table.set_column(table.column_names.index(name), name, values)
+    return table.append_column(name, values)
+
+
+class BaseFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
+    """The base of every filter: implement :meth:`decide`; ``text_field`` is the field it reads (datatrove's
+    ``doc.text``), ``exclusion_writer`` a writer (e.g. ``JsonlWriter(dir)``) for the removed documents.
+
+    The class attributes are the defaults, so a subclass whose ``__init__`` does not call this one (NeMo
+    Curator's filters need not) is a filter reading ``text`` with no exclusions.
+
+    Args:
+        exclusion_writer: where the removed documents go, with their reason (None: nowhere).
+        text_field: the field :meth:`decide` gets, and whose characters the funnel counts as removed.
+    """
+
+    text_field: str = "text"
+    exclusion_writer: BaseWriter | None = None
+    exclusion_path: str | None = None
 
     def __init__(self, exclusion_writer: BaseWriter | None = None, text_field: str = "text") -> None:
-        if exclusion_writer is not None and not isinstance(exclusion_writer, BaseWriter):
-            raise TypeError(
-                f"{type(self).__name__}(exclusion_writer={exclusion_writer!r}): give a writer, e.g. JsonlWriter(path)"
-            )
-        self.exclusion_writer = exclusion_writer
+        self.exclusion_writer = check_writer(type(self).__name__, exclusion_writer)
         # In the fingerprint: where the removed documents go is part of what the stage produces.
         self.exclusion_path = exclusion_writer.path if exclusion_writer is not None else None
         self.text_field = text_field
 
+    # --- what a filter implements --------------------------------------------------------------------------
+    def decide(self, texts: Any, task: DocumentBatch) -> Decision:
+        """The decision on ``task``: ``texts`` is :meth:`texts` of it (by default its ``text_field``, one
+        ``large_string`` array, a null read as the empty text)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement decide()")
+
+    def texts(self, task: DocumentBatch) -> Any:
+        """What :meth:`decide` gets: the ``text_field`` column as one string array without nulls."""
+        return strings(self.column(task, self.text_field, "text_field"))
+
+    def counted_texts(self, task: DocumentBatch, texts: Any) -> Any:
+        """The texts whose characters the funnel counts as removed: those the filter decides on (a filter
+        deciding on another field, such as a URL, says which; None: none to count)."""
+        return texts
+
+    def reason(self) -> str | None:
+        """The reason of a dropped row when the decision gives none: the filter's name."""
+        return self.name
+
+    # --- declarations and set-up -----------------------------------------------------------------------
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], [self.text_field]
 
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], [PASSTHROUGH]
 
-    def decide(self, texts: pa.Array, task: DocumentBatch) -> Decision:
-        raise NotImplementedError(f"{type(self).__name__} must implement decide()")
-
-    def column(self, task: DocumentBatch, field: str, parameter: str) -> pa.ChunkedArray:
-        """The batch's column ``field``, or an error naming the batch's files, the field and the fix."""
+    def column(self, task: DocumentBatch, name: str, parameter: str) -> pa.ChunkedArray:
+        """The batch's column ``name``, or an error naming the batch's files, the field and the fix."""
         table = task.data
-        if field not in table.column_names:
+        if name not in table.column_names:
             where = ", ".join(task.metadata.get("files", [])) or task.task_id
             raise InputError(
-                f"{where}: {type(self).__name__} needs the field {field!r}; the data has {table.column_names}. "
+                f"{where}: {type(self).__name__} needs the field {name!r}; the data has {table.column_names}. "
                 f"Set {parameter}= to one of them."
             )
-        return table.column(field)
-
-    def process(self, task: DocumentBatch) -> DocumentBatch:
-        table = task.data
-        texts = strings(self.column(task, self.text_field, "text_field"))
-        decision = self.decide(texts, task)
-        if decision.texts is not None:
-            at = table.column_names.index(self.text_field)
-            table = table.set_column(at, self.text_field, decision.texts.cast(table.schema.field(at).type))
-        keep = from_numpy(decision.keep, pa.bool_())
-        if self.exclusion_writer is not None and not decision.keep.all():
-            self._write_excluded(task, decision)
-        out = task.derive(filter_table(table, keep))
-        counted = self.counted_texts(task, texts)
-        if counted is not None:  # the characters it removed, for the funnel
-            note_removed_chars(out, counted, keep, decision.texts if counted is texts else None)
-        return out
-
-    def counted_texts(self, task: DocumentBatch, texts: pa.Array) -> pa.Array | pa.ChunkedArray | None:
-        """The texts whose characters the funnel counts as removed: those the filter decides on (a filter
-        deciding on another field says which; None: none to count)."""
-        return texts
-
-    def _write_excluded(self, task: DocumentBatch, decision: Decision) -> None:
-        """The removed documents (their text as it came in) with their reasons, as one file."""
-        dropped = from_numpy(~decision.keep, pa.bool_())
-        excluded = filter_table(task.data, dropped)
-        reasons = pa.array([decision.reasons[i] for i in np.flatnonzero(~decision.keep).tolist()], pa.string())
-        if REASON_FIELD in excluded.column_names:
-            excluded = excluded.drop_columns([REASON_FIELD])
-        excluded = excluded.append_column(REASON_FIELD, reasons)
-        writer = self.exclusion_writer
-        assert writer is not None
-        writer.process(task.derive(excluded))
+        return table.column(name)
 
     def output_dirs(self) -> list[str]:
         return [] if self.exclusion_writer is None else self.exclusion_writer.output_dirs()
@@ -130,6 +148,109 @@ class DatatroveFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         if self.exclusion_writer is not None:
             fs.makedirs(self.exclusion_writer.path)
+
+    def remove_dead_temporaries(self) -> fs.Cleanup:
+        """What dead writers on this host left half-written in the exclusion directory, deleted."""
+        if self.exclusion_writer is None:
+            return fs.Cleanup("")
+        return self.exclusion_writer.remove_dead_temporaries()
+
+    def remove_temporaries(self, pids: Any) -> list[str]:
+        """The temporary exclusion files that processes ``pids`` (killed while writing) left, deleted."""
+        return [] if self.exclusion_writer is None else self.exclusion_writer.remove_temporaries(pids)
+
+    def with_(
+        self,
+        name: str | None = None,
+        resources: Resources | None = None,
+        batch_size: int | None = None,
+        max_retries: int | None = None,
+        exclusion_writer: BaseWriter | None = None,
+    ) -> BaseFilter:
+        """A copy with some settings overridden (see :meth:`ProcessingStage.with_`); ``exclusion_writer``
+        gives the copy a writer for what it removes (any filter, a NeMo ``DocumentFilter`` too)."""
+        new = super().with_(name, resources, batch_size, max_retries)
+        if exclusion_writer is not None:
+            new = copy.copy(new)
+            new.exclusion_writer = check_writer(type(self).__name__, exclusion_writer)
+            new.exclusion_path = exclusion_writer.path
+        assert isinstance(new, BaseFilter)
+        return new
+
+    # --- what the base does --------------------------------------------------------------------------------
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        texts = self.texts(task)
+        return self.apply(task, texts, self.decide(texts, task))
+
+    def apply(self, task: DocumentBatch, texts: Any, decision: Decision) -> DocumentBatch:
+        """``task`` filtered by ``decision``: columns written, text rewritten, the dropped rows written to the
+        exclusion writer, their reasons and characters noted."""
+        table = task.data
+        rows = table.num_rows
+        keep = _keep_array(self, decision.keep, rows)
+        for name, values in decision.columns.items():
+            table = set_column(table, name, values)
+        annotated = table  # the documents as they came in, with the filter's columns: what exclusions hold
+        if decision.texts is not None:
+            at = table.column_names.index(self.text_field)
+            table = table.set_column(at, self.text_field, decision.texts.cast(table.schema.field(at).type))
+        dropped = None
+        if self.exclusion_writer is not None or decision.reasons is not None:
+            dropped = ~to_numpy(call("coalesce", keep, False)) if rows else np.zeros(0, dtype=bool)
+        out = task.derive(filter_table(table, keep))
+        if dropped is not None and dropped.any():
+            where = np.flatnonzero(dropped)
+            reasons = self._reasons(decision, where)
+            if decision.reasons is not None:
+                counts: dict[str, int] = {}
+                for r in reasons:
+                    if r is not None:
+                        counts[r] = counts.get(r, 0) + 1
+                add_notes(out.metadata, counts)
+            if self.exclusion_writer is not None:
+                self._write_excluded(task, annotated, where, reasons, decision.details)
+        counted = self.counted_texts(task, texts)
+        if counted is not None:  # the characters it removed, for the funnel
+            note_removed_chars(out, counted, keep, decision.texts)
+        return out
+
+    def _reasons(self, decision: Decision, where: np.ndarray) -> list[str | None]:
+        if decision.reasons is None:
+            return [self.reason()] * len(where)
+        return [decision.reasons[i] for i in where.tolist()]
+
+    def _write_excluded(
+        self,
+        task: DocumentBatch,
+        table: pa.Table,
+        where: np.ndarray,
+        reasons: list[str | None],
+        details: Mapping[str, Any],
+    ) -> None:
+        """The removed documents (their text as it came in) with their reasons and details, as one file."""
+        at = pa.array(where, pa.int64())
+        excluded = call("take", table, at)
+        for name, values in details.items():
+            excluded = set_column(excluded, name, call("take", values, at))
+        excluded = set_column(excluded, REASON_FIELD, pa.array(reasons, pa.string()))
+        writer = self.exclusion_writer
+        assert writer is not None
+        writer.process(task.derive(excluded))
+
+
+def _keep_array(f: BaseFilter, keep: Any, rows: int) -> Any:
+    """A decision's ``keep`` as an Arrow boolean array of ``rows`` entries, or a FilterError naming the filter."""
+    if isinstance(keep, np.ndarray) and keep.dtype == bool:
+        keep = from_numpy(keep, pa.bool_())
+    if not isinstance(keep, (pa.Array, pa.ChunkedArray)) or not pa.types.is_boolean(keep.type):
+        raise FilterError(f"{type(f).__name__}.decide returned keep={type(keep).__name__}; give a bool per row")
+    if len(keep) != rows:
+        raise FilterError(f"{type(f).__name__}.decide returned {len(keep)} decisions for {rows} documents")
+    return keep
+
+
+class DatatroveFilter(BaseFilter):
+    """datatrove's spelling of :class:`BaseFilter`, the base of the datatrove-named filters."""
 
 
 def batch_seed(seed: int | None, task: DocumentBatch) -> np.random.Generator:
@@ -140,4 +261,13 @@ def batch_seed(seed: int | None, task: DocumentBatch) -> np.random.Generator:
     return np.random.default_rng([0 if seed is None else int(seed), key])
 
 
-__all__ = ["REASON_FIELD", "DatatroveFilter", "Decision", "batch_seed", "first_reason"]
+__all__ = [
+    "REASON_FIELD",
+    "BaseFilter",
+    "DatatroveFilter",
+    "Decision",
+    "batch_seed",
+    "check_writer",
+    "first_reason",
+    "set_column",
+]

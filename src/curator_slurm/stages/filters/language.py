@@ -28,13 +28,13 @@ import pyarrow as pa
 from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import InputError
 from curator_slurm.extras import require
-from curator_slurm.stages.base import PASSTHROUGH, ProcessingStage
-from curator_slurm.stages.notes import note_removed_chars
-from curator_slurm.stages.text.compute import call, cast, filter_table, replace_regex
+from curator_slurm.stages.base import PASSTHROUGH
+from curator_slurm.stages.filters.decide import BaseFilter, Decision
+from curator_slurm.stages.io.writers import BaseWriter
+from curator_slurm.stages.text.compute import call, cast, is_in, replace_regex
 from curator_slurm.tasks import DocumentBatch
 
 _cld2 = LazyModule("pycld2")
-_compute = LazyModule("pyarrow._compute")
 
 #: CLD2 refuses text holding these code points (C0 controls but tab, LF, FF and CR; DEL and the C1
 #: controls; the Unicode non-characters): they become spaces before detection, which changes no word.
@@ -79,7 +79,7 @@ def detect_languages(texts: pa.Array | pa.ChunkedArray, best_effort: bool = Fals
     return pa.array(codes, pa.string()), pa.array(scores, pa.float64())
 
 
-class LanguageFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
+class LanguageFilter(BaseFilter):
     """Identify each document's language; keep the languages asked for, and write the language and its
     score as columns.
 
@@ -99,7 +99,8 @@ class LanguageFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
 
     Both: ``languages`` is one code or several, or None; with ``label_only`` (datatrove's) every document is
     kept and only the columns are written; for CLD2, ``languages=None`` does the same. ``language_field``
-    and ``score_field`` name the columns (None: not written); ``invert`` keeps the documents that fail.
+    and ``score_field`` name the columns (None: not written); ``invert`` keeps the documents that fail;
+    ``exclusion_writer`` gets the removed documents with their columns (datatrove's ``removed/2_lang``).
     """
 
     name = "language_filter"
@@ -118,6 +119,7 @@ class LanguageFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         model_path: str | os.PathLike | None = None,
         language_threshold: float | None = None,
         label_only: bool = False,
+        exclusion_writer: BaseWriter | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"LanguageFilter(backend={backend!r}): one of {BACKENDS}")
@@ -155,9 +157,9 @@ class LanguageFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         if not 0.0 <= threshold <= 1.0:
             name = "language_threshold" if fasttext else "min_score"
             raise ValueError(f"LanguageFilter({name}={threshold}): a score is a fraction between 0 and 1")
+        super().__init__(exclusion_writer, text_field)
         self.min_score = None if fasttext else threshold
         self.language_threshold = threshold if fasttext else None
-        self.text_field = text_field
         self.language_field = language_field
         self.score_field = score_field
         self.invert = invert
@@ -168,14 +170,12 @@ class LanguageFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_model": None}  # a loaded fastText model does not pickle
 
-    def inputs(self) -> tuple[list[str], list[str]]:
-        return ["data"], [self.text_field]
-
     def outputs(self) -> tuple[list[str], list[str] | None]:
         written = [f for f in (self.language_field, self.score_field) if f]
         return ["data"], [PASSTHROUGH, *written]
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
+        super().setup(worker_metadata)
         if self.backend == "cld2":
             _cld2.detect  # noqa: B018 - import pycld2 once per worker, before the first task
         elif self._model is None:
@@ -200,8 +200,7 @@ class LanguageFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
             keep = call("greater_equal", scores, self.min_score)
             if self.languages is not None:
                 lowered = call("utf8_lower", codes)
-                lookup = _compute.SetLookupOptions(pa.array(self.languages, pa.string()))
-                keep = call("and", keep, call("is_in", lowered, options=lookup))
+                keep = call("and", keep, is_in(lowered, pa.array(self.languages, pa.string())))
         return call("invert", keep) if self.invert else keep
 
     def _fasttext(self, texts: pa.ChunkedArray) -> tuple[pa.Array, pa.Array, pa.Array]:
@@ -223,7 +222,7 @@ class LanguageFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
             keep = ~keep
         return pa.array(best, pa.string()), pa.array(top, pa.float64()), pa.array(keep)
 
-    def process(self, task: DocumentBatch) -> DocumentBatch:
+    def texts(self, task: DocumentBatch) -> pa.ChunkedArray:
         table = task.data
         if self.text_field not in table.column_names:
             where = ", ".join(task.metadata.get("files", [])) or task.task_id
@@ -231,17 +230,13 @@ class LanguageFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
                 f"{where}: no field {self.text_field!r} to identify the language of; the data has "
                 f"{table.column_names}. Set text_field= to one of them."
             )
-        texts = table.column(self.text_field)
+        return table.column(self.text_field)
+
+    def decide(self, texts: pa.ChunkedArray, task: DocumentBatch) -> Decision:
         if self.backend == "fasttext":
             codes, scores, keep = self._fasttext(texts)
         else:
             codes, scores = detect_languages(texts, self.best_effort)
             keep = self.keep_mask(codes, scores)
-        for field, values in ((self.language_field, codes), (self.score_field, scores)):
-            if not field:
-                continue
-            if field in table.column_names:
-                table = table.set_column(table.column_names.index(field), field, values)
-            else:
-                table = table.append_column(field, values)
-        return note_removed_chars(task.derive(filter_table(table, keep)), texts, keep)
+        columns = {f: v for f, v in ((self.language_field, codes), (self.score_field, scores)) if f}
+        return Decision(keep, columns=columns)

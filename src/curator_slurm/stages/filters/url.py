@@ -21,8 +21,17 @@ from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import InputError
 from curator_slurm.extras import require
 from curator_slurm.stages.filters.decide import DatatroveFilter, Decision, first_reason
+from curator_slurm.stages.filters.score import DOCUMENT_FIELDS
 from curator_slurm.stages.io.writers import BaseWriter
-from curator_slurm.stages.text.compute import _compute, call, match_substring, re2_literal, replace_regex, to_numpy
+from curator_slurm.stages.text.compute import (
+    call,
+    is_in,
+    match_substring,
+    re2_literal,
+    replace_regex,
+    split_pattern_regex,
+    to_numpy,
+)
 from curator_slurm.stages.text.split import explode
 from curator_slurm.tasks import DocumentBatch
 
@@ -37,9 +46,6 @@ LIST_FILES = {
     "soft_banned_words": "soft_banned_words.txt",
 }
 _NOT_ALNUM = "[^a-zA-Z0-9]+"
-#: The fields holding a document's body, in the order the funnel's characters look for one: the text, else the
-#: HTML a WARC reader gives before extraction.
-DOCUMENT_FIELDS = ("text", "html")
 
 
 def normalize(word: str) -> str:
@@ -164,7 +170,7 @@ class URLFilter(DatatroveFilter):
             ("subdomain", np.fromiter((h in blocked for h in host), bool, rows)),
             ("url", np.fromiter((u in url_set for u in urls.to_pylist()), bool, rows)),
         ]
-        pieces, parents = explode(call("split_pattern_regex", urls, options=_compute.SplitPatternOptions(_NOT_ALNUM)))
+        pieces, parents = explode(split_pattern_regex(urls, _NOT_ALNUM))
         rules.append(("hard_blacklisted", _any_in(pieces, parents, lists["banned_words"], rows) > 0))
         soft = _any_in(pieces, parents, lists["soft_banned_words"], rows, distinct=True)
         rules.append(("soft_blacklisted", soft >= self.soft_word_threshold))
@@ -202,7 +208,7 @@ def _any_in(
     """How many of each row's pieces are in ``words`` (with ``distinct``, how many different ones)."""
     if not words or not len(pieces):
         return np.zeros(rows, np.int64)
-    hit = to_numpy(call("is_in", pieces, options=_compute.SetLookupOptions(pa.array(sorted(words), pieces.type))))
+    hit = to_numpy(is_in(pieces, pa.array(sorted(words), pieces.type)))
     if not distinct:
         return np.bincount(parents[hit], minlength=rows)
     found = pa.table({"row": pa.array(parents[hit]), "word": pieces.filter(pa.array(hit))})

@@ -86,6 +86,13 @@ class WarcReaderStage(FileReaderStage):
 
     max_record_bytes: int = MAX_RECORD_BYTES
 
+    def outputs(self) -> tuple[list[str], list[str] | None]:
+        """The fields asked for, else every field of a record: known when the pipeline is built, so a later
+        stage that needs a field nothing makes (``language`` with no extractor) is refused then."""
+        if self.fields is not None:
+            return ["data"], list(self.fields)
+        return ["data"], [*self.schema_of.names, *(["content"] if self.keep_non_html else [])]
+
     # --- what a record becomes ------------------------------------------------------------------------
     def _document(self, record: wr.Record, counts: dict[str, int], decode: bool = True) -> dict[str, Any] | None:
         """The row of ``record``, or None (counted in ``counts``) when it is skipped; without ``decode`` the

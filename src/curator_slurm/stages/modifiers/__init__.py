@@ -22,7 +22,7 @@ import pyarrow as pa
 from ...errors import InputError
 from ...tasks import DocumentBatch
 from ..base import PASSTHROUGH, ProcessingStage
-from .base import DocumentModifier, FunctionModifier
+from .base import DocumentModifier, FunctionModifier, modifier_name
 from .boilerplate import BoilerPlateStringModifier
 from .cleaning import LineRemover, MarkdownRemover, NewlineNormalizer, QuotationRemover, Slicer, UrlRemover
 from .unicode import UnicodeReformatter
@@ -97,11 +97,10 @@ class Modify(ProcessingStage[DocumentBatch, DocumentBatch]):
         self.output_fields: list[str] = []
         for modifier, fields, output in zip(self.modifiers, self.input_fields, outputs, strict=True):
             if output is None and len(fields) > 1:
-                raise ValueError(
-                    f"Modify: {modifier.name} reads {fields}, so it cannot write in place; give output_fields="
-                )
+                name = modifier_name(modifier)
+                raise ValueError(f"Modify: {name} reads {fields}, so it cannot write in place; give output_fields=")
             self.output_fields.append(output or fields[0])
-        self.name = f"modify[{'+'.join(m.name for m in self.modifiers)}]"
+        self.name = f"modify[{'+'.join(modifier_name(m) for m in self.modifiers)}]"
 
     def inputs(self) -> tuple[list[str], list[str]]:
         # A field that an earlier modifier of this stage writes is not needed from before it.

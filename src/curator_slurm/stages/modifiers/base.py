@@ -10,6 +10,8 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
+from curator_slurm.stages.base import snake_case
+
 
 @functools.cache
 def regex(pattern: str, flags: int = 0) -> re.Pattern[str]:
@@ -35,11 +37,20 @@ class DocumentModifier:
     for each row). Null texts stay null. Keep every setting that changes the output in a public
     attribute: ``repr`` shows them. A :class:`Modify` stage's run fingerprint holds each modifier's class
     name and attributes, private ones too, except those listed in ``fingerprint_exclude`` (caches).
+
+    A modifier's name (in the stage name ``modify[<name>]``, logs and the funnel) is its class name in snake
+    case (``QuotationUnifier`` -> ``quotation_unifier``), as a filter's is, unless the class sets ``name`` or
+    the instance sets ``name`` or NeMo's ``_name`` (:func:`modifier_name`).
     """
 
     name: str = "document_modifier"
     #: Attributes that do not change the output (caches built on first use): left out of the fingerprint.
     fingerprint_exclude: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            cls.name = snake_case(cls.__name__)
 
     def modify_document(self, text: str) -> str:
         raise NotImplementedError(f"{type(self).__name__} must implement modify_document or modify_array")
@@ -52,6 +63,12 @@ class DocumentModifier:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()) if not k.startswith("_"))
         return f"{type(self).__name__}({args})"
+
+
+def modifier_name(m: DocumentModifier) -> str:
+    """What ``m`` is called: the instance's own ``name`` (or NeMo's ``_name``) if it sets one, else its class's."""
+    own = vars(m).get("name") or vars(m).get("_name")
+    return own if isinstance(own, str) and own else m.name
 
 
 class FunctionModifier(DocumentModifier):

@@ -9,12 +9,11 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from curator_slurm.stages.text.compute import RE2_SPACE, call, replace_regex, to_numpy
+from curator_slurm.stages.text.compute import RE2_SPACE, call, is_in, replace_regex, split_pattern, to_numpy
 
 from ..._lazy import LazyModule
 from .base import DocumentModifier, regex, string_array
 
-_compute = LazyModule("pyarrow._compute")
 _np = LazyModule("numpy")
 
 
@@ -67,9 +66,9 @@ class LineRemover(DocumentModifier):
         texts = string_array(texts)
         if not self.patterns or len(texts) == 0:
             return texts
-        lines = call("split_pattern", texts, options=_compute.SplitPatternOptions("\n"))
+        lines = split_pattern(texts, "\n")
         values = lines.flatten()
-        keep = call("invert", call("is_in", values, options=_compute.SetLookupOptions(pa.array(self.patterns))))
+        keep = call("invert", is_in(values, pa.array(self.patterns)))
         parents = to_numpy(call("list_parent_indices", lines))
         kept = to_numpy(keep)
         counts = _np.bincount(parents[kept], minlength=len(texts))

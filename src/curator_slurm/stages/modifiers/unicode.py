@@ -10,13 +10,10 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from curator_slurm.stages.text.compute import call
+from curator_slurm.stages.text.compute import match_substring
 
-from ..._lazy import LazyModule
 from ...extras import load, require
 from .base import DocumentModifier
-
-_compute = LazyModule("pyarrow._compute")
 
 
 class UnicodeReformatter(DocumentModifier):
@@ -97,7 +94,7 @@ class UnicodeReformatter(DocumentModifier):
     def modify_array(self, texts: pa.Array | pa.ChunkedArray) -> pa.Array:
         # ftfy runs at a few MB/s; the texts it provably leaves as they are skip it (see _needs_ftfy).
         fix = self._fixer()
-        needs = call("match_substring_regex", texts, options=_compute.MatchSubstringOptions(self._needs_ftfy()))
+        needs = match_substring(texts, self._needs_ftfy(), regex=True)
         return pa.array(
             [t if not n else fix(t) for t, n in zip(texts.to_pylist(), needs.to_pylist(), strict=True)],
             type=pa.string(),

@@ -5,7 +5,7 @@ classes). These helpers compute the same quantities for every document of an Arr
 once, on the column's UTF-8 bytes with numpy (a byte below 0x80 is one ASCII character; only the few
 multi-byte characters are decoded). Every function takes one chunk (a ``StringArray`` or
 ``LargeStringArray`` without nulls) and returns one value per document (or per byte) as a numpy array;
-:func:`per_chunk` applies one to a whole column. Words, lines and paragraphs are in :mod:`._pieces`.
+:func:`per_chunk` applies one to a whole column. Words, lines and paragraphs are in :mod:`.pieces`.
 """
 
 from __future__ import annotations

@@ -78,6 +78,24 @@ def split_pattern(values: Any, pattern: str) -> Any:
     return call("split_pattern", values, options=_compute.SplitPatternOptions(pattern))
 
 
+def split_pattern_regex(values: Any, pattern: str) -> Any:
+    """Each string split at every match of the RE2 ``pattern``, as ``re.split(pattern, text)`` splits it
+    (a pattern without groups)."""
+    return call("split_pattern_regex", values, options=_compute.SplitPatternOptions(pattern))
+
+
+def count_substring(values: Any, pattern: str, regex: bool = False) -> Any:
+    """How many non-overlapping occurrences of ``pattern`` (literal, ``str.count``; an RE2 pattern when
+    ``regex``) each string holds."""
+    options = _compute.MatchSubstringOptions(pattern)
+    return call("count_substring_regex" if regex else "count_substring", values, options=options)
+
+
+def is_in(values: Any, among: pa.Array) -> Any:
+    """Whether each value is one of ``among`` (an array of the values' type)."""
+    return call("is_in", values, options=_compute.SetLookupOptions(among))
+
+
 def to_numpy(array: Any) -> Any:
     """A numpy copy-free view of a null-free Arrow array of integers, floats or booleans, read from its
     buffers; anything else through ``to_numpy``. pyarrow 14's ``to_numpy`` looks for pandas on every call,

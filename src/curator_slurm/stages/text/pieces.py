@@ -1,9 +1,9 @@
-"""Words, lines and paragraphs of every document of a column at once, and ids for equal pieces and
-n-grams, for the heuristic filters.
+"""Words, lines and paragraphs of every document of a column at once, and ids for equal pieces, for the
+heuristic filters (what is counted over them, n-grams included, is in :mod:`.counts`).
 
 NeMo Curator splits one Python string at a time (``str.split()``, ``split("\\n")``,
 ``split("\\n\\n")``) and compares pieces with ``set``. Here the pieces of every document of a chunk
-come from its UTF-8 bytes (words: Python's whitespace, :func:`._chars.space_bytes`) or Arrow's split
+come from its UTF-8 bytes (words: Python's whitespace, :func:`.chars.space_bytes`) or Arrow's split
 kernels (lines, paragraphs), and equal pieces get equal integer ids from Arrow's dictionary encoding.
 """
 
@@ -82,14 +82,6 @@ def paragraphs(chunk: pa.Array) -> Pieces:
     return Pieces.from_lists(split_pattern(chunk, "\n\n"), len(chunk))
 
 
-def first_occurrences(pieces: Pieces, codes: np.ndarray | None = None) -> np.ndarray:
-    """For each piece, whether it is the first piece of its document with its value (or its
-    ``codes``): what ``set(pieces)`` keeps."""
-    if codes is None:
-        codes = dictionary_codes(pieces.values)
-    return occurrences(combine(pieces.doc, codes), pieces.doc)[1]
-
-
 def dictionary_codes(values: pa.Array | np.ndarray) -> np.ndarray:
     """An integer per value, equal for equal values, numbered 0, 1, 2, ... in order of first
     appearance (Arrow's hash-based dictionary encoding: no sort)."""
@@ -137,20 +129,6 @@ def occurrences(keys: np.ndarray | pa.Array, doc: np.ndarray | None = None) -> t
     if len(ids) > 1:
         first[1:] = ids[1:] > np.maximum.accumulate(ids)[:-1]
     return ids, first
-
-
-def ngram_codes(words: Pieces, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The positions (indices into ``words.values``) where an ``n``-gram of words starts inside one
-    document, and an integer per n-gram, equal for equal n-grams."""
-    total = len(words.values)
-    codes = encode(words.values, words.doc)
-    ends = (words.starts + words.counts)[words.doc] if total else np.zeros(0, np.int64)
-    positions = np.flatnonzero(np.arange(total) + n <= ends)
-    grams = codes[positions]
-    doc = words.doc[positions]
-    for k in range(1, n):
-        grams = encode(combine(grams, codes[positions + k]), doc)
-    return positions, grams
 
 
 def word_counts(view: Utf8) -> np.ndarray:

@@ -20,8 +20,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from curator_slurm.extras import load, require
-from curator_slurm.stages.text.compute import RE2_SPACE, _compute, call, replace_regex, to_numpy
+from curator_slurm.extras import load
+from curator_slurm.stages.text.compute import (
+    RE2_SPACE,
+    call,
+    match_substring,
+    replace_regex,
+    split_pattern_regex,
+    to_numpy,
+)
 from curator_slurm.stages.text.split import SPACE_RUN, explode
 
 _nlp: Any = None
@@ -83,8 +90,7 @@ def _plain_chunks(chunks: list[str]) -> np.ndarray:
     if _sentence_marks is None:
         ends = english().get_pipe("sentencizer").punct_chars
         _sentence_marks = "[\\p{P}" + "".join(f"\\x{{{ord(c):x}}}" for c in sorted(ends)) + "]"
-    marked = to_numpy(call("match_substring_regex", pa.array(chunks, pa.large_string()),
-                           options=_compute.MatchSubstringOptions(_sentence_marks)))  # fmt: skip
+    marked = to_numpy(match_substring(pa.array(chunks, pa.large_string()), _sentence_marks, regex=True))
     plain = ~marked
     for i in np.flatnonzero(plain).tolist():  # RE2's Unicode tables may be older than Python's: ask Python
         chunk = chunks[i]
@@ -144,18 +150,6 @@ def _special_patterns() -> frozenset[tuple[str, ...]]:
     return _patterns
 
 
-def check_language(language: str, owner: str) -> str:
-    """datatrove's English names (``"eng"``, its default, or ``"en"``); other languages use other tokenizers
-    in datatrove, which these filters do not copy."""
-    require("spacy", owner, "fineweb")
-    if language not in ("eng", "en"):
-        raise ValueError(
-            f"{owner}(language={language!r}): only English ('eng', datatrove's default, or 'en') is supported; "
-            "datatrove tokenizes other languages with other tokenizers"
-        )
-    return language
-
-
 @dataclass(frozen=True)
 class Words:
     """The words of each text of a column: text ``r``'s are ``vocab[ids[offsets[r]:offsets[r + 1]]]``."""
@@ -202,11 +196,11 @@ def words(texts: pa.Array, for_sentences: bool = False) -> Words:
     """The words datatrove's ``split_into_words(text, "eng")`` gives, for every text of ``texts``; with
     ``for_sentences``, words only as good as the sentencizer needs (a chunk without punctuation is one word)."""
     rows = len(texts)
-    pieces = call("split_pattern_regex", texts, options=_split_options(SPACE_RUN))
+    pieces = split_pattern_regex(texts, SPACE_RUN)
     chunks, parents = explode(pieces)
     keep = to_numpy(call("greater", call("binary_length", chunks), 0))
     # The whitespace after each chunk (aligned with the chunks once each text's leading run is dropped).
-    gaps, gap_parents = explode(call("split_pattern_regex", texts, options=_split_options(_CHUNK)))
+    gaps, gap_parents = explode(split_pattern_regex(texts, _CHUNK))
     first_gap = np.ones(len(gaps), dtype=bool)
     first_gap[1:] = gap_parents[1:] != gap_parents[:-1]
     single = to_numpy(call("equal", gaps, " "))[~first_gap]
@@ -234,10 +228,6 @@ def words(texts: pa.Array, for_sentences: bool = False) -> Words:
 
 
 _CHUNK = f"[^{RE2_SPACE}]+"
-
-
-def _split_options(pattern: str) -> Any:
-    return _compute.SplitPatternOptions(pattern)
 
 
 def _across_chunks(distinct: list[str], occurrence: np.ndarray, parents: np.ndarray, single: np.ndarray) -> list[int]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from curator_slurm.stages.text.compute import RE2_SPACE, _compute, call, replace_regex, to_numpy
+from curator_slurm.stages.text.compute import RE2_SPACE, call, replace_regex, split_pattern_regex, to_numpy
 
 
 def _chars(*ranges: int | tuple[int, int]) -> frozenset[str]:
@@ -73,17 +73,13 @@ def explode(lists: pa.Array) -> tuple[pa.Array, np.ndarray]:
 
 def split_regex(texts: pa.Array, pattern: str) -> tuple[pa.Array, np.ndarray]:
     """``re.split(pattern, text)`` of every text, flattened: (pieces, row of each piece)."""
-    return explode(call("split_pattern_regex", texts, options=_split_options(pattern)))
-
-
-def _split_options(pattern: str) -> object:
-    return _compute.SplitPatternOptions(pattern)
+    return explode(split_pattern_regex(texts, pattern))
 
 
 def splitlines(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """``text.splitlines()`` of every text, flattened: (lines, row of each line). Like Python, a text that
     ends with a line break has no empty last line, and the empty text has no lines."""
-    lists = call("split_pattern_regex", texts, options=_split_options(LINE_BREAK))
+    lists = split_pattern_regex(texts, LINE_BREAK)
     lines, parents = explode(lists)
     lengths = to_numpy(call("list_value_length", lists)).astype(np.int64)
     ends = np.cumsum(lengths) - 1  # the last piece of each text: Python drops it when it is empty
@@ -99,32 +95,3 @@ def splitlines(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
 def strip(texts: pa.Array) -> pa.Array:
     """``str.strip()`` of every text (Python's whitespace)."""
     return replace_regex(texts, f"^[{RE2_SPACE}]+|[{RE2_SPACE}]+$", "")
-
-
-def lengths(texts: pa.Array) -> np.ndarray:
-    """``len(text)`` (code points) of every text."""
-    return to_numpy(call("utf8_length", texts)).astype(np.int64)
-
-
-def per_row(values: np.ndarray, parents: np.ndarray, rows: int) -> np.ndarray:
-    """``values`` summed by the row each came from (rows without any are 0)."""
-    return np.bincount(parents, weights=values, minlength=rows) if len(parents) else np.zeros(rows)
-
-
-def duplicates(pieces: pa.Array, parents: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """datatrove's ``find_duplicates`` for every row: (how many pieces repeat one seen earlier in the same
-    row, and their characters), counting every occurrence after the first."""
-    if not len(pieces):
-        return np.zeros(rows), np.zeros(rows)
-    table = pa.table({"row": pa.array(parents), "piece": pieces})
-    groups = table.group_by(["row", "piece"], use_threads=False).aggregate([("row", "count")])
-    extra = to_numpy(groups.column("row_count")).astype(np.int64) - 1
-    row = to_numpy(groups.column("row")).astype(np.int64)
-    chars = lengths(groups.column("piece").combine_chunks()) * extra
-    return per_row(extra, row, rows), per_row(chars, row, rows)
-
-
-def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-    """``numerator / denominator`` as Python divides floats (0/0 is nan here, where Python would raise)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.asarray(numerator, dtype=np.float64) / np.asarray(denominator, dtype=np.float64)

@@ -181,6 +181,8 @@ class ExactDuplicates(Workflow):
     missing or empty after normalisation are one text by default (``"dedup"``: the first kept, as NeMo
     Curator's hash does); ``"keep"`` keeps every one of them. ``work_dir`` (default ``<output>/.curator-work``)
     holds the shuffle, the duplicate list and the phases' run directories, ``.curator-run/<phase>``.
+    ``exclusion_writer`` (e.g. ``JsonlWriter("removed/dedup")``) gets every removed document with the one it
+    duplicated (``survivor_path``, ``survivor_row``, and ``survivor_<id_field>`` with an ``id_field``).
     """
 
     def __init__(
@@ -195,8 +197,11 @@ class ExactDuplicates(Workflow):
         work_dir: str | os.PathLike | None = None,
         name: str = "exact-dedup",
         empty_text: str = "dedup",
+        exclusion_writer: BaseWriter | None = None,
     ) -> None:
         check_empty_text(empty_text)
+        if exclusion_writer is not None and identify_only:
+            raise ValueError("exclusion_writer: identify_only=True removes nothing; its list names the duplicates")
         if buckets < 1:
             raise ValueError(f"buckets={buckets} must be >= 1")
         work = os.fspath(work_dir) if work_dir is not None else fs.join(writer.path, DEFAULT_WORK_DIR_NAME)
@@ -225,7 +230,7 @@ class ExactDuplicates(Workflow):
             ),
         ]
         if not identify_only:
-            phases.append(write_phase(name, reader, phase_upstream(work, "find"), writer))
+            phases.append(write_phase(name, reader, phase_upstream(work, "find"), writer, exclusion_writer))
         super().__init__(name, work, phases)
 
 

@@ -45,6 +45,7 @@ from curator_slurm.stages.io.partitioning import input_root, list_files
 from curator_slurm.stages.io.writers import BaseWriter
 from curator_slurm.stages.positions import ROW_BITS, document_positions
 from curator_slurm.tasks import DocumentBatch, FileGroupTask
+from curator_slurm.workflows.chain import PhaseOutputsSource
 from curator_slurm.workflows.dedup import minhash
 from curator_slurm.workflows.dedup.common import KEY, SortedKeyWriter, bucket_phase, check_empty_text, write_phase
 from curator_slurm.workflows.dedup.exact import _reader_with_fields
@@ -212,17 +213,28 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
             keys, groups = np.concatenate([keys, first]), np.concatenate([groups, first])
         columns: dict[str, Any] = {KEY: keys, "group_key": groups}
         if self.input_paths is not None:
-            files = list_files(self.input_paths, self.extensions)
-            root = input_root(self.input_paths)
-            names = np.array([fs.relative(f, root) for f in files], dtype=object)
+            names = _file_names(self.input_paths, self.extensions)
             mask = (1 << ROW_BITS) - 1
             columns.update(
-                path=pa.array(names[keys >> ROW_BITS] if len(keys) else [], pa.string()),
+                path=pa.array(names(keys >> ROW_BITS) if len(keys) else [], pa.string()),
                 row=keys & mask,
-                group_path=pa.array(names[groups >> ROW_BITS] if len(groups) else [], pa.string()),
+                group_path=pa.array(names(groups >> ROW_BITS) if len(groups) else [], pa.string()),
                 group_row=groups & mask,
             )
         return task.derive(pa.table(columns), cls=DocumentBatch)
+
+
+def _file_names(inputs: Any, extensions: list[str] | None) -> Any:
+    """A function from file indices (a key's file part) to file names: the reader's sorted listing of ``inputs``
+    relative to its root, or, for a reader of an earlier phase's outputs (``inputs`` is its source stage),
+    the outputs that phase recorded."""
+    if isinstance(inputs, PhaseOutputsSource):
+        recorded = inputs.file_names()
+        return lambda indices: np.array([recorded[i] for i in indices.tolist()], dtype=object)
+    files = list_files(inputs, extensions)
+    root = input_root(inputs)
+    names = np.array([fs.relative(f, root) for f in files], dtype=object)
+    return lambda indices: names[indices]
 
 
 #: How ``jaccard_threshold`` is checked: from 8-bit signatures carried through the shuffle, or exactly.
@@ -291,6 +303,14 @@ def _exact_check_phases(
     ]
 
 
+def _names(partitioner: Any, named: bool) -> tuple[Any, list[str] | None]:
+    """What the components phase names input files by, when its list names them (identify-only, or exclusions
+    naming each survivor): a file reader's paths (with the patterns it lists) by their sorted listing, a reader
+    of an earlier phase's outputs by what that phase recorded; nothing otherwise."""
+    paths = (partitioner if isinstance(partitioner, PhaseOutputsSource) else partitioner.file_paths) if named else None
+    return paths, list(partitioner.patterns) if partitioner.patterns else None
+
+
 def _components_phase(
     name: str, edges_dir: str, edges: Upstream, paths: Any, extensions: list[str] | None, survivors: bool, out: str
 ) -> Phase:
@@ -334,7 +354,9 @@ class FuzzyDuplicates(Workflow):
     ``group_<id_field>``, through two more phases (:mod:`.fuzzy_ids`). FineWeb's configuration (datatrove's
     defaults) is ``ngram=minhash.FINEWEB_NGRAM, bands=minhash.FINEWEB_BANDS, rows=minhash.FINEWEB_ROWS``.
     ``empty_text``: documents with no shingle (null, missing or empty text) are one group by default
-    (``"dedup"``: the first kept); ``"keep"`` keeps every one of them.
+    (``"dedup"``: the first kept); ``"keep"`` keeps every one of them. ``exclusion_writer`` gets every removed
+    document with its group's survivor (``survivor_key``, ``survivor_path``, ``survivor_row``: the components
+    phase then names the input files in its list).
     """
 
     def __init__(
@@ -355,8 +377,11 @@ class FuzzyDuplicates(Workflow):
         char_ngrams: int | None = None,
         id_field: str | None = None,
         empty_text: str = "dedup",
+        exclusion_writer: BaseWriter | None = None,
     ) -> None:
         check_empty_text(empty_text)
+        if exclusion_writer is not None and identify_only:
+            raise ValueError("exclusion_writer: identify_only=True removes nothing; its list names the duplicates")
         _check_options(
             {"ngram": ngram, "bands": bands, "rows": rows, "buckets": buckets},
             jaccard_threshold,
@@ -402,14 +427,12 @@ class FuzzyDuplicates(Workflow):
             shingles = EdgeShingles(text_field, ngram, seed, endpoints, buckets, char_ngrams)
             phases += _exact_check_phases(name, signature_reader, shingles, work, buckets, jaccard_threshold, edges_dir)
         survivors = id_field is not None  # the id phases look up the survivors' ids too
-        paths = partitioner.file_paths if identify_only else None
-        patterns = list(partitioner.patterns) if partitioner.patterns else None  # the names the reader lists
+        named = identify_only or exclusion_writer is not None
         edges = phase_upstream(work, "verify" if exact else "candidates")
-        phases.append(_components_phase(name, edges_dir, edges, paths, patterns, survivors, members_dir))
+        phases.append(_components_phase(name, edges_dir, edges, *_names(partitioner, named), survivors, members_dir))
+        components = phase_upstream(work, "components")
         if id_field:
-            phases += id_phases(
-                name, signature_reader, id_field, phase_upstream(work, "components"), work, duplicates_dir
-            )
+            phases += id_phases(name, signature_reader, id_field, components, work, duplicates_dir)
         if not identify_only:
-            phases.append(write_phase(name, reader, phase_upstream(work, "components"), writer))
+            phases.append(write_phase(name, reader, components, writer, exclusion_writer))
         super().__init__(name, work, phases)

@@ -1,5 +1,5 @@
-"""What the heuristic filter families share: the cutoff base classes, the ratio with NeMo's value for
-texts it cannot score, NeMo's "sentences" and the language check."""
+"""What the heuristic filter families share: the cutoff base classes and NeMo's "sentences" (the ratio, with
+NeMo's value for texts it cannot score, is :func:`curator_slurm.stages.text.counts.ratio`)."""
 
 from __future__ import annotations
 
@@ -7,27 +7,9 @@ import numpy as np
 import pyarrow as pa
 
 from curator_slurm.stages.filters.base import DocumentFilter, between
+from curator_slurm.stages.text.counts import ratio
 
-
-def check_lang(owner: str, lang: str) -> str:
-    """``lang`` if whitespace word splitting is NeMo's for it; a clear error for Chinese and Japanese."""
-    if not isinstance(lang, str):
-        raise TypeError(f"{owner}(lang={lang!r}): lang is an ISO 639-1 code such as 'en'")
-    if lang.lower() in ("zh", "ja"):
-        raise ValueError(
-            f"{owner}(lang={lang!r}): NeMo Curator splits {'Chinese' if lang.lower() == 'zh' else 'Japanese'} "
-            "words with a segmenter (jieba, MeCab); this package splits words on whitespace only, which would "
-            "count a whole sentence as one word. Leave lang='en' only for space-separated languages."
-        )
-    return lang
-
-
-def ratio(numerator: np.ndarray, denominator: np.ndarray, empty: float) -> np.ndarray:
-    """numerator / denominator, and ``empty`` where the denominator is 0."""
-    out = np.full(len(denominator), empty, dtype=np.float64)
-    ok = denominator > 0
-    out[ok] = numerator[ok] / denominator[ok]
-    return out
+__all__ = ["MaxRatio", "MinRatio", "python_scores", "ratio", "sentences"]
 
 
 def python_scores(f: DocumentFilter, chunk: pa.Array, rows: np.ndarray, into: np.ndarray) -> None:

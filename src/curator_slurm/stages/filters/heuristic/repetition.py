@@ -16,22 +16,29 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from curator_slurm.stages.filters.heuristic._shared import MaxRatio, MinRatio, check_lang, ratio, sentences
+from curator_slurm.stages.filters.heuristic._shared import MaxRatio, MinRatio, sentences
 from curator_slurm.stages.text import chars as _chars
 from curator_slurm.stages.text import pieces as _pieces
 from curator_slurm.stages.text.compute import call
+from curator_slurm.stages.text.counts import ngram_codes, ratio, repeated, repeated_per_doc, top_ngrams
+from curator_slurm.stages.text.languages import check_language
 
 
 def _distinct_share(pieces: _pieces.Pieces, by_chars: bool, empty: float) -> np.ndarray:
     """Per document: distinct pieces / pieces, or characters of the distinct pieces / characters of
-    all pieces."""
-    first = _pieces.first_occurrences(pieces)
-    if not by_chars:
-        return ratio(pieces.per_doc(first), pieces.counts, empty)
-    lengths = pieces.lengths().astype(np.float64)
+    all pieces: the pieces (or characters) less the repeated ones that datatrove's Gopher rules count."""
     n = len(pieces.counts)
-    total = np.bincount(pieces.doc, weights=lengths, minlength=n)
-    return ratio(pieces.per_doc(first, lengths), total, empty)
+    again, again_chars = repeated_per_doc(pieces.values, pieces.doc, n, chars=by_chars)
+    if again_chars is None:
+        return ratio(pieces.counts - again, pieces.counts, empty)
+    total = np.bincount(pieces.doc, weights=pieces.lengths(), minlength=n).astype(np.int64)
+    return ratio(total - again_chars, total, empty)
+
+
+def _word_ngrams(words: _pieces.Pieces, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`.counts.ngram_codes` of a chunk's whitespace words."""
+    ends = (words.starts + words.counts)[words.doc] if len(words.values) else np.zeros(0, np.int64)
+    return ngram_codes(_pieces.encode(words.values, words.doc), words.doc, ends, n)
 
 
 class RepeatedLinesFilter(MinRatio):
@@ -138,7 +145,7 @@ class RepeatingTopNGramsFilter(MaxRatio):
     def __init__(self, n: int = 2, max_repeating_ngram_ratio: float = 0.2, lang: str = "en") -> None:
         self.n = _check_n("RepeatingTopNGramsFilter", n)
         self.max_repeating_ngram_ratio = max_repeating_ngram_ratio
-        self.lang = check_lang("RepeatingTopNGramsFilter", lang)
+        self.lang = check_language("RepeatingTopNGramsFilter", lang)
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -161,23 +168,11 @@ class RepeatingTopNGramsFilter(MaxRatio):
         def score(chunk: pa.Array) -> np.ndarray:
             words = _pieces.words(chunk)
             out = np.ones(len(chunk), np.float64)
-            positions, grams = _pieces.ngram_codes(words, n)
+            positions, grams = _word_ngrams(words, n)
             if len(positions) == 0:
                 return out
-            doc = words.doc[positions]
-            ids, first = _pieces.occurrences(_pieces.combine(doc, grams), doc)
-            counts = np.bincount(ids)
-            first_at = np.flatnonzero(first)  # where each (document, n-gram) first occurs, in id order
-            id_doc = doc[first_at]
-            # A document's ids are consecutive (documents are contiguous): the first id of the document
-            # with the highest count is its most frequent n-gram, the earliest on ties.
-            group = np.flatnonzero(np.r_[True, id_doc[1:] != id_doc[:-1]])
-            best = np.maximum.reduceat(counts, group)
-            sizes = np.diff(np.r_[group, len(counts)])
-            candidate = np.where(counts == np.repeat(best, sizes), np.arange(len(counts)), len(counts))
-            top = np.minimum.reduceat(candidate, group)
-            top_docs = id_doc[group]
-            top_start = positions[first_at[top]]
+            # The most frequent n-gram as datatrove's Gopher rule finds it; NeMo then counts its string in the text.
+            top_docs, top_start, _ = top_ngrams(positions, grams, words.doc)
             parts = [call("take", words.values, pa.array(top_start + k)) for k in range(n)]
             space = pa.scalar(" ", words.values.type)
             joined = call("binary_join_element_wise", *parts, space) if n > 1 else parts[0]
@@ -206,7 +201,7 @@ class RepeatingDuplicateNGramsFilter(MaxRatio):
     def __init__(self, n: int = 2, max_repeating_duplicate_ngram_ratio: float = 0.2, lang: str = "en") -> None:
         self.n = _check_n("RepeatingDuplicateNGramsFilter", n)
         self.max_repeating_duplicate_ngram_ratio = max_repeating_duplicate_ngram_ratio
-        self.lang = check_lang("RepeatingDuplicateNGramsFilter", lang)
+        self.lang = check_language("RepeatingDuplicateNGramsFilter", lang)
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -237,10 +232,9 @@ class RepeatingDuplicateNGramsFilter(MaxRatio):
             enough = words.counts >= n
             if not enough.any():
                 return out
-            positions, grams = _pieces.ngram_codes(words, n)
+            positions, grams = _word_ngrams(words, n)
             doc = words.doc[positions]
-            repeat = ~_pieces.occurrences(_pieces.combine(doc, grams), doc)[1]
-            starts = positions[repeat]
+            starts = positions[repeated(grams, doc)]
             total = len(words.values)
             # Words covered by a repeated n-gram: +1 where one starts, -1 just after it ends.
             cover = np.cumsum(

@@ -20,10 +20,11 @@ import numpy as np
 import pyarrow as pa
 
 from curator_slurm.stages.filters.base import DocumentFilter, between
-from curator_slurm.stages.filters.heuristic._shared import MaxRatio, MinRatio, check_lang, ratio
+from curator_slurm.stages.filters.heuristic._shared import MaxRatio, MinRatio, ratio
 from curator_slurm.stages.text import chars as _chars
 from curator_slurm.stages.text import pieces as _pieces
 from curator_slurm.stages.text.constants import COMMON_ENGLISH_WORDS, ELLIPSIS_MARKS
+from curator_slurm.stages.text.languages import check_language
 
 _COMMON_KEYS = np.array([_pieces.pack(w) for w in COMMON_ENGLISH_WORDS], np.int64)
 _HASH_RUNS = re.compile("#+")
@@ -38,7 +39,7 @@ class WordCountFilter(DocumentFilter):
     def __init__(self, min_words: int | None = 50, max_words: int | None = 100000, lang: str = "en") -> None:
         self.min_words = min_words
         self.max_words = max_words
-        self.lang = check_lang("WordCountFilter", lang)
+        self.lang = check_language("WordCountFilter", lang)
 
     def score_document(self, text: str) -> int:
         return len(text.split())
@@ -70,7 +71,7 @@ class MeanWordLengthFilter(DocumentFilter):
     ) -> None:
         self.min_mean_word_length = min_mean_word_length
         self.max_mean_word_length = max_mean_word_length
-        self.lang = check_lang("MeanWordLengthFilter", lang)
+        self.lang = check_language("MeanWordLengthFilter", lang)
 
     def score_document(self, text: str) -> float:
         words = text.split()
@@ -101,7 +102,7 @@ class LongWordFilter(DocumentFilter):
 
     def __init__(self, max_word_length: int = 1000, lang: str = "en") -> None:
         self.max_word_length = max_word_length
-        self.lang = check_lang("LongWordFilter", lang)
+        self.lang = check_language("LongWordFilter", lang)
 
     def score_document(self, text: str) -> int:
         return max((len(w) for w in text.split()), default=0)
@@ -138,7 +139,7 @@ class SymbolsToWordsFilter(MaxRatio):
 
     def __init__(self, max_symbol_to_word_ratio: float = 0.1, lang: str = "en") -> None:
         self.max_symbol_to_word_ratio = max_symbol_to_word_ratio
-        self.lang = check_lang("SymbolsToWordsFilter", lang)
+        self.lang = check_language("SymbolsToWordsFilter", lang)
 
     def score_document(self, text: str) -> float:
         words = text.split()
@@ -196,7 +197,7 @@ class WordsWithoutAlphabetsFilter(MinRatio):
 
     def __init__(self, min_words_with_alphabets: float = 0.8, lang: str = "en") -> None:
         self.min_words_with_alphabets = min_words_with_alphabets
-        self.lang = check_lang("WordsWithoutAlphabetsFilter", lang)
+        self.lang = check_language("WordsWithoutAlphabetsFilter", lang)
 
     def score_document(self, text: str) -> float:
         words = text.split()

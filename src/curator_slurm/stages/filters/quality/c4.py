@@ -14,17 +14,20 @@ import pyarrow as pa
 from curator_slurm.errors import InputError
 from curator_slurm.stages.filters.decide import DatatroveFilter, Decision, batch_seed, first_reason
 from curator_slurm.stages.io.writers import BaseWriter
+from curator_slurm.stages.text.chars import char_lengths
 from curator_slurm.stages.text.compute import (
     RE2_SPACE,
-    _compute,
     call,
+    count_substring,
     match_substring,
     re2_literal,
     replace_regex,
     to_numpy,
 )
-from curator_slurm.stages.text.spacy_words import check_language, english, sentence_counts
-from curator_slurm.stages.text.split import SPACE_RUN, lengths, per_row, split_regex, splitlines, strings, strip
+from curator_slurm.stages.text.counts import per_row
+from curator_slurm.stages.text.languages import SPACY_ENGLISH, check_language
+from curator_slurm.stages.text.spacy_words import english, sentence_counts
+from curator_slurm.stages.text.split import SPACE_RUN, split_regex, splitlines, strings, strip
 from curator_slurm.tasks import DocumentBatch
 
 #: datatrove's ``POLICY_SUBSTRINGS``: a line holding one is dropped (``filter_policy``).
@@ -81,13 +84,13 @@ class C4QualityFilter(DatatroveFilter):
         self.filter_javascript = filter_javascript
         self.filter_curly_bracket = filter_curly_bracket
         self.filter_policy = filter_policy
-        self.language = check_language(language, type(self).__name__)
+        self.language = check_language(type(self).__name__, language, SPACY_ENGLISH)
 
     def decide(self, texts: pa.Array, task: DocumentBatch) -> Decision:
         rows = len(texts)
         lines, line_rows = splitlines(texts) if self.split_paragraph else _sentences(texts)
         lines = strip(lines)
-        counted = call("count_substring_regex", lines, options=_regex_options(f"[^{RE2_SPACE}]+"))
+        counted = count_substring(lines, f"[^{RE2_SPACE}]+", regex=True)
         n_words = to_numpy(counted).astype(np.int64)
         keep = np.ones(len(lines), dtype=bool)
         if self.max_word_length != -1:
@@ -129,18 +132,14 @@ class C4QualityFilter(DatatroveFilter):
         return Decision(decision.keep, decision.reasons, strip(joined))
 
 
-def _regex_options(pattern: str) -> Any:
-    return _compute.MatchSubstringOptions(pattern)
-
-
 def _has_long_word(lines: pa.Array, longest: int) -> np.ndarray:
     """Whether each line has a word (whitespace-separated) of more than ``longest`` characters."""
-    out = lengths(lines) > longest
+    out = char_lengths(lines) > longest
     at = np.flatnonzero(out)
     if not len(at):
         return out
     pieces, parents = split_regex(lines.take(pa.array(at)), SPACE_RUN)
-    long = lengths(pieces) > longest
+    long = char_lengths(pieces) > longest
     out[:] = False
     out[at[np.unique(parents[long])]] = True
     return out

@@ -8,18 +8,13 @@ import pyarrow as pa
 
 from curator_slurm.stages.filters.decide import DatatroveFilter, Decision, first_reason
 from curator_slurm.stages.io.writers import BaseWriter
-from curator_slurm.stages.text.compute import (
-    RE2_SPACE,
-    _compute,
-    call,
-    match_substring,
-    re2_literal,
-    replace_regex,
-    split_pattern,
-    to_numpy,
-)
-from curator_slurm.stages.text.spacy_words import check_language, words
-from curator_slurm.stages.text.split import TERMINAL_PUNCTUATION, duplicates, explode, lengths, per_row, ratio
+from curator_slurm.stages.text.chars import char_lengths
+from curator_slurm.stages.text.compute import count_substring, match_substring, re2_literal, replace_regex, to_numpy
+from curator_slurm.stages.text.counts import per_row, ratio, repeated_per_doc
+from curator_slurm.stages.text.languages import SPACY_ENGLISH, check_language
+from curator_slurm.stages.text.pieces import lines as nonblank_lines
+from curator_slurm.stages.text.spacy_words import words
+from curator_slurm.stages.text.split import TERMINAL_PUNCTUATION
 from curator_slurm.tasks import DocumentBatch
 
 
@@ -57,14 +52,12 @@ class FineWebQualityFilter(DatatroveFilter):
         self.short_line_length = short_line_length
         self.char_duplicates_ratio = char_duplicates_ratio
         self.new_line_ratio = new_line_ratio
-        self.language = check_language(language, type(self).__name__)
+        self.language = check_language(type(self).__name__, language, SPACY_ENGLISH)
 
     def decide(self, texts: pa.Array, task: DocumentBatch) -> Decision:
         rows = len(texts)
-        lines, line_rows = explode(split_pattern(texts, "\n"))
-        blank = to_numpy(match_substring(lines, f"^[{RE2_SPACE}]*$", regex=True))
-        lines, line_rows = lines.filter(pa.array(~blank)), line_rows[~blank]
-        n_lines = np.bincount(line_rows, minlength=rows)
+        pieces = nonblank_lines(texts)  # NeMo Curator's "sentences" too: the non-blank lines, unstripped
+        lines, line_rows, n_lines = pieces.values, pieces.doc, pieces.counts
         if any(c == "" for c in self.stop_chars):
             ends = np.ones(len(lines), dtype=bool)  # every string ends with ""
         else:
@@ -72,9 +65,10 @@ class FineWebQualityFilter(DatatroveFilter):
             ends = to_numpy(match_substring(lines, pattern, regex=True))
         punct = ratio(per_row(ends.astype(np.float64), line_rows, rows), n_lines)
         punct_fails = (punct < self.line_punct_thr) & ~((punct == 0) & self.line_punct_exclude_zero)
-        short = ratio(per_row((lengths(lines) <= self.short_line_length).astype(np.float64), line_rows, rows), n_lines)
-        _, dup_chars = duplicates(lines, line_rows, rows)
-        dups = ratio(dup_chars, lengths(replace_regex(texts, "\n", "")))
+        short_lines = (char_lengths(lines) <= self.short_line_length).astype(np.float64)
+        short = ratio(per_row(short_lines, line_rows, rows), n_lines)
+        _, dup_chars = repeated_per_doc(lines, line_rows, rows)
+        dups = ratio(dup_chars, char_lengths(replace_regex(texts, "\n", "")))
         rules = [
             ("empty", n_lines == 0),
             ("line_punct_ratio", punct_fails),
@@ -85,15 +79,11 @@ class FineWebQualityFilter(DatatroveFilter):
         alive = np.flatnonzero(decision.keep)
         if not len(alive):
             return decision
-        newlines = to_numpy(call("count_substring", texts.take(pa.array(alive)), options=_substring("\n")))
+        newlines = to_numpy(count_substring(texts.take(pa.array(alive)), "\n"))
         per_word = ratio(newlines, words(texts.take(pa.array(alive))).counts)
         over = np.zeros(rows, dtype=bool)
         over[alive] = per_word > self.new_line_ratio
         return first_reason([*rules, ("list_ratio", over)], rows)
-
-
-def _substring(pattern: str) -> object:
-    return _compute.MatchSubstringOptions(pattern)
 
 
 __all__ = ["FineWebQualityFilter"]

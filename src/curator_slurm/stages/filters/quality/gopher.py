@@ -14,18 +14,13 @@ import pyarrow as pa
 
 from curator_slurm.stages.filters.decide import DatatroveFilter, Decision, first_reason
 from curator_slurm.stages.io.writers import BaseWriter
-from curator_slurm.stages.text.compute import RE2_SPACE, _compute, call, match_substring, to_numpy
-from curator_slurm.stages.text.spacy_words import Words, check_language, words
-from curator_slurm.stages.text.split import (
-    PUNCTUATION_SET,
-    duplicates,
-    lengths,
-    per_row,
-    ratio,
-    split_regex,
-    splitlines,
-    strip,
-)
+from curator_slurm.stages.text.chars import char_lengths
+from curator_slurm.stages.text.compute import RE2_SPACE, call, count_substring, match_substring, to_numpy
+from curator_slurm.stages.text.counts import ngram_codes, per_row, ratio, repeated_per_doc, top_ngrams
+from curator_slurm.stages.text.languages import SPACY_ENGLISH, check_language
+from curator_slurm.stages.text.pieces import combine, occurrences
+from curator_slurm.stages.text.spacy_words import Words, words
+from curator_slurm.stages.text.split import PUNCTUATION_SET, split_regex, splitlines, strip
 from curator_slurm.tasks import DocumentBatch
 
 #: datatrove's ``STOP_WORDS``.
@@ -33,11 +28,7 @@ STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 
 
 def _count(texts: pa.Array, pattern: str) -> np.ndarray:
-    return to_numpy(call("count_substring", texts, options=_substring(pattern))).astype(np.int64)
-
-
-def _substring(pattern: str) -> object:
-    return _compute.MatchSubstringOptions(pattern)
+    return to_numpy(count_substring(texts, pattern)).astype(np.int64)
 
 
 class GopherQualityFilter(DatatroveFilter):
@@ -81,7 +72,7 @@ class GopherQualityFilter(DatatroveFilter):
         self.max_non_alpha_words_ratio = max_non_alpha_words_ratio
         self.min_stop_words = min_stop_words
         self.stop_words = sorted(set(STOP_WORDS if stop_words is None else stop_words))
-        self.language = check_language(language, type(self).__name__)
+        self.language = check_language(type(self).__name__, language, SPACY_ENGLISH)
 
     def decide(self, texts: pa.Array, task: DocumentBatch) -> Decision:
         rows = len(texts)
@@ -149,7 +140,9 @@ class GopherRepetitionFilter(DatatroveFilter):
     fractions of characters are of the whole text. The top n-gram is the most frequent n-gram of words
     (the first to appear among equally frequent ones), its characters joined by spaces, times its count;
     duplicated n-grams are counted as datatrove counts them: words joined without spaces, and after a
-    repeat the scan jumps past it.
+    repeat the scan jumps past it. Repeated paragraphs and lines, and the top n-gram, are counted by the
+    kernels NeMo Curator's repetition filters use (:mod:`..text.counts`); what differs from those filters is
+    what a line, a paragraph and a word are, and what each share is of (see ``docs/catalogue.md``).
     """
 
     name = "gopher_repetition_filter"
@@ -173,21 +166,21 @@ class GopherRepetitionFilter(DatatroveFilter):
         self.dup_para_char_frac = dup_para_char_frac
         self.top_n_grams = tuple((int(n), float(f)) for n, f in top_n_grams)
         self.dup_n_grams = tuple((int(n), float(f)) for n, f in dup_n_grams)
-        self.language = check_language(language, type(self).__name__)
+        self.language = check_language(type(self).__name__, language, SPACY_ENGLISH)
 
     def decide(self, texts: pa.Array, task: DocumentBatch) -> Decision:
         rows = len(texts)
-        size = lengths(texts)
+        size = char_lengths(texts)
         rules: list[tuple[str, np.ndarray]] = [("empty", size == 0)]
         paragraphs, para_rows = split_regex(strip(texts), "\n{2,}")
         n_paragraphs = np.bincount(para_rows, minlength=rows)
-        para_dups, para_chars = duplicates(paragraphs, para_rows, rows)
+        para_dups, para_chars = repeated_per_doc(paragraphs, para_rows, rows)
         if self.dup_para_frac:
             rules.append(("dup_para_frac", ratio(para_dups, n_paragraphs) > self.dup_para_frac))
         if self.dup_para_char_frac:
             rules.append(("dup_para_char_frac", ratio(para_chars, size) > self.dup_para_char_frac))
         lines, line_rows = split_regex(texts, "\n+")
-        line_dups, line_chars = duplicates(lines, line_rows, rows)
+        line_dups, line_chars = repeated_per_doc(lines, line_rows, rows)
         if self.dup_line_frac:
             n_lines = np.bincount(line_rows, minlength=rows)
             rules.append(("dup_line_frac", ratio(line_dups, n_lines) > self.dup_line_frac))
@@ -220,34 +213,19 @@ def _scatter(values: np.ndarray, at: np.ndarray, rows: int) -> np.ndarray:
     return out
 
 
-def _ngram_ids(w: Words, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(start position, id) of every n-gram of words inside one text; equal ids are equal word sequences."""
-    total = len(w.ids)
-    starts = np.arange(max(total - n + 1, 0))
-    starts = starts[(starts + n <= w.offsets[w.rows[starts] + 1])] if len(starts) else starts
-    gram = w.ids[starts]
-    for k in range(1, n):
-        _, gram = np.unique(gram * len(w.vocab) + w.ids[starts + k], return_inverse=True)
-        gram = gram.reshape(-1).astype(np.int64)
-    return starts, gram
-
-
 def _top_ngram_chars(w: Words, n: int) -> np.ndarray:
-    """datatrove's ``find_top_duplicate`` of every text's n-grams (0 where a text has none)."""
+    """datatrove's ``find_top_duplicate`` of every text's n-grams (0 where a text has none): the most frequent
+    n-gram, the first to appear among equally frequent ones (:func:`.counts.top_ngrams`, NeMo's
+    ``RepeatingTopNGramsFilter``'s choice too), its words joined by spaces, times its count. NeMo's filter counts
+    that string's occurrences in the text instead, over whitespace words (``RepeatingTopNGramsFilter``)."""
     rows = len(w.offsets) - 1
     out = np.zeros(rows)
-    starts, gram = _ngram_ids(w, n)
-    if not len(starts):
+    positions, grams = ngram_codes(w.ids, w.rows, w.offsets[w.rows + 1], n)
+    if not len(positions):
         return out
-    row = w.rows[starts]
-    _, first, counts = np.unique(row * (gram.max() + 1) + gram, return_index=True, return_counts=True)
-    key_row = row[first]
-    # Per text: the highest count, and among those the n-gram that appeared first.
-    order = np.lexsort((first, -counts, key_row))
-    best = order[np.r_[True, key_row[order][1:] != key_row[order][:-1]]]
+    docs, starts, counts = top_ngrams(positions, grams, w.rows)
     cum = np.concatenate([[0], np.cumsum(w.lengths[w.ids])])
-    chars = cum[starts[first[best]] + n] - cum[starts[first[best]]] + (n - 1)
-    out[key_row[best]] = chars * counts[best]
+    out[docs] = (cum[starts + n] - cum[starts] + (n - 1)) * counts
     return out
 
 
@@ -271,11 +249,9 @@ def _dup_ngram_chars(w: Words, n: int, frac: float, size: np.ndarray) -> np.ndar
     )
     encoded = call("dictionary_encode", joined)
     gram = to_numpy(encoded.indices).astype(np.int64)
-    gram_chars = lengths(encoded.dictionary)
+    gram_chars = char_lengths(encoded.dictionary)
     row = w.rows[starts]
-    _, first = np.unique(row * (gram.max() + 1) + gram, return_index=True)
-    seen_before = np.ones(len(starts), dtype=bool)
-    seen_before[first] = False
+    seen_before = ~occurrences(combine(row, gram), row)[1]
     # Up to a text's first repeat every n-gram is new: the scan starts there, with those in its set.
     repeats = np.flatnonzero(seen_before)
     bound = per_row(gram_chars[gram[repeats]].astype(np.float64), row[repeats], rows)
