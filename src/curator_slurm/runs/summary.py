@@ -118,7 +118,7 @@ def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
         if job:
             row["job"] = f"{job}_{task}"
         for i in kept:
-            funnel.add(_stages_of(lines[i]))
+            funnel.add(_stages_of(lines[i]), _stage_seconds_of(lines[i]))
             if b'"notes":' in lines[i]:  # rare: only records of stages that noted something
                 _add_notes(summary.notes, lines[i])
     summary.funnel = funnel.rows()
@@ -218,3 +218,15 @@ def _stages_of(line: bytes) -> Any:
         return json.loads(line[at + 9 : end + 2]) if end > 0 else json.loads(line)["stages"]
     except (json.JSONDecodeError, KeyError):
         return json.loads(line).get("stages")
+
+
+def _stage_seconds_of(line: bytes) -> Any:
+    """A done record's ``stage_seconds``, parsed from its slice of the line; None for a record without them."""
+    at = line.find(b'"stage_seconds":')
+    if at < 0:
+        return None
+    end = line.find(b"]", at)
+    try:
+        return json.loads(line[at + 16 : end + 1])
+    except json.JSONDecodeError:
+        return json.loads(line).get("stage_seconds")
