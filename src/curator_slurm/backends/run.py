@@ -11,6 +11,8 @@ from typing import Any
 from curator_slurm.backends.adapter import BaseStageAdapter, list_sources, manifest_sources
 from curator_slurm.logs import bound
 from curator_slurm.runs.options import RunOptions
+from curator_slurm.runs.progress import RunProgress
+from curator_slurm.runs.queue import WorkQueue
 from curator_slurm.runs.record import ledger_record
 from curator_slurm.runs.results import PipelineResult, SourceResult
 from curator_slurm.runs.rundir import RunDir
@@ -28,6 +30,9 @@ class BaseExecutor:
 
     retry_backoff: float = 1.0
     progress_interval: float = 30.0
+    #: While :meth:`execute` drives a run with a run directory: the shard's live progress, whose ``target``
+    #: the workers an executor starts publish to (``runs.progress``); None otherwise.
+    progress: RunProgress | None = None
 
     def process_sources(
         self, stages: list[ProcessingStage], sources: Iterable[Task], shard: ShardSpec, should_stop: StopCheck
@@ -68,10 +73,17 @@ class BaseExecutor:
         session = RunSession(listing, names, shard, run_dir, fingerprint or {}, options, log, self.progress_interval)
         session.start()
         remove_dead_temporaries(stages, log)
-        if len(stages) > 1:
-            session.drive(lambda queue, should_stop: self.process_sources(stages[1:], queue, shard, should_stop))
-        else:
-            session.drive(lambda queue, should_stop: _passthrough(queue))
+
+        def work(queue: WorkQueue, should_stop: StopCheck) -> Iterator[SourceResult]:
+            self.progress = session.progress  # set while the session drives (inside its run directory's marker)
+            if len(stages) > 1:
+                return self.process_sources(stages[1:], queue, shard, should_stop)
+            return _passthrough(queue)
+
+        try:
+            session.drive(work)
+        finally:
+            self.progress = None
         return session.finish()
 
 

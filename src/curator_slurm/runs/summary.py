@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from curator_slurm.runs.durations import Durations, add_columns, add_minutes
 from curator_slurm.runs.funnel import FunnelRow, FunnelSum
 from curator_slurm.runs.ledger import complete_lines, ledger_files
 from curator_slurm.stages.notes import merge_notes
@@ -64,6 +65,10 @@ class DoneSummary:
     #: Object-store requests and retries of every recorded task (done or failed, each attempt's record):
     #: ``{"requests", "retries", "reasons"}``; None when no record made any.
     s3: dict[str, Any] | None = None
+    #: How long the done source tasks took (counted ones: one per task), and the slowest of them.
+    durations: Durations = field(default_factory=Durations)
+    #: Done source tasks per minute of wall time (minute since the epoch -> count): throughput over time.
+    per_minute: dict[int, int] = field(default_factory=dict)
 
 
 def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
@@ -117,6 +122,8 @@ def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
         job, task = picked.column("array_job_id")[0].as_py(), picked.column("array_task_id")[0].as_py()
         if job:
             row["job"] = f"{job}_{task}"
+        add_columns(summary.durations, _floats(picked, "seconds"), picked.column("source").to_pylist(), label)
+        add_minutes(summary.per_minute, _floats(picked, "time"))
         for i in kept:
             funnel.add(_stages_of(lines[i]), _stage_seconds_of(lines[i]))
             if b'"notes":' in lines[i]:  # rare: only records of stages that noted something
@@ -125,6 +132,11 @@ def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
     if not summary.records:
         summary.first_time = summary.last_time = 0.0
     return summary
+
+
+def _floats(table: pa.Table, column: str) -> Any:
+    """A float column as a numpy array, NaN where a record has no value."""
+    return table.column(column).to_numpy(zero_copy_only=False).astype("float64")
 
 
 def _add_s3(total: dict[str, Any] | None, line: bytes) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from curator_slurm.errors import RunDirError
 from curator_slurm.runs.ledger import LEDGER_DIR, load_status
 from curator_slurm.runs.liveness import live_processes
 from curator_slurm.runs.plan import PLAN_FILE, PLAN_REMEDY
+from curator_slurm.runs.progress_read import read_progress, running_fraction
 from curator_slurm.runs.rundir import (
     DEFAULT_RUN_DIR_NAME,
     RERUN_REMEDY,
@@ -72,6 +73,8 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
     pending = max(total - done_count - len(failed), 0)
     elapsed = summary.last_time - summary.first_time if summary.records else 0.0
     rate = done_count / elapsed if elapsed > 0 else None
+    typical = summary.durations.quantile(0.5)  # the done source tasks' median duration
+    progress = read_progress(run_dir, typical, done_count)
     shards = summary.shards
     for r in failed.values():
         s = shards.setdefault(r.get("shard", "?"), shard_row(r.get("shard", "?"), None))
@@ -126,11 +129,13 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
         "s3": summary.s3,
         "tasks_per_second": rate,
         "docs_per_second": summary.rows_in / elapsed if elapsed > 0 else None,
-        "eta_seconds": None if stalled else pending / rate if rate and pending else (0.0 if not pending else None),
+        "eta_seconds": None if stalled else eta(pending, rate, running_fraction(progress.running, typical)),
         "stalled": stalled,
         "stopped": stalled,
         "active": working + (1 if states is None and job_ids else 0),
         "processes": {"alive": list(live.alive), "elsewhere": list(live.elsewhere), "gone": list(live.gone)},
+        "running": progress.running,  # what each process is doing now (runs.progress)
+        "dead": progress.dead,  # processes killed while they ran a source task
         "shards": sorted(shards.values(), key=shard_order),
         "jobs": job_ids,
         "job_states": active,
@@ -139,6 +144,16 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
         "funnel": [row.as_dict() for row in summary.funnel],
         "verified": verify_run(run_dir) if verify else None,
     } | {"notes": summary.notes}  # why stages dropped documents, damaged inputs (stages.notes)
+
+
+def eta(pending: int, rate: float | None, running: float) -> float | None:
+    """Seconds until the ``pending`` source tasks are done at ``rate`` tasks per second, less the ``running``
+    tasks' worth of work already done (:func:`running_fraction`); 0 with nothing pending, None without a rate."""
+    if not pending:
+        return 0.0
+    if not rate:
+        return None
+    return max(pending - running, 0.0) / rate
 
 
 def ended_tasks(

@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from curator_slurm.runs.summary import describe_s3
+from curator_slurm.slurm.progress_text import format_running
 
 
 def shard_order(row: dict[str, Any]) -> tuple[int, int, str]:
@@ -56,6 +57,7 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
         lines.append(f"tokens: {status['tokens']} in the outputs of the done source tasks")
     if status.get("s3"):  # object-store requests of every recorded attempt; retries distinct from task retries
         lines.append(describe_s3(status["s3"]) + " by the recorded source tasks (request retries, not task retries)")
+    lines.extend(format_running(status, show_all))
     lines.extend(format_funnel(status["funnel"]))
     lines.extend(format_stage_seconds(status["funnel"]))
     lines.extend(format_notes(status.get("notes") or {}))

@@ -17,6 +17,7 @@ rule ("the first occurrence wins") and :class:`~curator_slurm.stages.modifiers.i
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from curator_slurm import fs
@@ -89,6 +90,11 @@ class PhaseOutputsSource(ProcessingStage[EmptyTask, FileGroupTask]):
         ]
 
 
+def _natural(path: str) -> list[Any]:
+    """A sort key that orders the numbers in ``path`` by value."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
+
+
 class PhaseOutputsReaderStage(FileReaderStage):
     """Reads the JSONL or Parquet files that the earlier phase's ledger lists for this task."""
 
@@ -113,7 +119,8 @@ class PhaseOutputsReaderStage(FileReaderStage):
                 f"{run_dir}: source task {task.task_id} of the phase before is not done, so there is nothing to "
                 "read for it; finish that phase first (re-run the script, or `curator-slurm retry`)"
             )
-        files = [p for p in recorded[task.task_id] if p.endswith((".jsonl", ".parquet"))]
+        # In the order the earlier phase made them: "x-2" before "x-10" (one output per batch of a source task).
+        files = sorted((p for p in recorded[task.task_id] if p.endswith((".jsonl", ".parquet"))), key=_natural)
         if len(files) > MAX_OUTPUTS:
             raise InputError(f"{run_dir}: source task {task.task_id} wrote {len(files)} files, more than {MAX_OUTPUTS}")
         return files

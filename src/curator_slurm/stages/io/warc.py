@@ -15,6 +15,7 @@ documents this reader makes of the file, in file order. Large files can be read 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -22,9 +23,8 @@ import pyarrow as pa
 from curator_slurm import extras
 from curator_slurm.errors import InputError
 from curator_slurm.stages.io import warc_records as wr
+from curator_slurm.stages.io.batching import DEFAULT_BATCH_BYTES, BatchBound, Piece, set_bound
 from curator_slurm.stages.io.readers import FileReader, FileReaderStage
-from curator_slurm.stages.notes import add_notes
-from curator_slurm.tasks import DocumentBatch, FileGroupTask
 
 #: Payload media types read as HTML.
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -67,7 +67,6 @@ class WarcReaderStage(FileReaderStage):
         self.record_types = tuple(record_types)
         wr.record_types(self.record_types)  # an unknown type fails here, when the pipeline is built
         self.keep_non_html = keep_non_html
-        self._pending: list[dict[str, Any]] = []  # the notes of the files read for the task in hand
 
     # --- what a record becomes ------------------------------------------------------------------------
     def _document(self, record: wr.Record, counts: dict[str, int], decode: bool = True) -> dict[str, Any] | None:
@@ -114,14 +113,36 @@ class WarcReaderStage(FileReaderStage):
         return row
 
     # --- reading --------------------------------------------------------------------------------------
-    def _scan(self, path: str, start: int = 0, end: int | None = None) -> tuple[pa.Table, dict[str, Any]]:
+    def _scan(self, path: str, start: int = 0, end: int | None = None, bound: Any = None) -> Iterator[Piece]:
+        """The documents of the records of ``path`` that start in ``[start, end)``, a batch (:attr:`bound`) at
+        a time, each with the counts of the records skipped while reading it and, the last, the damage that
+        ended the reading; at least one (maybe empty) piece, so the notes of a piece without documents count."""
         counts: dict[str, int] = {}
         scan = wr.Scan()
-        rows = []
+        rows: list[dict[str, Any]] = []
+        size = read = 0
+        bound = bound or BatchBound(None, None)
         for record in wr.records(path, wr.record_types(self.record_types), start, end, scan):
             row = self._document(record, counts)
-            if row is not None:
-                rows.append(row)
+            if row is None:
+                continue
+            rows.append(row)
+            size += len(row.get(self.text_field) or "") + len(row.get("content") or b"")
+            if not bound.fits(len(rows) + 1, size):
+                yield self._piece(path, rows, counts, None)
+                read += len(rows)
+                rows, counts, size = [], {}, 0
+        if scan.damage:
+            from loguru import logger
+
+            logger.warning(
+                f"{path}: damaged at byte {scan.damage.offset} ({scan.damage.error}); kept the "
+                f"{read + len(rows)} documents before it, the rest of the file is not read"
+            )
+        if rows or counts or scan.damage or not read:
+            yield self._piece(path, rows, counts, scan.damage.as_dict() if scan.damage else None)
+
+    def _piece(self, path: str, rows: list[dict[str, Any]], counts: dict[str, int], damage: Any) -> Piece:
         schema = self.schema_of
         if self.keep_non_html:
             schema = schema.append(pa.field("content", pa.binary()))
@@ -132,25 +153,21 @@ class WarcReaderStage(FileReaderStage):
             if missing:
                 raise InputError(f"{path}: {type(self).__name__} has no field(s) {missing}; it has {schema.names}")
             table = table.select(self.fields)
-        damaged = [scan.damage.as_dict()] if scan.damage else []
-        if scan.damage:
-            from loguru import logger
+        return Piece(0, table, 0, [{"counts": dict(counts), "damaged": [damage] if damage else []}])
 
-            logger.warning(
-                f"{path}: damaged at byte {scan.damage.offset} ({scan.damage.error}); kept the "
-                f"{len(rows)} documents before it, the rest of the file is not read"
-            )
-        return table, {"counts": counts, "damaged": damaged}
+    def tables(self, path: str, byte_range: tuple[int, int] | None, bound: BatchBound) -> Iterator[Any]:
+        """The documents of the records read a batch at a time, as pieces that carry the reader's notes."""
+        start, end = byte_range if byte_range is not None else (0, None)
+        yield from self._scan(path, start, end, bound)
 
     def read_file(self, path: str) -> pa.Table:
-        table, notes = self._scan(path)
-        self._pending.append(notes)
-        return table
+        return pa.concat_tables([p.table for p in self._scan(path)])
 
     def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
-        table, notes = self._scan(path, start, end)
-        self._pending.append(notes)
-        return table  # an empty table, not None: the notes of a piece with no document still count
+        return pa.concat_tables([p.table for p in self._scan(path, start, end)])
+
+    def row_counter(self) -> Any:
+        return self  # documents are numbered with this reader's own settings
 
     def rows_before(self, path: str, offset: int) -> int:  # type: ignore[override]
         """How many documents this reader makes of the records that start before ``offset`` (the record
@@ -160,15 +177,6 @@ class WarcReaderStage(FileReaderStage):
         counts: dict[str, int] = {}
         types = wr.record_types(self.record_types)
         return sum(self._document(r, counts, decode=False) is not None for r in wr.records(path, types, 0, offset))
-
-    def process(self, task: FileGroupTask) -> DocumentBatch | None:
-        self._pending = []
-        batch = super().process(task)
-        if batch is not None:
-            batch.metadata["row_counter"] = self  # documents are numbered with this reader's own settings
-            for notes in self._pending:
-                add_notes(batch.metadata, notes["counts"], notes["damaged"])
-        return batch
 
 
 class WetReaderStage(WarcReaderStage):
@@ -216,10 +224,14 @@ class WarcReader(FileReader):
         split_files: bool = False,
         record_types: tuple[str, ...] | list[str] = ("response",),
         keep_non_html: bool = False,
+        *,
+        batch_rows: int | None = None,
+        batch_bytes: int | str | None = DEFAULT_BATCH_BYTES,
     ) -> None:
         super().__init__(file_paths, files_per_partition, blocksize, None, file_extensions, limit, split_files)
         self.partitioner.splittable_endings = self.splittable_endings
         self.reader = WarcReaderStage(fields, record_types=tuple(record_types), keep_non_html=keep_non_html)
+        set_bound(self.reader, batch_rows, batch_bytes)
 
 
 class WetReader(FileReader):
@@ -241,7 +253,11 @@ class WetReader(FileReader):
         file_extensions: list[str] | None = None,
         limit: int | None = None,
         split_files: bool = False,
+        *,
+        batch_rows: int | None = None,
+        batch_bytes: int | str | None = DEFAULT_BATCH_BYTES,
     ) -> None:
         super().__init__(file_paths, files_per_partition, blocksize, None, file_extensions, limit, split_files)
         self.partitioner.splittable_endings = self.splittable_endings
         self.reader = WetReaderStage(fields)
+        set_bound(self.reader, batch_rows, batch_bytes)
