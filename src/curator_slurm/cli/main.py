@@ -32,6 +32,7 @@ from curator_slurm.runs.plan import (
 )
 from curator_slurm.runs.rundir import default_run_dir_of
 from curator_slurm.slurm.local_array import LocalStopped, run_local
+from curator_slurm.slurm.locate import locate_run_dir
 from curator_slurm.slurm.options import SubmitOptions, option_values, requeue_signal
 from curator_slurm.slurm.phases import (
     parse_phase_shards,
@@ -243,14 +244,21 @@ def _retry_workflow(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Moves the cursor home and clears the terminal: `status --watch` redraws in place.
+CLEAR_SCREEN = "\x1b[H\x1b[2J"
+
 # --- status / failures ------------------------------------------------------------------------------
 
 
 def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
-    """The run's status, again every ``--watch`` seconds until nothing is left to wait for."""
+    """The run's status, again every ``--watch`` seconds until nothing is left to wait for: on a terminal in
+    place (the screen cleared before each), elsewhere one after the other."""
+    in_place = bool(args.watch) and not args.json and sys.stdout.isatty()
     while True:
         report = status_report(args.run_dir, args.all, args.verify)
         try:
+            if in_place:
+                sys.stdout.write(CLEAR_SCREEN + f"every {args.watch:g} s, until nothing can change (Ctrl-C stops)\n")
             _print_json(report.data) if args.json else print(report.text)
             sys.stdout.flush()
         except BrokenPipeError:  # `status | head -1`: the reader is gone, the exit code still tells
@@ -261,7 +269,8 @@ def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
         if not args.watch or report.settled:
             return report.code
         time.sleep(args.watch)
-        print()
+        if not in_place:
+            print()
 
 
 def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
@@ -320,6 +329,9 @@ def cmd_shard(args: argparse.Namespace, _: list[str]) -> int:
 # --- parser -----------------------------------------------------------------------------------------
 
 
+#: The commands that look at an existing run, given its run directory or the output it wrote.
+LOOKS_AT_A_RUN = ("status", "failures", "retry", "report")
+
 COMMANDS = {
     "submit": cmd_submit,
     "status": cmd_status,
@@ -346,9 +358,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    if getattr(args, "run_dir", None) and fs.is_uri(args.run_dir):
-        # An output on object storage: its run directory is local (runs.rundir.default_run_dir_of), so
-        # `status s3://bucket/out` means that directory.
+    if getattr(args, "run_dir", None) and args.command in LOOKS_AT_A_RUN:
+        # A run directory, or the output (local or s3://, of a pipeline or a workflow) whose run directory a
+        # run put in its default place: `status OUT` means OUT/.curator-run (slurm.locate).
+        args.run_dir = locate_run_dir(args.run_dir)
+    elif getattr(args, "run_dir", None) and fs.is_uri(args.run_dir):
+        # An output on object storage: its run directory is local (runs.rundir.default_run_dir_of).
         args.run_dir = default_run_dir_of(args.run_dir)
     for name in ("shards", "parallel", "throttle"):
         value = getattr(args, name, None)

@@ -92,7 +92,7 @@ def _entry(state: dict[str, Any], now: float) -> dict[str, Any]:
         "tasks_done": int(state.get("tasks_done") or 0),
         "updated_seconds_ago": round(max(now - updated, 0.0), 1),
         "checked": state["alive"] is not None,
-        "interval": float(state.get("interval") or DEFAULT_INTERVAL),
+        "interval": float(state["interval"] if state.get("interval") is not None else DEFAULT_INTERVAL),
         "straggler": False,
     }
 
