@@ -258,6 +258,11 @@ class LedgerWriter:
         }
         defer_output_sync(True)
         self._deferring = True
+        from curator_slurm.runs.ledger_summary import SummaryKeeper  # it sums records as summary.py does
+
+        #: The summary status reads instead of the records (runs.ledger_summary), kept with each commit.
+        self._summary = SummaryKeeper(self.path)
+        self._size = 0
 
     @property
     def pending(self) -> int:
@@ -266,7 +271,9 @@ class LedgerWriter:
 
     def write(self, record: dict[str, Any]) -> None:
         """Buffer ``record``; commit the window if it is full or old enough."""
-        line = json.dumps({**record, **self._common, "time": round(time.time(), 3)}, separators=(",", ":"))
+        full = {**record, **self._common, "time": round(time.time(), 3)}
+        line = json.dumps(full, separators=(",", ":"))
+        self._summary.add(full)
         now = self.clock()
         if not self._lines:
             self._opened = now
@@ -292,14 +299,17 @@ class LedgerWriter:
             # Whole lines, unbuffered. A commit cut short (a signal, a full disk) is done again by close():
             # records may repeat (harmless: done is done) after at most one torn line, which readers skip.
             data = memoryview(b"".join(self._lines))
+            size = len(data)
             while data:
                 data = data[os.write(self._fd, data) :]
             os.fsync(self._fd)
+            self._size += size
         except OSError as e:  # at worst a torn last line, which readers ignore
             if is_out_of_space(e):
                 raise out_of_space(e, os.path.dirname(self.path)) from e
             raise
         self._lines, self._outputs, self._work = [], [], 0.0
+        self._summary.commit(self._size)
 
     def close(self) -> None:
         """Commit what is buffered and close the file; sink writers fsync their own files again."""

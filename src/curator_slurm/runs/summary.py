@@ -69,19 +69,22 @@ class DoneSummary:
     durations: Durations = field(default_factory=Durations)
     #: Done source tasks per minute of wall time (minute since the epoch -> count): throughput over time.
     per_minute: dict[int, int] = field(default_factory=dict)
+    #: The sums behind ``funnel`` (which summaries of other records add to).
+    funnel_sum: FunnelSum = field(default_factory=FunnelSum)
 
 
-def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
+def summarise_done(run_dir: str, done: set[str], files: list[str] | None = None) -> DoneSummary:
     """Sum the done source tasks' records, shard by shard, in memory bounded by one ledger file.
 
     Each done source task counts once, with its last done record (files in name order, lines in file
     order, as ``load_status`` reads them). ``done`` is consumed: a source id leaves it when its record is
     counted, so a 10-million-record ledger needs no second set. A ledger file is one writer's, so its
     records share one shard and one array task; only the columns summed here are parsed (pyarrow's JSON
-    reader), and a record's ``stages`` only when the record counts."""
+    reader), and a record's ``stages`` only when the record counts. ``files``: these ledger files only (in
+    name order), not every file of the run directory."""
     summary = DoneSummary()
-    funnel = FunnelSum()
-    for name in reversed(ledger_files(run_dir)):
+    funnel = summary.funnel_sum
+    for name in reversed(ledger_files(run_dir) if files is None else files):
         table, lines = _summary_table(name)
         if table is None or table.num_rows == 0:
             continue

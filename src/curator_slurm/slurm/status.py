@@ -14,6 +14,7 @@ from typing import Any
 
 from curator_slurm.errors import RunDirError
 from curator_slurm.runs.ledger import LEDGER_DIR, load_status
+from curator_slurm.runs.ledger_summary import read_run
 from curator_slurm.runs.liveness import live_processes
 from curator_slurm.runs.plan import PLAN_FILE, PLAN_REMEDY
 from curator_slurm.runs.progress_read import read_progress, running_fraction
@@ -25,7 +26,7 @@ from curator_slurm.runs.rundir import (
     load_refusals,
     read_json,
 )
-from curator_slurm.runs.summary import shard_row, summarise_done
+from curator_slurm.runs.summary import shard_row
 from curator_slurm.runs.verify import verify_run
 from curator_slurm.slurm.control import ACTIVE_STATES, ENDED_BADLY_STATES, job_states
 from curator_slurm.slurm.status_text import format_failures, format_status, format_workflow_status, shard_order
@@ -64,9 +65,7 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
     """Everything `status` shows, as data (the keys are those of ``status --json``); with ``verify``, also
     whether every done source task's outputs are still there and its inputs unchanged (``verified``)."""
     check_run_dir(run_dir)
-    state = load_status(run_dir)
-    failed = state.failed
-    summary = summarise_done(run_dir, state.done)
+    failed, summary = read_run(run_dir)  # from the ledger files' summaries where they are exact
     done_count = summary.done
     total = _planned_total(run_dir)
     total = total if total is not None else done_count + len(failed)
