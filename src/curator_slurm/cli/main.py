@@ -43,7 +43,14 @@ from curator_slurm.slurm.phases import (
     submit_phases,
 )
 from curator_slurm.slurm.retry import plan_retry, plan_workflow_retry
-from curator_slurm.slurm.status import damaged_inputs, failure_rows, format_failures, status_report, workflow_phase_dirs
+from curator_slurm.slurm.status import (
+    check_run_dir,
+    damaged_inputs,
+    failure_rows,
+    format_failures,
+    status_report,
+    workflow_phase_dirs,
+)
 from curator_slurm.slurm.step_submit import format_steps, preview_steps, refuse_run_dir_for_steps, submit_steps
 from curator_slurm.slurm.submit import (
     Submission,
@@ -292,6 +299,22 @@ def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace, _: list[str]) -> int:
+    """Write the run's report page (the ``report`` extra draws its charts)."""
+    from curator_slurm import extras
+    from curator_slurm.fs import atomic_write_text
+    from curator_slurm.slurm.report import report_data
+    from curator_slurm.slurm.report_html import render_report
+
+    extras.require("plotly", "curator-slurm report", "report")  # before reading a large ledger
+    if workflow_phase_dirs(args.run_dir) is None:
+        check_run_dir(args.run_dir)
+    page = render_report(report_data(args.run_dir))
+    atomic_write_text(os.path.abspath(args.output), page)
+    print(f"report of {os.path.abspath(args.run_dir)}: {os.path.abspath(args.output)} ({len(page) / 1e6:.1f} MB)")
+    return 0
+
+
 # --- local ------------------------------------------------------------------------------------------
 
 
@@ -336,6 +359,7 @@ COMMANDS = {
     "submit": cmd_submit,
     "status": cmd_status,
     "failures": cmd_failures,
+    "report": cmd_report,
     "retry": cmd_retry,
     "plan": cmd_plan,
     "local": cmd_local,
