@@ -155,3 +155,20 @@ def test_status_reads_the_summary_not_the_records(tmp_path: Path) -> None:
     Path(path).write_bytes(data.replace(b'"rows_in":10', b'"rows_in":99', 1))
     assert read_run(run_dir)[1].rows_in == before.rows_in == 300
     assert _reference(run_dir)[1].rows_in == 389
+
+
+def test_keys_looked_at_a_range_at_a_time_give_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With few keys in memory at once (a ledger of hundreds of millions of records), repeats and failed-then-done
+    tasks are still found, range by range."""
+    from curator_slurm.runs import ledger_summary
+
+    run_dir = str(tmp_path)
+    rng = random.Random(4)
+    for index in range(4):
+        writer = LedgerWriter(run_dir, ShardSpec.explicit(index, 4))
+        for i in range(12):
+            writer.write(_record(rng, IDS[(index * 9 + i) % len(IDS)], rng.random() < 0.8))
+        writer.close()
+    whole = _facts(*read_run(run_dir))
+    monkeypatch.setattr(ledger_summary, "KEYS_AT_ONCE", 5)
+    assert _facts(*read_run(run_dir)) == whole == _facts(*_reference(run_dir))

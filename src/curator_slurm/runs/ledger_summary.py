@@ -11,6 +11,7 @@ shares a key with it, is read record by record (:func:`~curator_slurm.runs.summa
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -265,11 +266,10 @@ def read_run(run_dir: str) -> tuple[dict[str, dict[str, Any]], Any]:
         if loaded is not None:
             fast[path] = loaded[0]
     slow = _Slow([p for p in files if p not in fast])
-    keys = _all_keys(fast, slow.done_keys())
-    # A task done twice (or two ids with one key): those files are read record by record.
-    moved = {path for found in _holders(fast, _duplicates(keys)).values() for path in found}
     candidates = {src for state in fast.values() for src, *_ in state.failed} | set(slow.failed_ids())
-    present = {k for k in (key_of(c)[0] for c in candidates) if _holds(keys, k)}
+    duplicates, present = _scan_keys(fast, slow.done_keys(), {key_of(c)[0] for c in candidates})
+    # A task done twice (or two ids with one key): those files are read record by record.
+    moved = {path for found in _holders(fast, duplicates).values() for path in found}
     holders = _holders({p: st for p, st in fast.items() if p not in moved}, present)
     for source in candidates:
         found = holders.get(key_of(source)[0], [])
@@ -345,31 +345,52 @@ class _Slow:
         return np.fromiter((key_of(s)[0] for s in self.done), dtype="<u8", count=len(self.done))
 
 
-def _all_keys(fast: dict[str, FileSummary], slow_keys: np.ndarray) -> np.ndarray:
-    """Every done record's key, sorted (the fast files' read from their .ids files into one array)."""
+#: Keys held in memory at once while looking for repeats (96 MB): more keys are looked at a range at a time.
+KEYS_AT_ONCE = 12_000_000
+
+
+def _scan_keys(fast: dict[str, FileSummary], slow_keys: np.ndarray, wanted: set[int]) -> tuple[set[int], set[int]]:
+    """The keys of more than one done record, and those of ``wanted`` that some done record has: the fast files'
+    keys read from their .ids files, in as many ranges of key values as keep :data:`KEYS_AT_ONCE` in memory."""
     total = sum(state.keys for state in fast.values()) + len(slow_keys)
-    keys = np.empty(total, dtype="<u8")
-    at = 0
+    ranges = max(1, -(-total // KEYS_AT_ONCE))
+    bounds = [(2**64 * i) // ranges for i in range(ranges + 1)]
+    wanted_sorted = np.fromiter(sorted(wanted), dtype="<u8", count=len(wanted))
+    repeated: set[int] = set()
+    present: set[int] = set()
+    for low, high in itertools.pairwise(bounds):
+        keys = _keys_in(fast, slow_keys, low, high, whole=ranges == 1, total=total)
+        keys.sort()
+        if len(keys) > 1:
+            same = keys[1:] == keys[:-1]
+            if same.any():
+                repeated.update(int(k) for k in np.unique(keys[1:][same]))
+        if len(wanted_sorted) and len(keys):
+            at = np.minimum(np.searchsorted(keys, wanted_sorted), len(keys) - 1)
+            present.update(int(k) for k in wanted_sorted[keys[at] == wanted_sorted])
+    return repeated, present
+
+
+def _keys_in(
+    fast: dict[str, FileSummary], slow_keys: np.ndarray, low: int, high: int, whole: bool, total: int
+) -> np.ndarray:
+    """Every done key in ``[low, high)`` (``whole``: all of them, read straight into one array)."""
+    if whole:
+        keys = np.empty(total, dtype="<u8")
+        at = 0
+        for path, state in fast.items():
+            with open(summary_paths(path)[1], "rb") as f:
+                f.readinto(memoryview(keys[at : at + state.keys]).cast("B"))
+            at += state.keys
+        keys[at:] = slow_keys
+        return keys
+    parts = []
     for path, state in fast.items():
         with open(summary_paths(path)[1], "rb") as f:
-            f.readinto(memoryview(keys[at : at + state.keys]).cast("B"))
-        at += state.keys
-    keys[at:] = slow_keys
-    keys.sort()
-    return keys
-
-
-def _duplicates(keys: np.ndarray) -> set[int]:
-    """The keys that appear more than once in the sorted ``keys``."""
-    if len(keys) < 2:
-        return set()
-    same = keys[1:] == keys[:-1]
-    return {int(k) for k in np.unique(keys[1:][same])} if same.any() else set()
-
-
-def _holds(keys: np.ndarray, key: int) -> bool:
-    at = int(np.searchsorted(keys, np.uint64(key)))
-    return at < len(keys) and int(keys[at]) == key
+            mine = np.frombuffer(f.read(8 * state.keys), dtype="<u8")
+        parts.append(mine[(mine >= np.uint64(low)) & (mine <= np.uint64(high - 1))])
+    parts.append(slow_keys[(slow_keys >= np.uint64(low)) & (slow_keys <= np.uint64(high - 1))])
+    return np.concatenate(parts)
 
 
 def _holders(fast: dict[str, FileSummary], keys: set[int]) -> dict[int, list[str]]:
