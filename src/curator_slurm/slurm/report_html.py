@@ -13,7 +13,7 @@ from curator_slurm import extras
 CONFIG = {"displaylogo": False, "responsive": True}
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1150px; padding: 0 1em; color: #222; }
 h1 { font-size: 1.5em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; } h3 { margin-top: 1.5em; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
 td, th { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
