@@ -100,7 +100,7 @@ def write_summaries(run_dir: str) -> int:
     import json
 
     from curator_slurm.runs.ledger import ledger_files
-    from curator_slurm.runs.ledger_summary import SummaryKeeper
+    from curator_slurm.runs.ledger_keeper import SummaryKeeper
 
     files = ledger_files(run_dir)
     for path in files:

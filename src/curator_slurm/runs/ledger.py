@@ -44,6 +44,7 @@ import xxhash
 from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import is_out_of_space, out_of_space
 from curator_slurm.runs.durable import best_sync_method, make_durable
+from curator_slurm.runs.ledger_keeper import SummaryKeeper
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.io.writers import defer_output_sync
 
@@ -258,8 +259,6 @@ class LedgerWriter:
         }
         defer_output_sync(True)
         self._deferring = True
-        from curator_slurm.runs.ledger_summary import SummaryKeeper  # it sums records as summary.py does
-
         #: The summary status reads instead of the records (runs.ledger_summary), kept with each commit.
         self._summary = SummaryKeeper(self.path)
         self._size = 0

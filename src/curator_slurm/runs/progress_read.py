@@ -31,6 +31,21 @@ class Progress:
     running: list[dict[str, Any]] = field(default_factory=list)
     dead: list[dict[str, Any]] = field(default_factory=list)
     drivers: list[dict[str, Any]] = field(default_factory=list)
+    #: How many source tasks' worth of work the running ones have done (:func:`running_fraction`).
+    share: float = 0.0
+
+    def fields(self) -> dict[str, Any]:
+        """What `status --json` shows of it: ``running`` and ``dead``."""
+        return {"running": self.running, "dead": self.dead}
+
+
+def running_now(run_dir: str, durations: Any, done: int) -> Progress:
+    """:func:`read_progress` of ``run_dir`` judged against the ``done`` source tasks' ``durations`` (a
+    :class:`~curator_slurm.runs.durations.Durations`), with the running tasks' share of work."""
+    typical = durations.quantile(0.5)
+    progress = read_progress(run_dir, typical, done)
+    progress.share = running_fraction(progress.running, typical)
+    return progress
 
 
 def read_states(run_dir: str) -> list[dict[str, Any]]:
@@ -116,4 +131,12 @@ def running_fraction(running: list[dict[str, Any]], typical: float | None) -> fl
     return sum(min(e["seconds"] / typical, 0.9) for e in running)
 
 
-__all__ = ["STRAGGLER_FACTOR", "STRAGGLER_MIN_DONE", "Progress", "read_progress", "read_states", "running_fraction"]
+__all__ = [
+    "STRAGGLER_FACTOR",
+    "STRAGGLER_MIN_DONE",
+    "Progress",
+    "read_progress",
+    "read_states",
+    "running_fraction",
+    "running_now",
+]

@@ -19,13 +19,8 @@ import pyarrow.json as pj
 from curator_slurm.runs.durations import Durations, add_columns, add_minutes
 from curator_slurm.runs.funnel import FunnelRow, FunnelSum
 from curator_slurm.runs.ledger import complete_lines, ledger_files
+from curator_slurm.runs.tallies import add_s3_counts, describe_s3, shard_row  # noqa: F401 - imported from here too
 from curator_slurm.stages.notes import merge_notes
-
-
-def shard_row(label: str, job: str | None) -> dict[str, Any]:
-    """A row of the status table for a shard that has recorded nothing yet."""
-    return {"shard": label, "done": 0, "failed": 0, "seconds": 0.0, "rows_in": 0, "job": job}
-
 
 #: The columns of a ledger record that `status` sums; the rest of a record is not parsed.
 _SUMMARY_SCHEMA = pa.schema(
@@ -148,30 +143,6 @@ def _add_s3(total: dict[str, Any] | None, line: bytes) -> dict[str, Any] | None:
     except ValueError:
         return total
     return add_s3_counts(total, part) if isinstance(part, dict) else total
-
-
-def add_s3_counts(total: dict[str, Any] | None, part: dict[str, Any] | None) -> dict[str, Any] | None:
-    """``total`` plus ``part`` (either may be None)."""
-    if not part:
-        return total
-    out = dict(total or {"requests": 0, "retries": 0, "reasons": {}})
-    out["requests"] += part.get("requests", 0)
-    out["retries"] += part.get("retries", 0)
-    out["reasons"] = dict(out["reasons"])
-    for k, v in part.get("reasons", {}).items():
-        out["reasons"][k] = out["reasons"].get(k, 0) + v
-    if part.get("gave_up"):
-        out["gave_up"] = out.get("gave_up", 0) + part["gave_up"]
-    return out
-
-
-def describe_s3(counts: dict[str, Any] | None) -> str:
-    """``"S3: 120 requests, 7 retried (throttled 4, connection reset 3)"``, or "" without requests."""
-    if not counts:
-        return ""
-    why = ", ".join(f"{k} {v}" for k, v in sorted(counts.get("reasons", {}).items()))
-    gave_up = f", {counts['gave_up']} gave up" if counts.get("gave_up") else ""
-    return f"S3: {counts['requests']} requests, {counts['retries']} retried" + (f" ({why})" if why else "") + gave_up
 
 
 def _summary_table(path: str) -> tuple[pa.Table | None, list[bytes]]:

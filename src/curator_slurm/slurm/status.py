@@ -17,7 +17,7 @@ from curator_slurm.runs.ledger import LEDGER_DIR, load_status
 from curator_slurm.runs.ledger_summary import read_run
 from curator_slurm.runs.liveness import live_processes
 from curator_slurm.runs.plan import PLAN_FILE, PLAN_REMEDY
-from curator_slurm.runs.progress_read import read_progress, running_fraction
+from curator_slurm.runs.progress_read import running_now
 from curator_slurm.runs.rundir import (
     DEFAULT_RUN_DIR_NAME,
     RERUN_REMEDY,
@@ -72,8 +72,7 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
     pending = max(total - done_count - len(failed), 0)
     elapsed = summary.last_time - summary.first_time if summary.records else 0.0
     rate = done_count / elapsed if elapsed > 0 else None
-    typical = summary.durations.quantile(0.5)  # the done source tasks' median duration
-    progress = read_progress(run_dir, typical, done_count)
+    progress = running_now(run_dir, summary.durations, done_count)  # what each process does now (runs.progress)
     shards = summary.shards
     for r in failed.values():
         s = shards.setdefault(r.get("shard", "?"), shard_row(r.get("shard", "?"), None))
@@ -128,13 +127,11 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
         "s3": summary.s3,
         "tasks_per_second": rate,
         "docs_per_second": summary.rows_in / elapsed if elapsed > 0 else None,
-        "eta_seconds": None if stalled else eta(pending, rate, running_fraction(progress.running, typical)),
+        "eta_seconds": None if stalled else eta(pending, rate, progress.share),
         "stalled": stalled,
         "stopped": stalled,
         "active": working + (1 if states is None and job_ids else 0),
         "processes": {"alive": list(live.alive), "elsewhere": list(live.elsewhere), "gone": list(live.gone)},
-        "running": progress.running,  # what each process is doing now (runs.progress)
-        "dead": progress.dead,  # processes killed while they ran a source task
         "shards": sorted(shards.values(), key=shard_order),
         "jobs": job_ids,
         "job_states": active,
@@ -142,7 +139,7 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
         "last_submission_failed": sum(1 for t in ended if t["submission"] == last),
         "funnel": [row.as_dict() for row in summary.funnel],
         "verified": verify_run(run_dir) if verify else None,
-    } | {"notes": summary.notes}  # why stages dropped documents, damaged inputs (stages.notes)
+    } | {"notes": summary.notes, **progress.fields()}  # notes: why stages dropped documents, damaged inputs
 
 
 def eta(pending: int, rate: float | None, running: float) -> float | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from curator_slurm.errors import InputError
 from curator_slurm.stages.notes import add_notes
 from curator_slurm.tasks import DocumentBatch, Task
 
@@ -67,6 +68,18 @@ class Piece:
     notes: list[dict[str, Any]] = field(default_factory=list)
 
 
+def concat_tables(tables: list[pa.Table], paths: list[str]) -> pa.Table:
+    if len(tables) == 1:
+        return tables[0]
+    try:
+        return pa.concat_tables(tables, promote_options="default")
+    except (pa.ArrowTypeError, pa.ArrowInvalid) as e:
+        schemas = "; ".join(
+            f"{p}: {t.schema.to_string(show_schema_metadata=False)}" for p, t in zip(paths, tables, strict=True)
+        )
+        raise InputError(f"{', '.join(paths)}: files of one group have incompatible schemas ({e}): {schemas}") from e
+
+
 def pack(task: Task, pieces: Iterable[Piece], bound: BatchBound, row_counter: Any) -> Iterator[DocumentBatch]:
     """The batches of ``task`` made of ``pieces`` (in order): consecutive pieces joined while they fit
     ``bound``; a source task whose pieces all fit makes one batch of every file, as it always did.
@@ -87,8 +100,6 @@ def pack(task: Task, pieces: Iterable[Piece], bound: BatchBound, row_counter: An
 
 def batch_of(task: Task, group: list[Piece], row_counter: Any) -> DocumentBatch:
     """One batch of ``task``'s documents from consecutive ``group`` pieces, with the metadata positions need."""
-    from curator_slurm.stages.io.readers import concat_tables
-
     paths: list[str] = list(task.data)
     files: list[int] = []
     file_rows: list[int] = []
@@ -140,4 +151,4 @@ def set_bound(reader: Any, batch_rows: int | None, batch_bytes: int | str | None
         reader.batch_bytes = size
 
 
-__all__ = ["DEFAULT_BATCH_BYTES", "BatchBound", "Piece", "batch_of", "pack", "set_bound", "slices"]
+__all__ = ["DEFAULT_BATCH_BYTES", "BatchBound", "Piece", "batch_of", "concat_tables", "pack", "set_bound", "slices"]

@@ -14,7 +14,14 @@ from curator_slurm import fs
 from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import InputError
 from curator_slurm.stages.base import CompositeStage, ProcessingStage
-from curator_slurm.stages.io.batching import DEFAULT_BATCH_BYTES, BatchBound, Piece, pack, set_bound, slices
+from curator_slurm.stages.io.batching import (
+    DEFAULT_BATCH_BYTES,
+    BatchBound,
+    Piece,
+    pack,
+    set_bound,
+    slices,
+)
 from curator_slurm.stages.io.jsonl import MAX_LINE_BYTES, iter_jsonl, jsonl_rows_before, read_jsonl
 from curator_slurm.stages.io.partitioning import FilePartitioningStage, parse_size
 from curator_slurm.tasks import DocumentBatch, FileGroupTask
@@ -118,18 +125,6 @@ def _select(table: pa.Table, fields: list[str] | None, path: str) -> pa.Table:
         return table
     _require_fields(fields, table.column_names, path)
     return table.select(fields)
-
-
-def concat_tables(tables: list[pa.Table], paths: list[str]) -> pa.Table:
-    if len(tables) == 1:
-        return tables[0]
-    try:
-        return pa.concat_tables(tables, promote_options="default")
-    except (pa.ArrowTypeError, pa.ArrowInvalid) as e:
-        schemas = "; ".join(
-            f"{p}: {t.schema.to_string(show_schema_metadata=False)}" for p, t in zip(paths, tables, strict=True)
-        )
-        raise InputError(f"{', '.join(paths)}: files of one group have incompatible schemas ({e}): {schemas}") from e
 
 
 def _check_planned_sizes(task: FileGroupTask) -> None:
