@@ -169,14 +169,17 @@ def iter_jsonl(
     """:func:`read_jsonl`'s records a part of about ``chunk_bytes`` bytes of lines at a time (None: at once),
     so a large file is never held whole; a file (or range) of at most one part is read as :func:`read_jsonl`
     reads it. A whole file yields at least one table."""
-    small = byte_range is None and not fs.compression_of(path) and fs.info(path).size <= (chunk_bytes or 0)
-    if chunk_bytes is None or small or (byte_range is not None and byte_range[1] - byte_range[0] <= chunk_bytes):
+    if chunk_bytes is None or (byte_range is not None and byte_range[1] - byte_range[0] <= chunk_bytes):
         table = read_jsonl(path, fields, byte_range, schema, max_line_bytes)
         if table is not None:
             yield table
         return
-    if byte_range is None and fs.info(path).size == 0:
+    size = fs.info(path).size if byte_range is None else None  # one look (a HEAD on an object store) per file
+    if size == 0:  # also refuses a FIFO, a dangling link: named, not "empty"
         raise InputError(f"{path}: file is empty (0 bytes); remove it or regenerate it")
+    if size is not None and size <= chunk_bytes and not fs.compression_of(path):  # one part: read it whole
+        yield parse_jsonl(path, None, path, 1, fields, schema, max_line_bytes, part=False)  # type: ignore[misc]
+        return
     where = path if byte_range is None else f"{path} (bytes {byte_range[0]}-{byte_range[1]})"
     parts = _file_parts(path, chunk_bytes) if byte_range is None else _range_parts(path, *byte_range, chunk_bytes)
     found = False
