@@ -18,6 +18,7 @@ from curator_slurm.stages.io.batching import (
     DEFAULT_BATCH_BYTES,
     BatchBound,
     Piece,
+    concat_tables,  # noqa: F401 - imported from here too
     pack,
     set_bound,
     slices,
