@@ -9,7 +9,11 @@ are 16 hex digits like ``content_id`` gives, so a task's state can be checked ag
 ``flat=True`` writes the old layout instead (``<writer>.jsonl``, no partition in the name), which every
 task must read in full: the fallback for run directories written before partitions.
 
-    python benchmarks/ledger_fixture.py RUN_DIR [--records N] [--shards S] [--flat]
+``write_summaries(run_dir)`` then adds what the writers keep beside each ledger file for `status`
+(``ledger-summaries/``, :mod:`curator_slurm.runs.ledger_summary`), computed by the writers' own code from the
+records in the files.
+
+    python benchmarks/ledger_fixture.py RUN_DIR [--records N] [--shards S] [--flat] [--summaries]
 
 prints the time to write, one task's start (``RunDir.state(shard)``) and a full ``load_status`` (what
 ``curator-slurm status`` reads).
@@ -90,6 +94,24 @@ def write_ledger(
     return LedgerFixture(run_dir=run_dir, records=records, shards=shards, files=files, bytes=total)
 
 
+def write_summaries(run_dir: str) -> int:
+    """The summaries a LedgerWriter keeps beside each ledger file of ``run_dir``, made by its own
+    :class:`~curator_slurm.runs.ledger_summary.SummaryKeeper` from the records in the file; how many."""
+    import json
+
+    from curator_slurm.runs.ledger import ledger_files
+    from curator_slurm.runs.ledger_keeper import SummaryKeeper
+
+    files = ledger_files(run_dir)
+    for path in files:
+        keeper = SummaryKeeper(path)
+        with open(path, "rb") as f:
+            for line in f:
+                keeper.add(json.loads(line))
+        keeper.commit(os.path.getsize(path))
+    return len(files)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir")
@@ -97,12 +119,16 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=10_000)
     parser.add_argument("--flat", action="store_true", help="the old layout: no partition in the file names")
     parser.add_argument("--skip-full", action="store_true", help="do not time the full load_status")
+    parser.add_argument("--summaries", action="store_true", help="also write the ledger files' summaries")
     args = parser.parse_args()
     t0 = time.perf_counter()
     if not os.path.isdir(os.path.join(args.run_dir, LEDGER_DIR)):
         fixture = write_ledger(args.run_dir, args.records, args.shards, args.flat)
         print(f"wrote {fixture.records} records in {fixture.files} files ({fixture.bytes / 1e9:.2f} GB) "
               f"in {time.perf_counter() - t0:.1f} s")  # fmt: skip
+    if args.summaries:
+        t0 = time.perf_counter()
+        print(f"wrote {write_summaries(args.run_dir)} summaries in {time.perf_counter() - t0:.1f} s")
     run = RunDir(args.run_dir)
     for index in (0, args.shards // 2, args.shards - 1):
         shard = ShardSpec.explicit(index, args.shards)

@@ -18,6 +18,10 @@ Rows:
 4.  An array task that is assigned no work vs ``python -c "import pyarrow.parquet"``: wall seconds.
 5.  ``slurm.sharding.select`` per source task vs one ``xxhash.xxh64_intdigest`` call: ns.
 6.  Balanced vs hash assignment: max/mean shard weight on lognormal task sizes, N = 16, 100, 1000.
+16. `curator-slurm status` on the run directory of 10,000,000 done source tasks (1,000 ledger files), wall s;
+16s-16r. The same with the summaries the ledger's writers keep: wall s (target <= 5) and peak RSS (<= 300 MiB).
+17. Live progress: the time it takes from the demo job's source tasks (target <= 1 %).
+18. `curator-slurm report` on a run of 1,000,000 done source tasks, wall s.
 14. An array task with nothing left to do whose shard comes from a 1,000,000-file manifest (1,000
     shards) vs row 4's task listing a 1-file corpus: wall seconds, target <= 2 s (the value is A).
 7.  Peak RSS of the demo job on a 10x larger corpus (same file size, more files) vs the base corpus.

@@ -414,16 +414,18 @@ def test_requeue_without_signal_asks_for_a_warning_signal() -> None:
     assert "#SBATCH --signal=B:USR2@600" in given and "B:USR1@120" not in given
 
 
-def test_status_refuses_a_directory_that_is_not_a_run_dir(corpus: Path, tmp_path: Path) -> None:
+def test_status_of_an_output_directory_is_that_of_its_run_directory(corpus: Path, tmp_path: Path) -> None:
+    """`status OUT` (the directory the user named) means OUT/.curator-run; a directory that holds no run in
+    any of the places a run puts it is still refused, naming it."""
     out = tmp_path / "out"
     run_example(corpus, out, "--workers", "1")
     for command in ("status", "failures"):
-        proc = cli(command, str(out))
-        assert proc.returncode == 2
-        assert (
-            f"{out} is not a run directory" in proc.stderr
-            and f"did you mean {out / DEFAULT_RUN_DIR_NAME}" in proc.stderr
-        )
+        named, inner = cli(command, str(out)), cli(command, str(out / DEFAULT_RUN_DIR_NAME))
+        assert named.returncode == inner.returncode == 0 and named.stdout == inner.stdout
+    assert f"run directory {out / DEFAULT_RUN_DIR_NAME}" in cli("status", str(out)).stdout
+    (tmp_path / "empty").mkdir()
+    proc = cli("status", str(tmp_path / "empty"))
+    assert proc.returncode == 2 and f"{tmp_path / 'empty'} is not a run directory" in proc.stderr
 
 
 def submitted_run(corpus: Path, out: Path, planned: int, submission: dict[str, object]) -> Path:

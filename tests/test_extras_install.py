@@ -133,3 +133,11 @@ def test_the_web_example_names_the_extras_it_needs_before_any_work(core_python: 
     assert proc.returncode == 2, proc.stderr
     assert re.search(r"pip install 'curator-slurm\[(unicode|lang)\]'", proc.stderr), proc.stderr
     assert not out.exists(), "nothing was written"
+
+
+def test_report_without_its_extra_fails_with_the_pip_command(core_python: Path, tmp_path: Path) -> None:
+    """`curator-slurm report` on the core install says how to get its charts, before it reads any ledger."""
+    (tmp_path / "run" / "ledger").mkdir(parents=True)
+    proc = run(core_python.parent / "curator-slurm", "report", str(tmp_path / "run"), "-o", str(tmp_path / "r.html"))
+    assert proc.returncode == 2 and "pip install 'curator-slurm[report]'" in proc.stderr, proc.stderr
+    assert not (tmp_path / "r.html").exists()

@@ -67,9 +67,7 @@ def test_stages_never_mention_slurm() -> None:
     """`grep -ri slurm src/curator_slurm/stages`, beyond the package's own name, prints nothing: no stage knows
     where it runs."""
     stages = REPO / "src" / "curator_slurm" / "stages"
-    offenders = [
-        str(p) for p in stages.rglob("*.py") if "slurm" in p.read_text().lower().replace("curator_slurm", "")
-    ]
+    offenders = [str(p) for p in stages.rglob("*.py") if "slurm" in p.read_text().lower().replace("curator_slurm", "")]
     assert offenders == []
 
 

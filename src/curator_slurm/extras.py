@@ -29,6 +29,7 @@ EXTRA_OF: dict[str, str] = {
     "spacy": "fineweb",
     "tldextract": "fineweb",
     "fsspec": "fsspec",
+    "plotly": "report",
 }
 
 

@@ -265,6 +265,10 @@ class RunOptions:
     #: files its writer could have written, which no ledger of it accounts for, deletes them first; without it
     #: such a start is refused, naming them (they would be mixed with the new run's outputs).
     clear_output: bool = False
+    #: ``CURATOR_PROGRESS_SECONDS``: every process of a run publishes what it is doing (source task, documents
+    #: so far) in the run directory at most this often (:mod:`curator_slurm.runs.progress`); 0 publishes at
+    #: every batch (tests), and `status` shows it.
+    progress_seconds: float = 10.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RunOptions:
@@ -297,6 +301,7 @@ def run_options(environ: Mapping[str, str] | None = None) -> RunOptions:
         ),
         ledger_window=window if window is not None else RunOptions.ledger_window,
         ledger_window_seconds=window_seconds,
+        progress_seconds=_seconds(env, "CURATOR_PROGRESS_SECONDS", RunOptions.progress_seconds),
     )
 
 
@@ -304,12 +309,13 @@ def job_environment(environ: Mapping[str, str] | None = None, extra: Mapping[str
     """The environment for a process that must decide its own shard: this one without any ``CURATOR_*``
     variable or any ``SLURM_*`` variable (but ``SLURM_CONF``) that it would otherwise inherit, e.g. the
     step and rank of an ``srun`` the user happens to submit from; plus ``extra``. ``CURATOR_S3_*`` (how to
-    talk to the object store: attempts, backoff, start delay) is configuration, not a shard's, and stays."""
+    talk to the object store: attempts, backoff, start delay) and ``CURATOR_PROGRESS_SECONDS`` are
+    configuration, not a shard's, and stay."""
     env = os.environ if environ is None else environ
     clean = {
         k: v
         for k, v in env.items()
-        if (not k.startswith("CURATOR_") or k.startswith("CURATOR_S3_"))
+        if (not k.startswith("CURATOR_") or k.startswith("CURATOR_S3_") or k == "CURATOR_PROGRESS_SECONDS")
         and (not k.startswith("SLURM_") or k == "SLURM_CONF")
     }
     clean.update(extra or {})

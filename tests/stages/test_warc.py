@@ -238,3 +238,29 @@ def test_exact_dedup_over_warc_files_keeps_the_first_copy_of_each_page(tmp_path:
     copies_in_b = {r["warc_offset"] for r in rows if r["url"].endswith(tuple(p.name for p in html[4:10]))}
     first = {o for o, u, _ in response_urls(tmp_path / "in" / "a.warc.gz")}
     assert copies_in_b <= first, "the survivor of each duplicated page is its copy in a.warc.gz"
+
+
+def test_a_warc_file_read_in_batches_gives_the_same_documents_ids_and_notes(warc: Path, tmp_path: Path) -> None:
+    """Bounded batches (a batch of at most 7 documents, also of each piece of a split file) hand on the same
+    documents with the same positions (AddId), and the skipped records are counted once, whatever the batches."""
+
+    def read_ids(name: str, **kwargs: object) -> tuple[list[tuple[str, int]], dict, int]:
+        out = tmp_path / name
+        result = run(
+            Pipeline("ids").add_stage(WarcReader(warc, **kwargs)).add_stage(AddId("id")).add_stage(JsonlWriter(out))
+        )
+        (record,) = (r for r in iter_records(str(out / DEFAULT_RUN_DIR_NAME)) if r["status"] == "done")
+        return sorted((r["id"], r["warc_offset"]) for r in output_rows(out)), record["notes"], len(result.output_files)
+
+    whole, notes, files = read_ids("whole")
+    batched, batched_notes, batches = read_ids("batched", batch_rows=7)
+    assert files == 1 and batches == 6, "40 documents in batches of 7"
+    assert batched == whole and batched_notes == notes and len(whole) == 40
+    pieces = run(
+        Pipeline("pieces")
+        .add_stage(WarcReader(warc, blocksize=warc.stat().st_size // 3 + 1, split_files=True, batch_rows=7))
+        .add_stage(AddId("id"))
+        .add_stage(JsonlWriter(tmp_path / "pieces"))
+    )
+    assert sorted((r["id"], r["warc_offset"]) for r in output_rows(tmp_path / "pieces")) == whole
+    assert pieces.rows_out == 40

@@ -16,6 +16,7 @@ from .fineweb_filters import bench_datatrove_filters
 from .fineweb_recipe import bench_fineweb_recipe
 from .ledger import bench_ledger
 from .memory import bench_rss
+from .observe import bench_progress, bench_report, bench_status_summaries
 from .ray_executor import bench_ray
 from .s3 import bench_s3_listing, bench_s3_read
 from .sharded import bench_sharded_cpu
@@ -44,6 +45,9 @@ GROUPS: list[Group] = [
     Group(("7",), bench_rss),
     Group(("8a", "8b"), bench_ledger),
     Group(("16",), bench_status),
+    Group(("16s", "16r"), bench_status_summaries),
+    Group(("17",), bench_progress),
+    Group(("18",), bench_report),
     Group(("9a", "9b", "9c"), bench_ray),
     Group(("12",), bench_fuzzy_signatures),
     Group(("10a", "10b", "10c", "10d"), bench_exact_dedup),

@@ -11,26 +11,23 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from curator_slurm import fs
 from curator_slurm.backends.retry import NOT_RETRIED, failed_task, retry_delay, stop_if_out_of_space
+from curator_slurm.backends.streaming import drain, is_lazy
+from curator_slurm.backends.streaming import rows_of as _rows
+from curator_slurm.runs.progress import TaskProgress
 from curator_slurm.runs.results import SourceResult, StageStats, s3_counts, summarise
 from curator_slurm.runs.sharding import Selection, check_source_ids, read_source_list, select
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.io.writers import LINEAGE_KEY
 from curator_slurm.stages.notes import CHARS_KEY, NOTES_KEY, merge_notes
-from curator_slurm.tasks import DocumentBatch, EmptyTask, FailedTask, NoneTask, Task
+from curator_slurm.tasks import EmptyTask, FailedTask, NoneTask, Task
 
 logger = logging.getLogger(__name__)
-
-
-def _rows(task: Task) -> int:
-    if isinstance(task, DocumentBatch):
-        return task.num_items
-    return int(task.metadata.get("rows", 0))
 
 
 class BaseStageAdapter:
@@ -64,21 +61,33 @@ class BaseStageAdapter:
 
     def process(self, tasks: list[Task]) -> list[Task]:
         """Outputs of the stage for ``tasks``; failures come back as :class:`FailedTask`."""
+        return list(self.stream(tasks))
+
+    def stream(self, tasks: list[Task]) -> Iterator[Task]:
+        """:meth:`process`, lazily: a stage that returns an iterator for a task (a reader that yields bounded
+        batches) has its outputs handed on one at a time, each made only when the one before has been taken,
+        so a large source task goes through the later stages a batch at a time."""
         passed_on = [t for t in tasks if isinstance(t, FailedTask)]
         live = [t for t in tasks if not isinstance(t, (NoneTask, FailedTask))]
         if not live:
-            return passed_on
+            yield from passed_on
+            return
         self.stats.tasks_in += len(live)
         self.stats.rows_in += sum(_rows(t) for t in live)
         start = time.perf_counter()
         entries = self._call(live)
-        outputs: list[Task] = []
+        outputs: list[Task | tuple[Task, Iterator[Any]]] = []
         for source, entry in zip(live, entries, strict=True):
             if isinstance(entry, FailedTask):
                 self.stats.failures += 1
                 self.stats.rows_uncounted += _rows(source)
                 outputs.append(entry)
                 continue
+            if is_lazy(entry):
+                if not self.stage.is_source_stage:
+                    outputs.append((source, entry))  # drained below, one output at a time
+                    continue
+                entry = list(entry)  # the shard filter needs every source task
             items = entry if isinstance(entry, list) else [entry]
             wrong = next((i for i in items if i is not None and not isinstance(i, Task)), None)
             if wrong is not None:
@@ -89,30 +98,49 @@ class BaseStageAdapter:
             outputs.extend(self._with_lineage(source, items))
             self._take_notes(source, items)
         if self.stage.is_source_stage:
-            outputs = self._shard_filter(outputs)
-        elapsed = time.perf_counter() - start
-        self.stats.seconds += elapsed
-        good = [t for t in outputs if not isinstance(t, FailedTask)]
-        self.stats.tasks_out += len(good)
-        self.stats.rows_out += sum(_rows(t) for t in good)
-        return outputs + passed_on
+            outputs = self._shard_filter(outputs)  # type: ignore[arg-type]
+        self.stats.seconds += time.perf_counter() - start
+        for out in outputs:
+            if isinstance(out, tuple):
+                yield from self._drain(*out)
+            else:
+                self._count_out(out)
+                yield out
+        yield from passed_on
+
+    def _count_out(self, task: Task) -> None:
+        if not isinstance(task, FailedTask):
+            self.stats.tasks_out += 1
+            self.stats.rows_out += _rows(task)
+
+    def _drain(self, source: Task, entry: Iterator[Any]) -> Iterator[Task]:
+        return drain(self, source, entry)
+
+    def _handed_on(self, source: Task, item: Task, position: int, single: bool) -> Task:
+        out = self._lineaged(source, item, position, single)
+        self._count_out(out)
+        return out
 
     def _take_notes(self, source: Task, items: list[Any]) -> None:
         """This stage's notes and removed characters off its outputs of ``source``, into its stats (counted
         once: a later stage's ``derive`` would carry them on)."""
         counted = False
         for item in items:
-            if not isinstance(item, Task):
-                continue
-            if NOTES_KEY in item.metadata:
-                merge_notes(self.stats.notes, item.metadata.pop(NOTES_KEY))
-            chars = item.metadata.pop(CHARS_KEY, None)
-            if chars is not None:
-                counted = True
-                self.stats.chars_dropped += int(chars.get("dropped", 0))
-                self.stats.chars_rewritten += int(chars.get("rewritten", 0))
+            if isinstance(item, Task):
+                counted = self._take_notes_of(item) or counted
         if not counted:
             self.stats.rows_uncounted += _rows(source)
+
+    def _take_notes_of(self, item: Task) -> bool:
+        """One output's notes and removed characters into the stats; whether it counted its characters."""
+        if NOTES_KEY in item.metadata:
+            merge_notes(self.stats.notes, item.metadata.pop(NOTES_KEY))
+        chars = item.metadata.pop(CHARS_KEY, None)
+        if chars is None:
+            return False
+        self.stats.chars_dropped += int(chars.get("dropped", 0))
+        self.stats.chars_rewritten += int(chars.get("rewritten", 0))
+        return True
 
     def _shard_filter(self, tasks: list[Task]) -> list[Task]:
         """The shard hook: drop every source task that belongs to another shard."""
@@ -130,27 +158,32 @@ class BaseStageAdapter:
     def _with_lineage(self, source: Task, items: list[Any]) -> list[Task]:
         """The tasks among ``items`` (what the stage made of ``source``), each with its source task and
         lineage (its position among its siblings, which names the outputs) and the attempts so far."""
-        parent = source.metadata.get(LINEAGE_KEY, "") if source.metadata else ""
-        outputs: list[Task] = []
-        for position, item in enumerate(items):
-            if item is None or isinstance(item, NoneTask):
-                continue
-            if self.stage.is_source_stage:
-                item.source_id = item.task_id
-            else:
-                # Lineage, not the stage's ids, names the outputs: a stage may build a new task with a
-                # random id (``DocumentBatch(data=...)``) or reuse one for several parts.
-                if source.source_id is not None or item.source_id is None:
-                    item.source_id = source.source_id
-                lineage = parent if len(items) == 1 else f"{parent}-{position}" if parent else str(position)
-                if lineage or LINEAGE_KEY in item.metadata:
-                    # A new dict: a stage may have handed several outputs one metadata dict.
-                    item.metadata = {**item.metadata, LINEAGE_KEY: lineage}
-            attempts = max(item.metadata.get("attempts", 1), source.metadata.get("attempts", 1))
-            if attempts > 1:
-                item.metadata["attempts"] = attempts
-            outputs.append(item)
-        return outputs
+        single = len(items) == 1
+        return [
+            self._lineaged(source, item, position, single)
+            for position, item in enumerate(items)
+            if item is not None and not isinstance(item, NoneTask)
+        ]
+
+    def _lineaged(self, source: Task, item: Task, position: int, single: bool) -> Task:
+        """``item``, the output at ``position`` among what the stage made of ``source`` (``single``: the only
+        one), with its source task, lineage and attempts."""
+        if self.stage.is_source_stage:
+            item.source_id = item.task_id
+        else:
+            # Lineage, not the stage's ids, names the outputs: a stage may build a new task with a
+            # random id (``DocumentBatch(data=...)``) or reuse one for several parts.
+            if source.source_id is not None or item.source_id is None:
+                item.source_id = source.source_id
+            parent = source.metadata.get(LINEAGE_KEY, "") if source.metadata else ""
+            lineage = parent if single else f"{parent}-{position}" if parent else str(position)
+            if lineage or LINEAGE_KEY in item.metadata:
+                # A new dict: a stage may have handed several outputs one metadata dict.
+                item.metadata = {**item.metadata, LINEAGE_KEY: lineage}
+        attempts = max(item.metadata.get("attempts", 1), source.metadata.get("attempts", 1))
+        if attempts > 1:
+            item.metadata["attempts"] = attempts
+        return item
 
     def _call(self, tasks: list[Task]) -> list[Any]:
         """One entry per task; a task that keeps failing becomes a FailedTask."""
@@ -246,9 +279,13 @@ def tear_down_adapters(adapters: list[BaseStageAdapter]) -> None:
         a.teardown()
 
 
-def run_chain(adapters: list[BaseStageAdapter], tasks: list[Task]) -> list[Task]:
+def run_chain(
+    adapters: list[BaseStageAdapter], tasks: list[Task], tick: Callable[[], None] | None = None
+) -> list[Task]:
     """Push ``tasks`` through ``adapters`` depth-first, in each stage's ``batch_size``, so only one
-    batch per stage is alive at a time; returns what left the last stage and every FailedTask."""
+    batch per stage is alive at a time (a stage that yields its outputs one at a time, a reader of bounded
+    batches, hands each on before it makes the next); returns what left the last stage and every FailedTask.
+    ``tick()`` is called after every output of every stage (the live progress of the task in hand)."""
     finals: list[Task] = []
 
     def push(i: int, batch: list[Task]) -> None:
@@ -256,22 +293,41 @@ def run_chain(adapters: list[BaseStageAdapter], tasks: list[Task]) -> list[Task]
             finals.extend(batch)
             return
         size = adapters[i].stage.batch_size
+        after = adapters[i + 1].stage.batch_size if i + 1 < len(adapters) else len(batch) or 1
         for j in range(0, len(batch), size):
-            out = adapters[i].process(batch[j : j + size])
-            finals.extend(t for t in out if isinstance(t, FailedTask))
-            push(i + 1, [t for t in out if not isinstance(t, FailedTask)])
+            group: list[Task] = []
+            for out in adapters[i].stream(batch[j : j + size]):
+                if tick is not None:
+                    tick()
+                if isinstance(out, FailedTask):
+                    finals.append(out)
+                    continue
+                group.append(out)
+                if len(group) >= after:
+                    push(i + 1, group)
+                    group = []
+            if group:
+                push(i + 1, group)
 
     push(0, tasks)
     return finals
 
 
-def run_source_task(adapters: list[BaseStageAdapter], task: Task) -> SourceResult:
-    """Run one source task through every stage after the source and summarise what came out."""
+def run_source_task(adapters: list[BaseStageAdapter], task: Task, progress: TaskProgress | None = None) -> SourceResult:
+    """Run one source task through every stage after the source and summarise what came out; ``progress``
+    publishes how far it got while it runs."""
     start = time.perf_counter()
     for a in adapters:
         a.stats = StageStats(a.stage.name)
     before = fs.s3_stats()  # this process's object-store counts: the task's are the difference
-    finals = run_chain(adapters, [task])
+    if progress is None:
+        finals = run_chain(adapters, [task])
+    else:
+        progress.begin(task.source_id or task.task_id, task.metadata.get("bytes"))
+        try:
+            finals = run_chain(adapters, [task], progress.tick)
+        finally:
+            progress.end()
     result = summarise(task.source_id or task.task_id, finals, [a.stats for a in adapters], start)
     result.s3 = s3_counts(before, fs.s3_stats())
     return result

@@ -30,6 +30,7 @@ from curator_slurm.backends.retry import CrashPolicy, remove_dead_writers_files,
 from curator_slurm.backends.run import BaseExecutor, StopCheck
 from curator_slurm.errors import WorkerStartError
 from curator_slurm.logs import bound, effective_level, ensure_logging
+from curator_slurm.runs.progress import ProgressTarget, Publisher, TaskProgress
 from curator_slurm.runs.queue import WorkQueue
 from curator_slurm.runs.results import SourceResult
 from curator_slurm.runs.signals import ignore_stop_signals
@@ -42,12 +43,18 @@ if TYPE_CHECKING:  # the pool's modules are imported only when a pool is used
     from concurrent.futures import Future, ProcessPoolExecutor
 
 _worker_adapters: list[BaseStageAdapter] = []
+_worker_progress: TaskProgress | None = None
 
 
 def _init_worker(
-    stages: list[ProcessingStage], shard: ShardSpec, retry_backoff: float, started: Any, log_level: int
+    stages: list[ProcessingStage],
+    shard: ShardSpec,
+    retry_backoff: float,
+    started: Any,
+    log_level: int,
+    progress: ProgressTarget | None = None,
 ) -> None:
-    global _worker_adapters
+    global _worker_adapters, _worker_progress
     import multiprocessing
     import multiprocessing.util
 
@@ -58,6 +65,10 @@ def _init_worker(
     _worker_adapters = set_up_adapters(stages, shard, retry_backoff, multiprocessing.current_process().pid or 0)
     # Pool workers leave through multiprocessing's exit path, which runs Finalize callbacks, not atexit.
     multiprocessing.util.Finalize(None, tear_down_adapters, args=(_worker_adapters,), exitpriority=10)
+    if progress is not None:  # this worker's own progress file, removed as it ends
+        publisher = Publisher(progress, "worker")
+        _worker_progress = TaskProgress(publisher, _worker_adapters)
+        multiprocessing.util.Finalize(None, publisher.close, exitpriority=5)
     with started.get_lock():  # tells the driver that workers can start at all
         started.value += 1
 
@@ -96,7 +107,7 @@ def _die_with_driver() -> None:
 
 
 def _run_in_worker(tasks: list[Task]) -> list[SourceResult]:
-    return [run_source_task(_worker_adapters, task) for task in tasks]
+    return [run_source_task(_worker_adapters, task, _worker_progress) for task in tasks]
 
 
 #: Source tasks are sent to workers in chunks of about this many seconds of work (judged by the tasks done
@@ -160,11 +171,12 @@ class LocalExecutor(BaseExecutor):
         self, stages: list[ProcessingStage], sources: Iterable[Task], shard: ShardSpec, should_stop: StopCheck
     ) -> Iterator[SourceResult]:
         adapters = set_up_adapters(stages, shard, self.retry_backoff, 0)
+        progress = TaskProgress(self.progress.publisher, adapters) if self.progress is not None else None
         try:
             for task in sources:
                 if should_stop():
                     return
-                yield run_source_task(adapters, task)
+                yield run_source_task(adapters, task, progress)
         finally:
             tear_down_adapters(adapters)
 
@@ -179,7 +191,14 @@ class LocalExecutor(BaseExecutor):
             max_workers=workers,
             mp_context=multiprocessing.get_context(method),
             initializer=_init_worker,
-            initargs=(stages, shard, self.retry_backoff, started, effective_level()),
+            initargs=(
+                stages,
+                shard,
+                self.retry_backoff,
+                started,
+                effective_level(),
+                self.progress.target if self.progress is not None else None,
+            ),
         )
 
 

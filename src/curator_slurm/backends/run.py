@@ -11,6 +11,8 @@ from typing import Any
 from curator_slurm.backends.adapter import BaseStageAdapter, list_sources, manifest_sources
 from curator_slurm.logs import bound
 from curator_slurm.runs.options import RunOptions
+from curator_slurm.runs.progress import RunProgress
+from curator_slurm.runs.queue import WorkQueue
 from curator_slurm.runs.record import ledger_record
 from curator_slurm.runs.results import PipelineResult, SourceResult
 from curator_slurm.runs.rundir import RunDir
@@ -29,6 +31,9 @@ class BaseExecutor:
 
     retry_backoff: float = 1.0
     progress_interval: float = 30.0
+    #: While :meth:`execute` drives a run with a run directory: the shard's live progress, whose ``target``
+    #: the workers an executor starts publish to (``runs.progress``); None otherwise.
+    progress: RunProgress | None = None
 
     @classmethod
     def for_workers(cls, workers: int | None) -> BaseExecutor:
@@ -78,10 +83,17 @@ class BaseExecutor:
         )
         session.start()
         remove_dead_temporaries(stages, log)
-        if len(stages) > 1:
-            session.drive(lambda queue, should_stop: self.process_sources(stages[1:], queue, shard, should_stop))
-        else:
-            session.drive(lambda queue, should_stop: _passthrough(queue))
+
+        def work(queue: WorkQueue, should_stop: StopCheck) -> Iterator[SourceResult]:
+            self.progress = session.progress  # set while the session drives (inside its run directory's marker)
+            if len(stages) > 1:
+                return self.process_sources(stages[1:], queue, shard, should_stop)
+            return _passthrough(queue)
+
+        try:
+            session.drive(work)
+        finally:
+            self.progress = None
         return session.finish()
 
 

@@ -32,6 +32,7 @@ from curator_slurm.runs.plan import (
 )
 from curator_slurm.runs.rundir import default_run_dir_of
 from curator_slurm.slurm.local_array import LocalStopped, run_local
+from curator_slurm.slurm.locate import locate_run_dir
 from curator_slurm.slurm.options import SubmitOptions, option_values, requeue_signal
 from curator_slurm.slurm.phases import (
     check_phases,
@@ -43,7 +44,14 @@ from curator_slurm.slurm.phases import (
     submit_phases,
 )
 from curator_slurm.slurm.retry import plan_retry, plan_workflow_retry
-from curator_slurm.slurm.status import damaged_inputs, failure_rows, format_failures, status_report, workflow_phase_dirs
+from curator_slurm.slurm.status import (
+    check_run_dir,
+    damaged_inputs,
+    failure_rows,
+    format_failures,
+    status_report,
+    workflow_phase_dirs,
+)
 from curator_slurm.slurm.step_submit import format_steps, preview_steps, refuse_run_dir_for_steps, submit_steps
 from curator_slurm.slurm.submit import (
     Submission,
@@ -245,14 +253,21 @@ def _retry_workflow(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Moves the cursor home and clears the terminal: `status --watch` redraws in place.
+CLEAR_SCREEN = "\x1b[H\x1b[2J"
+
 # --- status / failures ------------------------------------------------------------------------------
 
 
 def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
-    """The run's status, again every ``--watch`` seconds until nothing is left to wait for."""
+    """The run's status, again every ``--watch`` seconds until nothing is left to wait for: on a terminal in
+    place (the screen cleared before each), elsewhere one after the other."""
+    in_place = bool(args.watch) and not args.json and sys.stdout.isatty()
     while True:
         report = status_report(args.run_dir, args.all, args.verify)
         try:
+            if in_place:
+                sys.stdout.write(CLEAR_SCREEN + f"every {args.watch:g} s, until nothing can change (Ctrl-C stops)\n")
             _print_json(report.data) if args.json else print(report.text)
             sys.stdout.flush()
         except BrokenPipeError:  # `status | head -1`: the reader is gone, the exit code still tells
@@ -263,7 +278,8 @@ def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
         if not args.watch or report.settled:
             return report.code
         time.sleep(args.watch)
-        print()
+        if not in_place:
+            print()
 
 
 def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
@@ -282,6 +298,22 @@ def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
         _print_json(listed + [{"damaged": d} for d in damaged])
     else:
         print(format_failures(rows, tasks, args.traceback, damaged))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace, _: list[str]) -> int:
+    """Write the run's report page (the ``report`` extra draws its charts)."""
+    from curator_slurm import extras
+    from curator_slurm.fs import atomic_write_text
+    from curator_slurm.slurm.report import report_data
+    from curator_slurm.slurm.report_html import render_report
+
+    extras.require("plotly", "curator-slurm report", "report")  # before reading a large ledger
+    if workflow_phase_dirs(args.run_dir) is None:
+        check_run_dir(args.run_dir)
+    page = render_report(report_data(args.run_dir))
+    atomic_write_text(os.path.abspath(args.output), page)
+    print(f"report of {os.path.abspath(args.run_dir)}: {os.path.abspath(args.output)} ({len(page) / 1e6:.1f} MB)")
     return 0
 
 
@@ -322,10 +354,14 @@ def cmd_shard(args: argparse.Namespace, _: list[str]) -> int:
 # --- parser -----------------------------------------------------------------------------------------
 
 
+#: The commands that look at an existing run, given its run directory or the output it wrote.
+LOOKS_AT_A_RUN = ("status", "failures", "retry", "report")
+
 COMMANDS = {
     "submit": cmd_submit,
     "status": cmd_status,
     "failures": cmd_failures,
+    "report": cmd_report,
     "retry": cmd_retry,
     "plan": cmd_plan,
     "local": cmd_local,
@@ -349,9 +385,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    if getattr(args, "run_dir", None) and fs.is_uri(args.run_dir):
-        # An output on object storage: its run directory is local (runs.rundir.default_run_dir_of), so
-        # `status s3://bucket/out` means that directory.
+    if getattr(args, "run_dir", None) and args.command in LOOKS_AT_A_RUN:
+        # A run directory, or the output (local or s3://, of a pipeline or a workflow) whose run directory a
+        # run put in its default place: `status OUT` means OUT/.curator-run (slurm.locate).
+        args.run_dir = locate_run_dir(args.run_dir)
+    elif getattr(args, "run_dir", None) and fs.is_uri(args.run_dir):
+        # An output on object storage: its run directory is local (runs.rundir.default_run_dir_of).
         args.run_dir = default_run_dir_of(args.run_dir)
     for name in ("shards", "parallel", "throttle"):
         value = getattr(args, name, None)

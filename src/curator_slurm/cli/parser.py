@@ -14,9 +14,12 @@ EXAMPLES = {
   curator-slurm submit curate.py --shards 5000 --throttle 200 --dry-run -- --input data/ --output out/
   curator-slurm submit curate.py --shards 16 --nodes-per-task 4 -- --input data/ --output out/ --executor ray""",
     "status": """examples:
-  curator-slurm status out/.curator-run
+  curator-slurm status out/
   curator-slurm status out/.curator-run --all --json
-  curator-slurm status out/.curator-run --watch 30""",
+  curator-slurm status out/ --watch 10""",
+    "report": """examples:
+  curator-slurm report out/ -o report.html
+  curator-slurm report s3://bucket/out -o /tmp/report.html""",
     "failures": """examples:
   curator-slurm failures out/.curator-run
   curator-slurm failures out/.curator-run --traceback""",
@@ -72,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
         "sizes and its inputs are unchanged (reads the whole ledger, stats every file)"
     )  # fmt: skip
     p.add_argument("--json", action="store_true")
+
+    p = command("report", "write one self-contained HTML page about a run: progress, funnel, time, failures")
+    p.add_argument("run_dir", help="the run directory, or the output (local or s3://) whose run directory it is")
+    p.add_argument("-o", "--output", default="report.html", help="the page to write (default: report.html)")
 
     p = command("failures", "the failed source tasks of a run, with stage, error, files and log")
     p.add_argument("run_dir")

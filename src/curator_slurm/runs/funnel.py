@@ -1,9 +1,9 @@
 """A run's funnel: how many documents each stage took in and let through, and how many characters each
 filtering stage removed, summed over done records.
 
-A value of the run directory (the ledger's done records carry each stage's counts), so it lives with the
-ledger; ``PipelineResult`` and ``curator-slurm status`` both report it. Characters are code points (Python's
-``len`` of the text), as datatrove's document lengths count them.
+A value of the run directory (the ledger's done records carry each stage's counts and seconds), so it lives
+with the ledger; ``PipelineResult`` and ``curator-slurm status`` both report it. Characters are code points
+(Python's ``len`` of the text), as datatrove's document lengths count them.
 """
 
 from __future__ import annotations
@@ -18,13 +18,15 @@ class FunnelRow:
     """One stage of a run's funnel: documents in and out (a reader reads files: its ``rows_in`` is 0), and
     the characters it removed: ``chars_dropped``, those of the documents it dropped, and ``chars_rewritten``,
     those its rewriting took from the documents it kept (C4's line removal). Both are None when unknown: a
-    stage that does not count them (not a filter), or a done record written before records carried them."""
+    stage that does not count them (not a filter), or a done record written before records carried them.
+    ``seconds``: the time the stage spent on these documents (None when no record carried it)."""
 
     stage: str
     rows_in: int
     rows_out: int
     chars_dropped: int | None = None
     chars_rewritten: int | None = None
+    seconds: float | None = None
 
     @property
     def dropped(self) -> int:
@@ -47,6 +49,7 @@ class FunnelRow:
             "chars_removed": self.chars_removed,
             "chars_dropped": self.chars_dropped,
             "chars_rewritten": self.chars_rewritten,
+            "seconds": self.seconds,
         }
 
 
@@ -56,7 +59,7 @@ def funnel_of_records(records: Iterable[dict[str, Any]]) -> list[FunnelRow]:
     funnel = FunnelSum()
     for record in records:
         if record.get("status") == "done":
-            funnel.add(record.get("stages"))
+            funnel.add(record.get("stages"), record.get("stage_seconds"))
     return funnel.rows()
 
 
@@ -64,19 +67,25 @@ class FunnelSum:
     """Sums done records' ``stages`` stage by stage, in pipeline order, into the run's funnel. An entry is
     ``[name, rows_in, rows_out]`` per stage after the source, followed by ``chars_dropped, chars_rewritten``
     when the stage counted them; a stage's characters are known when every entry with documents in has them
-    (an entry without documents in removed none)."""
+    (an entry without documents in removed none). ``seconds`` (a record's ``stage_seconds``, parallel to its
+    ``stages``) adds up each stage's time; a stage's seconds are None until a record carries them."""
 
     def __init__(self) -> None:
         self.names: list[str] = []
         self.counts: list[list[int]] = []  # rows_in, rows_out, chars_dropped, chars_rewritten, entries unknown
+        self.seconds: list[float | None] = []
 
-    def add(self, stages: Any) -> None:
+    def add(self, stages: Any, seconds: Any = None) -> None:
         if not isinstance(stages, list):  # a record written before records carried stages
             return
+        timed = seconds if isinstance(seconds, list) and len(seconds) == len(stages) else None
         for i, (name, rows_in, rows_out, *chars) in enumerate(stages):
             if i == len(self.names):
                 self.names.append(name)
                 self.counts.append([0, 0, 0, 0, 0])
+                self.seconds.append(None)
+            if timed is not None and isinstance(timed[i], (int, float)):
+                self.seconds[i] = (self.seconds[i] or 0.0) + float(timed[i])
             counts = self.counts[i]
             counts[0] += int(rows_in)
             counts[1] += int(rows_out)
@@ -86,11 +95,40 @@ class FunnelSum:
             elif int(rows_in):
                 counts[4] += 1
 
+    def merge(self, other: FunnelSum) -> None:
+        """Add ``other``'s sums (of other records) to these, stage by stage."""
+        for i, name in enumerate(other.names):
+            if i == len(self.names):
+                self.names.append(name)
+                self.counts.append([0, 0, 0, 0, 0])
+                self.seconds.append(None)
+            self.counts[i] = [a + b for a, b in zip(self.counts[i], other.counts[i], strict=True)]
+            if other.seconds[i] is not None:
+                self.seconds[i] = (self.seconds[i] or 0.0) + other.seconds[i]
+
+    def as_json(self) -> list[list[Any]]:
+        """The sums as data (``[name, counts, seconds]`` per stage), which :meth:`from_json` reads back."""
+        return [[n, c, s] for n, c, s in zip(self.names, self.counts, self.seconds, strict=True)]
+
+    @classmethod
+    def from_json(cls, data: list[list[Any]]) -> FunnelSum:
+        out = cls()
+        for name, counts, seconds in data:
+            out.names.append(str(name))
+            out.counts.append([int(c) for c in counts])
+            out.seconds.append(None if seconds is None else float(seconds))
+        return out
+
     def rows(self) -> list[FunnelRow]:
-        return [
-            FunnelRow(n, c[0], c[1]) if c[4] else FunnelRow(n, c[0], c[1], c[2], c[3])
-            for n, c in zip(self.names, self.counts, strict=True)
-        ]
+        rows = []
+        for n, c, s in zip(self.names, self.counts, self.seconds, strict=True):
+            seconds = None if s is None else round(s, 4)
+            rows.append(
+                FunnelRow(n, c[0], c[1], seconds=seconds)
+                if c[4]
+                else FunnelRow(n, c[0], c[1], c[2], c[3], seconds=seconds)
+            )
+        return rows
 
 
 __all__ = ["FunnelRow", "FunnelSum", "funnel_of_records"]

@@ -26,6 +26,10 @@ CLAIMS_DIR = "claims"
 REFUSALS_DIR = "refusals"
 #: ``live/<host>-<pid>``: a marker per process working in the run directory right now.
 LIVE_DIR = "live"
+#: ``progress/<host>-<pid>.json``: what each process of the run is doing now (:mod:`curator_slurm.runs.progress`).
+PROGRESS_DIR = "progress"
+#: ``ledger-summaries/<ledger file>.json`` and ``.ids``: the sums and done keys each ledger file's writer keeps.
+SUMMARIES_DIR = "ledger-summaries"
 #: What `curator-slurm submit` planned: every source task with its weight.
 PLAN_FILE = "plan.json"
 #: One line per `submit` and `retry`: options, arrays and their job ids.
@@ -61,12 +65,14 @@ __all__ = [
     "LIVE_DIR",
     "MANIFEST_DIR",
     "PLAN_FILE",
+    "PROGRESS_DIR",
     "REFUSALS_DIR",
     "RETRIES_DIR",
     "RUN_FILE",
     "SOURCES_FILE",
     "SOURCE_IDS_DIR",
     "SUBMISSIONS_FILE",
+    "SUMMARIES_DIR",
     "UPSTREAMS_FILE",
     "WORKFLOW_FILE",
     "is_workflow_root",

@@ -45,6 +45,7 @@ from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import is_out_of_space, out_of_space
 from curator_slurm.runs.durable import best_sync_method, make_durable
 from curator_slurm.runs.layout import LEDGER_DIR
+from curator_slurm.runs.ledger_keeper import SummaryKeeper
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.io.writers import defer_output_sync
 
@@ -258,6 +259,9 @@ class LedgerWriter:
         }
         defer_output_sync(True)
         self._deferring = True
+        #: The summary status reads instead of the records (runs.ledger_summary), kept with each commit.
+        self._summary = SummaryKeeper(self.path)
+        self._size = 0
 
     @property
     def pending(self) -> int:
@@ -266,7 +270,9 @@ class LedgerWriter:
 
     def write(self, record: dict[str, Any]) -> None:
         """Buffer ``record``; commit the window if it is full or old enough."""
-        line = json.dumps({**record, **self._common, "time": round(time.time(), 3)}, separators=(",", ":"))
+        full = {**record, **self._common, "time": round(time.time(), 3)}
+        line = json.dumps(full, separators=(",", ":"))
+        self._summary.add(full)
         now = self.clock()
         if not self._lines:
             self._opened = now
@@ -292,14 +298,17 @@ class LedgerWriter:
             # Whole lines, unbuffered. A commit cut short (a signal, a full disk) is done again by close():
             # records may repeat (harmless: done is done) after at most one torn line, which readers skip.
             data = memoryview(b"".join(self._lines))
+            size = len(data)
             while data:
                 data = data[os.write(self._fd, data) :]
             os.fsync(self._fd)
+            self._size += size
         except OSError as e:  # at worst a torn last line, which readers ignore
             if is_out_of_space(e):
                 raise out_of_space(e, os.path.dirname(self.path)) from e
             raise
         self._lines, self._outputs, self._work = [], [], 0.0
+        self._summary.commit(self._size)
 
     def close(self) -> None:
         """Commit what is buffered and close the file; sink writers fsync their own files again."""

@@ -120,6 +120,19 @@ def _same_process(pid: int, start: str | None) -> bool:
     return _pid_exists(pid)
 
 
+def process_start(pid: int) -> str | None:
+    """What a marker records of process ``pid`` to tell it from a later process with the same pid."""
+    return _start_time(pid)
+
+
+def process_alive(host: str | None, pid: int, start: str | None) -> bool | None:
+    """Whether the process ``pid`` of ``host`` that recorded ``start`` (:func:`process_start`) still runs: None
+    for another host's (it cannot be checked from here)."""
+    if host != socket.gethostname():
+        return None
+    return _same_process(pid, start)
+
+
 def refuse_if_live(run_dirs: list[str], what: str) -> None:
     """Refuse to start ``what`` while a process (of this host, or one that cannot be checked) works in
     any of ``run_dirs``: both would take the same source tasks and do them twice."""
@@ -145,4 +158,4 @@ def _pid_exists(pid: int) -> bool:
     return True
 
 
-__all__ = ["LIVE_DIR", "Live", "live_processes", "marked", "refuse_if_live"]
+__all__ = ["LIVE_DIR", "Live", "live_processes", "marked", "process_alive", "process_start", "refuse_if_live"]

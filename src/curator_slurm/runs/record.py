@@ -21,6 +21,8 @@ def ledger_record(result: SourceResult) -> dict[str, Any]:
             "attempts": result.attempts,
             # Rows in and out of every stage after the source, for the run's funnel (`status`).
             "stages": [stage_entry(s) for s in result.stats],
+            # Seconds each of those stages spent on the task (`status` sums them beside the funnel).
+            "stage_seconds": [round(s.seconds, 5) for s in result.stats],
         }
         notes: dict[str, Any] = {}
         for s in result.stats:  # why stages dropped documents, and damaged inputs (stages.notes)

@@ -55,9 +55,12 @@ class StageStats:
 
     def funnel_row(self) -> FunnelRow:
         """This stage's row of the funnel (its characters None when unknown)."""
+        seconds = round(self.seconds, 4)
         if not self.chars_known:
-            return FunnelRow(self.name, self.rows_in, self.rows_out)
-        return FunnelRow(self.name, self.rows_in, self.rows_out, self.chars_dropped, self.chars_rewritten)
+            return FunnelRow(self.name, self.rows_in, self.rows_out, seconds=seconds)
+        return FunnelRow(
+            self.name, self.rows_in, self.rows_out, self.chars_dropped, self.chars_rewritten, seconds=seconds
+        )
 
 
 @dataclass

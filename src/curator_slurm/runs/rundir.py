@@ -166,6 +166,7 @@ class RunDir:
         if _compare_sources(self.path, have, want, weights is not None, accept_new_inputs):
             # Accepted: the listing is now this one (status counts the tasks of the current listing).
             save_source_ids(self.path, task_ids, want["digest"])
+            want["replaced"] = int(have.get("replaced") or 0) + 1
             fs.atomic_write_text(path, json.dumps(want, indent=1, sort_keys=True))
 
     def claim_shard(self, shard: ShardSpec) -> None:
@@ -281,6 +282,15 @@ def id_hashes(task_ids: Iterable[str]) -> np.ndarray:
     """xxh64 of each source task id, as uint64."""
     h = xxhash.xxh64_intdigest
     return np.fromiter((h(t.encode("utf-8", "surrogateescape")) for t in task_ids), dtype=np.uint64)
+
+
+def listing_replaced(run_dir: str) -> bool:
+    """Whether accepted new inputs replaced the run's first listing (then done tasks of inputs no longer listed
+    may be in its ledger: `status` counts the current listing's only)."""
+    try:
+        return bool(read_json(os.path.join(run_dir, SOURCES_FILE), RERUN_REMEDY).get("replaced"))
+    except (OSError, RunDirError):
+        return False
 
 
 def current_source_ids(run_dir: str) -> np.ndarray | None:

@@ -18,6 +18,7 @@ from curator_slurm.errors import Interrupted, PipelineFailedError, RunDirError, 
 from curator_slurm.fs import output_error
 from curator_slurm.runs.layout import RUN_FILE
 from curator_slurm.runs.options import RunOptions
+from curator_slurm.runs.progress import RunProgress
 from curator_slurm.runs.queue import WorkQueue
 from curator_slurm.runs.record import ledger_record
 from curator_slurm.runs.results import PipelineResult, ProgressLog, SourceResult, StageStats
@@ -114,6 +115,9 @@ class RunSession:
         self.stop = StopSignal(options.grace_seconds, log)
         self.tally = Tally([StageStats(n) for n in stage_names], ProgressLog(0, log, progress_interval))
         self.started = time.perf_counter()
+        #: The shard's live progress while :meth:`drive` runs with a run directory (executors hand its target
+        #: to their workers), else None.
+        self.progress: RunProgress | None = None
 
     # --- claim and resume -----------------------------------------------------------------------------
     def start(self) -> list[Task]:
@@ -303,10 +307,11 @@ class RunSession:
             from curator_slurm.runs.upstream import combined_digest
 
             upstream = partial(combined_digest, self.upstreams)
-        with marked(self.run_dir.path, self.shard.label):
+        with marked(self.run_dir.path, self.shard.label), self._progress(self.run_dir.path) as progress:
             writer = self.run_dir.writer(self.shard, self.options)  # commits a window of records at a time
 
             def record(result: SourceResult) -> None:
+                progress.finished(result.failure is not None, result.rows_in, result.rows_out)
                 line = ledger_record(result)
                 if line["status"] == "done":
                     if read.get(result.source_id):
@@ -322,6 +327,19 @@ class RunSession:
                 yield record
             finally:
                 writer.close()
+
+    @contextmanager
+    def _progress(self, run_dir: str) -> Iterator[RunProgress]:
+        """The shard's live progress (:mod:`curator_slurm.runs.progress`) while the body runs."""
+        shard, job = self.shard, self.shard.job
+        name = f"{job.array_job_id}_{job.array_task_id}" if job.array_job_id else job.job_id
+        interval = self.options.progress_seconds
+        self.progress = RunProgress.start(run_dir, f"{shard.index}/{shard.count}", name, interval, len(self.todo))
+        try:
+            yield self.progress
+        finally:
+            self.progress.close()
+            self.progress = None
 
     # --- the end --------------------------------------------------------------------------------------
     def finish(self) -> PipelineResult:

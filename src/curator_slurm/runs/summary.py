@@ -17,15 +17,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from curator_slurm.runs.durations import Durations, add_columns, add_minutes
 from curator_slurm.runs.funnel import FunnelRow, FunnelSum
 from curator_slurm.runs.ledger import complete_lines, ledger_files
+from curator_slurm.runs.tallies import add_s3_counts, describe_s3, shard_row  # noqa: F401 - imported from here too
 from curator_slurm.stages.notes import merge_notes
-
-
-def shard_row(label: str, job: str | None) -> dict[str, Any]:
-    """A row of the status table for a shard that has recorded nothing yet."""
-    return {"shard": label, "done": 0, "failed": 0, "seconds": 0.0, "rows_in": 0, "job": job}
-
 
 #: The columns of a ledger record that `status` sums; the rest of a record is not parsed.
 _SUMMARY_SCHEMA = pa.schema(
@@ -65,6 +61,12 @@ class DoneSummary:
     #: Object-store requests and retries of every recorded task (done or failed, each attempt's record):
     #: ``{"requests", "retries", "reasons"}``; None when no record made any.
     s3: dict[str, Any] | None = None
+    #: How long the done source tasks took (counted ones: one per task), and the slowest of them.
+    durations: Durations = field(default_factory=Durations)
+    #: Done source tasks per minute of wall time (minute since the epoch -> count): throughput over time.
+    per_minute: dict[int, int] = field(default_factory=dict)
+    #: The sums behind ``funnel`` (which summaries of other records add to).
+    funnel_sum: FunnelSum = field(default_factory=FunnelSum)
 
 
 def current_done(run_dir: str, done: set[str]) -> tuple[set[str], int]:
@@ -81,17 +83,18 @@ def current_done(run_dir: str, done: set[str]) -> tuple[set[str], int]:
     return kept, len(ids) - len(kept)
 
 
-def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
+def summarise_done(run_dir: str, done: set[str], files: list[str] | None = None) -> DoneSummary:
     """Sum the done source tasks' records, shard by shard, in memory bounded by one ledger file.
 
     Each done source task counts once, with its last done record (files in name order, lines in file
     order, as ``load_status`` reads them). ``done`` is consumed: a source id leaves it when its record is
     counted, so a 10-million-record ledger needs no second set. A ledger file is one writer's, so its
     records share one shard and one array task; only the columns summed here are parsed (pyarrow's JSON
-    reader), and a record's ``stages`` only when the record counts."""
+    reader), and a record's ``stages`` only when the record counts. ``files``: these ledger files only (in
+    name order), not every file of the run directory."""
     summary = DoneSummary()
-    funnel = FunnelSum()
-    for name in reversed(ledger_files(run_dir)):
+    funnel = summary.funnel_sum
+    for name in reversed(ledger_files(run_dir) if files is None else files):
         table, lines = _summary_table(name)
         if table is None or table.num_rows == 0:
             continue
@@ -132,8 +135,10 @@ def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
         job, task = picked.column("array_job_id")[0].as_py(), picked.column("array_task_id")[0].as_py()
         if job:
             row["job"] = f"{job}_{task}"
+        add_columns(summary.durations, _floats(picked, "seconds"), picked.column("source").to_pylist(), label)
+        add_minutes(summary.per_minute, _floats(picked, "time"))
         for i in kept:
-            funnel.add(_stages_of(lines[i]))
+            funnel.add(_stages_of(lines[i]), _stage_seconds_of(lines[i]))
             if b'"notes":' in lines[i]:  # rare: only records of stages that noted something
                 _add_notes(summary.notes, lines[i])
     summary.funnel = funnel.rows()
@@ -142,36 +147,17 @@ def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
     return summary
 
 
+def _floats(table: pa.Table, column: str) -> Any:
+    """A float column as a numpy array, NaN where a record has no value."""
+    return table.column(column).to_numpy(zero_copy_only=False).astype("float64")
+
+
 def _add_s3(total: dict[str, Any] | None, line: bytes) -> dict[str, Any] | None:
     try:
         part = json.loads(line).get("s3")
     except ValueError:
         return total
     return add_s3_counts(total, part) if isinstance(part, dict) else total
-
-
-def add_s3_counts(total: dict[str, Any] | None, part: dict[str, Any] | None) -> dict[str, Any] | None:
-    """``total`` plus ``part`` (either may be None)."""
-    if not part:
-        return total
-    out = dict(total or {"requests": 0, "retries": 0, "reasons": {}})
-    out["requests"] += part.get("requests", 0)
-    out["retries"] += part.get("retries", 0)
-    out["reasons"] = dict(out["reasons"])
-    for k, v in part.get("reasons", {}).items():
-        out["reasons"][k] = out["reasons"].get(k, 0) + v
-    if part.get("gave_up"):
-        out["gave_up"] = out.get("gave_up", 0) + part["gave_up"]
-    return out
-
-
-def describe_s3(counts: dict[str, Any] | None) -> str:
-    """``"S3: 120 requests, 7 retried (throttled 4, connection reset 3)"``, or "" without requests."""
-    if not counts:
-        return ""
-    why = ", ".join(f"{k} {v}" for k, v in sorted(counts.get("reasons", {}).items()))
-    gave_up = f", {counts['gave_up']} gave up" if counts.get("gave_up") else ""
-    return f"S3: {counts['requests']} requests, {counts['retries']} retried" + (f" ({why})" if why else "") + gave_up
 
 
 def _summary_table(path: str) -> tuple[pa.Table | None, list[bytes]]:
@@ -233,3 +219,15 @@ def _stages_of(line: bytes) -> Any:
         return json.loads(line[at + 9 : end + 2]) if end > 0 else json.loads(line)["stages"]
     except (json.JSONDecodeError, KeyError):
         return json.loads(line).get("stages")
+
+
+def _stage_seconds_of(line: bytes) -> Any:
+    """A done record's ``stage_seconds``, parsed from its slice of the line; None for a record without them."""
+    at = line.find(b'"stage_seconds":')
+    if at < 0:
+        return None
+    end = line.find(b"]", at)
+    try:
+        return json.loads(line[at + 16 : end + 1])
+    except json.JSONDecodeError:
+        return json.loads(line).get("stage_seconds")

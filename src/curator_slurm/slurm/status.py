@@ -14,17 +14,21 @@ from typing import Any
 
 from curator_slurm.errors import RunDirError
 from curator_slurm.runs.ledger import LEDGER_DIR, load_status
+from curator_slurm.runs.ledger_summary import read_run
 from curator_slurm.runs.liveness import live_processes
 from curator_slurm.runs.plan import PLAN_FILE, PLAN_REMEDY
+from curator_slurm.runs.progress_read import running_now
 from curator_slurm.runs.rundir import (
     DEFAULT_RUN_DIR_NAME,
     RERUN_REMEDY,
     RUN_FILE,
     SOURCES_FILE,
+    listing_replaced,
     load_refusals,
     read_json,
 )
-from curator_slurm.runs.summary import current_done, shard_row, summarise_done
+from curator_slurm.runs.summary import current_done, summarise_done
+from curator_slurm.runs.tallies import shard_row
 from curator_slurm.runs.verify import verify_problems, verify_run
 from curator_slurm.slurm.control import ACTIVE_STATES, ENDED_BADLY_STATES, job_states
 from curator_slurm.slurm.status_text import format_failures, format_status, format_workflow_status, shard_order
@@ -79,20 +83,30 @@ def _shard_rows(
     return shards
 
 
+def _read_ledger(run_dir: str) -> tuple[dict[str, dict[str, Any]], Any, int]:
+    """The failed source tasks, the done ones' summary, and how many done ones the current listing no longer
+    has: from the ledger files' summaries where they are exact (``read_run``), unless accepted new inputs
+    replaced the listing (then record by record, counting only the current listing's tasks)."""
+    if not listing_replaced(run_dir):
+        failed, summary = read_run(run_dir)
+        return failed, summary, 0
+    state = load_status(run_dir)
+    current, outside = current_done(run_dir, state.done)  # done tasks of inputs no longer listed do not count
+    return state.failed, summarise_done(run_dir, current), outside
+
+
 def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
     """Everything `status` shows, as data (the keys are those of ``status --json``); with ``verify``, also
     whether every done source task's outputs are still there and its inputs unchanged (``verified``)."""
     check_run_dir(run_dir)
-    state = load_status(run_dir)
-    failed = state.failed
-    current, outside = current_done(run_dir, state.done)  # done tasks of inputs no longer listed do not count
-    summary = summarise_done(run_dir, current)
+    failed, summary, outside = _read_ledger(run_dir)
     done_count = summary.done
     total = _planned_total(run_dir)
     total = total if total is not None else done_count + len(failed)
     pending = max(total - done_count - len(failed), 0)
     elapsed = summary.last_time - summary.first_time if summary.records else 0.0
     rate = done_count / elapsed if elapsed > 0 else None
+    progress = running_now(run_dir, summary.durations, done_count)  # what each process does now (runs.progress)
     submissions = load_submissions(run_dir)
     shards = _shard_rows(summary.shards, failed, submissions)
     job_ids = [str(a["job_id"]) for sub in submissions for a in sub["arrays"]]
@@ -135,7 +149,7 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
         "s3": summary.s3,
         "tasks_per_second": rate,
         "docs_per_second": summary.rows_in / elapsed if elapsed > 0 else None,
-        "eta_seconds": None if stalled else pending / rate if rate and pending else (0.0 if not pending else None),
+        "eta_seconds": None if stalled else eta(pending, rate, progress.share),
         "stalled": stalled,
         "stopped": stalled,
         "active": working + (1 if states is None and job_ids else 0),
@@ -149,7 +163,17 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
         "verified": verify_run(run_dir) if verify else None,
         "done_not_listed": outside,
         "damaged": int(summary.notes.get("damaged_total") or len(summary.notes.get("damaged") or [])),
-    } | {"notes": summary.notes}  # why stages dropped documents, damaged inputs (stages.notes)
+    } | {"notes": summary.notes, **progress.fields()}  # notes: why stages dropped documents, damaged inputs
+
+
+def eta(pending: int, rate: float | None, running: float) -> float | None:
+    """Seconds until the ``pending`` source tasks are done at ``rate`` tasks per second, less the ``running``
+    tasks' worth of work already done (:func:`running_fraction`); 0 with nothing pending, None without a rate."""
+    if not pending:
+        return 0.0
+    if not rate:
+        return None
+    return max(pending - running, 0.0) / rate
 
 
 def ended_tasks(

@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from curator_slurm.runs.summary import describe_s3
+from curator_slurm.slurm.progress_text import format_running
 
 
 def shard_order(row: dict[str, Any]) -> tuple[int, int, str]:
@@ -76,7 +77,9 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
         lines.append(f"tokens: {status['tokens']} in the outputs of the done source tasks")
     if status.get("s3"):  # object-store requests of every recorded attempt; retries distinct from task retries
         lines.append(describe_s3(status["s3"]) + " by the recorded source tasks (request retries, not task retries)")
+    lines.extend(format_running(status, show_all))
     lines.extend(format_funnel(status["funnel"]))
+    lines.extend(format_stage_seconds(status["funnel"]))
     lines.extend(format_notes(status.get("notes") or {}))
     if status["job_states"] is not None:
         states = ", ".join(f"{n} {s}" for s, n in sorted(status["job_states"].items())) or "none known to Slurm"
@@ -147,6 +150,20 @@ def format_funnel(funnel: list[dict[str, Any]]) -> list[str]:
         if known and row.get("chars_rewritten"):
             line += f" ({row['chars_rewritten']} by rewriting)"
         lines.append(line)
+    return lines
+
+
+def format_stage_seconds(funnel: list[dict[str, Any]]) -> list[str]:
+    """The seconds each stage spent on the done source tasks (all shards) and its share of them, under the
+    funnel; nothing when no done record carried them."""
+    timed = [row for row in funnel if row.get("seconds") is not None]
+    if not timed:
+        return []
+    total = sum(row["seconds"] for row in timed)
+    lines = [f"time per stage, done source tasks, all shards: {'seconds':>10} {'share':>7}"]
+    for row in timed:
+        share = f"{100 * row['seconds'] / total:.1f}%" if total > 0 else "-"
+        lines.append(f"    {row['stage']:<43} {row['seconds']:>10.1f} {share:>7}")
     return lines
 
 

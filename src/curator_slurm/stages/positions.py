@@ -1,14 +1,15 @@
 """Where each document comes from: its *position*, (input path relative to the reader's root, row in that file).
 
-Every shard, phase and executor agrees on a document's position without a global id service, positions
-survive a move of the input (paths are relative), and they order documents the same way everywhere: the
-order that deduplication's survivor rule ("the first occurrence wins") and stable ids are built on.
+Every shard, phase and executor agrees on a document's position without a global id service, positions survive a move
+of the input (paths are relative), and they order documents the same way everywhere: the order that deduplication's
+survivor rule ("the first occurrence wins") and stable ids are built on.
 
-A reader records, in the metadata of the batch it makes, the files it read (``files``), how many rows each
-gave (``file_rows``), the reader's root (``root``), each file's place in the sorted listing of all inputs
-(``file_indices``) and, for a piece of a split file, its ``byte_range``. Positions are computed from that
-only when a stage asks (:func:`document_positions`), so pipelines that do not need them pay nothing. They
-are known only for batches whose rows are still those the reader read: ask before any stage drops rows.
+A reader records, in the metadata of the batch it makes, the files it read (``files``), how many rows each gave
+(``file_rows``), the row of each file's first document in the batch (``first_rows``, for the later batches of a file
+read a batch at a time), the reader's root (``root``), each file's place in the sorted listing of all inputs
+(``file_indices``) and, for a piece of a split file, its ``byte_range``. Positions are computed from that only when a
+stage asks (:func:`document_positions`), so pipelines that do not need them pay nothing. They are known only for
+batches whose rows are still those the reader read: ask before any stage drops rows.
 """
 
 from __future__ import annotations
@@ -64,10 +65,10 @@ def document_positions(batch: DocumentBatch) -> Positions:
             "(AddId, deduplication) right after the reader, before any filter"
         )
     relative = id_paths(files, meta.get("root"))
-    first = [0] * len(files)
+    first = [int(r) for r in meta.get("first_rows") or [0] * len(files)]
     byte_range = meta.get("byte_range")
     if byte_range is not None:
-        first[0] = rows_before(files[0], int(byte_range[0]), meta.get("row_counter"))
+        first[0] += rows_before(files[0], int(byte_range[0]), meta.get("row_counter"))
     indices = meta.get("file_indices") or list(range(len(files)))
     counts = np.asarray(file_rows, dtype=np.int64)
     starts = np.repeat(np.cumsum(counts) - counts, counts)

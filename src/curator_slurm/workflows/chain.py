@@ -17,6 +17,7 @@ rule ("the first occurrence wins") and :class:`~curator_slurm.stages.modifiers.i
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from curator_slurm import fs
@@ -82,7 +83,7 @@ class PhaseOutputsSource(ProcessingStage[EmptyTask, FileGroupTask]):
         written = {s: [p for p, _ in r.files] for s, r in recorded(self._run_dir).items()}
         names: dict[int, str] = {}
         for index, source_id in enumerate(upstream_ids(self._pipeline, self._run_dir)):
-            files = [p for p in written.get(source_id, []) if p.endswith((".jsonl", ".parquet"))]
+            files = data_files(written.get(source_id, []))
             names.update({index * MAX_OUTPUTS + k: fs.relative(p, self._output_dir) for k, p in enumerate(files)})
         return names
 
@@ -104,6 +105,21 @@ class PhaseOutputsSource(ProcessingStage[EmptyTask, FileGroupTask]):
         ]
 
 
+def _natural(path: str) -> list[Any]:
+    """A sort key that orders the numbers in ``path`` by value."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
+
+
+#: The outputs of an earlier phase that hold documents (not, e.g., token files).
+DATA_ENDINGS = (".jsonl", ".parquet")
+
+
+def data_files(paths: list[str]) -> list[str]:
+    """The document files among an earlier source task's outputs, in the order it made them: ``x-2`` before
+    ``x-10`` (one output per batch of a source task), as positions number them."""
+    return sorted((p for p in paths if p.endswith(DATA_ENDINGS)), key=_natural)
+
+
 class PhaseOutputsReaderStage(FileReaderStage):
     """Reads the JSONL or Parquet files that the earlier phase's ledger lists for this task."""
 
@@ -116,7 +132,7 @@ class PhaseOutputsReaderStage(FileReaderStage):
                 f"{upstream.run_dir}: source task {task.task_id} of the phase before is not done, so there is "
                 "nothing to read for it; finish that phase first (re-run the script, or `curator-slurm retry`)"
             )
-        files = [p for p in files_of(upstream, [task.task_id]) if p.endswith((".jsonl", ".parquet"))]
+        files = data_files(files_of(upstream, [task.task_id]))
         if len(files) > MAX_OUTPUTS:
             raise InputError(
                 f"{upstream.run_dir}: source task {task.task_id} wrote {len(files)} files, more than {MAX_OUTPUTS}"

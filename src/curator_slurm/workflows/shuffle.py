@@ -1,17 +1,18 @@
 """The hash shuffle that joins the phases of a workflow, through the shared filesystem.
 
-A phase that feeds a global step ends in a :class:`BucketWriter`: each source task writes ONE Parquet file,
-``<dir>/<source id>.parquet``, whose rows carry a ``bucket`` column (the key's hash modulo ``buckets``) and
-are sorted by it, one row group per bucket. The next phase starts from a :class:`BucketSource`, whose
-source tasks are the buckets (ids from the phase name and bucket number, known before any file exists),
-and a :class:`BucketReader` that reads bucket ``b``'s row group from every file of the directory.
+A phase that feeds a global step ends in a :class:`BucketWriter`: each batch of a source task writes ONE Parquet
+file, ``<dir>/<source id>.parquet`` (``<source id>-<k>.parquet`` for the k-th batch of a source task read in several,
+:func:`~curator_slurm.stages.io.writers.output_stem`), whose rows carry a ``bucket`` column (the key's hash modulo
+``buckets``) and are sorted by it, one row group per bucket. The next phase starts from a :class:`BucketSource`,
+whose source tasks are the buckets (ids from the phase name and bucket number, known before any file exists), and a
+:class:`BucketReader` that reads bucket ``b``'s row group from every file of the directory.
 
-Scale, stated: a shuffle phase creates one file per source task (never one per source task and bucket);
-a bucket task opens every file of the directory once (O(source tasks of the phase before) opens, reading
-one row group of each, found from the footer's statistics) and holds one bucket in memory; the memory of
-a bucket is the phase's rows divided by ``buckets``, so choose ``buckets`` for the corpus (the dedup
-workflows default to 64 and take ``buckets=``). File names derive from source task ids, and files are
-written atomically (hidden temporary name, then rename), so a re-run rewrites the same bytes.
+Scale, stated: a shuffle phase creates one file per batch, usually one per source task (never one per batch and
+bucket); a bucket task opens every file of the directory once (O(source tasks of the phase before) opens, reading one
+row group of each, found from the footer's statistics) and holds one bucket in memory; the memory of a bucket is the
+phase's rows divided by ``buckets``, so choose ``buckets`` for the corpus (the dedup workflows default to 64 and take
+``buckets=``). File names derive from source task ids, and files are written atomically (hidden temporary name, then
+rename), so a re-run rewrites the same bytes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import InputError
 from curator_slurm.runs.upstream import Upstream, files_of
 from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.stages.io.writers import output_stem
 from curator_slurm.stages.text.compute import call, filter_table
 from curator_slurm.tasks import DocumentBatch, EmptyTask, FileGroupTask, content_id
 
@@ -47,7 +49,8 @@ def bucket_of(keys: np.ndarray, buckets: int) -> np.ndarray:
 
 
 class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
-    """Write each batch sorted by ``column`` into ``<path>/<source id>.parquet``, atomically, with ``column``'s
+    """Write each batch sorted by ``column`` into ``<path>/<output stem>.parquet`` (its source task's id, and its
+    place among the batches of that task when there are several: ``output_stem``), atomically, with ``column``'s
     statistics in every row group, so a reader can pick the row groups of a value or a range from the footer.
     Row groups hold one value each (``group_rows=None``) or ``group_rows`` rows. A batch with no rows writes no
     file: the next phase reads what the ledger records, where that task is done with no output.
@@ -97,7 +100,7 @@ class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
         else:
             bounds = np.arange(self.group_rows, table.num_rows, self.group_rows)
         pieces = np.split(np.arange(table.num_rows), bounds) if table.num_rows else []
-        final = fs.join(self.path, f"{task.source_id or task.task_id}.parquet")
+        final = fs.join(self.path, f"{output_stem(task)}.parquet")
         if not pieces:
             return FileGroupTask(
                 task_id=task.task_id,

@@ -94,8 +94,24 @@ def read_jsonl(
         raise InputError(f"{path}: file is empty (0 bytes); remove it or regenerate it")
     else:
         where = path
-    declared = set(schema.names) if schema is not None else set()
     first_line = line_number(path, begin) if begin else 1
+    return parse_jsonl(path, data, where, first_line, fields, schema, max_line_bytes, part=byte_range is not None)
+
+
+def parse_jsonl(
+    path: str,
+    data: bytes | None,
+    where: str,
+    first_line: int,
+    fields: list[str] | None,
+    schema: pa.Schema | None,
+    max_line_bytes: int,
+    part: bool,
+) -> pa.Table | None:
+    """The records of ``data`` (lines of ``path`` from line ``first_line`` on; None: the whole file, read
+    here), errors naming ``where`` and the line. A ``part`` of a file with no record gives None; a whole file
+    without one is an InputError."""
+    declared = set(schema.names) if schema is not None else set()
     try:
         table = _parse_long(path, data, schema, first_line, max_line_bytes)
         # pyarrow turns ISO-8601-looking strings into timestamps; keep the text as it was written. Reading
@@ -111,18 +127,16 @@ def read_jsonl(
         if located:
             raise InputError(located) from e
         if "Empty JSON file" in str(e):
+            if part:
+                return None
             raise InputError(f"{where}: no JSON records (only blank lines); remove it or regenerate it") from e
         raise InputError(f"{where}: cannot read as JSONL ({e})") from e
     except (OSError, EOFError, lzma.LZMAError) as e:
-        if isinstance(e, FileNotFoundError | PermissionError) or not fs.compression_of(path):
+        if _stream_error(path, e) is e:
             raise
-        # A truncated or corrupt compressed stream: the same bytes fail every time, so say so (not retried).
-        raise InputError(
-            f"{path}: the {fs.compression_of(path)} stream is truncated or corrupt ({e}); the file is incomplete: "
-            "copy or regenerate it"
-        ) from e
+        raise _stream_error(path, e) from e
     if table.num_columns == 0:
-        if byte_range is not None:
+        if part:
             return None
         raise InputError(f"{path}: no JSON records (only blank lines); remove it or regenerate it")
     if fields is None:
@@ -131,6 +145,95 @@ def read_jsonl(
     if missing:
         raise InputError(f"{where}: missing field(s) {missing}; the file has {table.column_names}")
     return table.select(fields)
+
+
+def _stream_error(path: str, e: BaseException) -> BaseException:
+    """A read error as it should be raised: a truncated or corrupt compressed stream as an InputError (the
+    same bytes fail every time, so it is not retried), anything else as it is."""
+    if isinstance(e, FileNotFoundError | PermissionError) or not fs.compression_of(path):
+        return e
+    return InputError(
+        f"{path}: the {fs.compression_of(path)} stream is truncated or corrupt ({e}); the file is incomplete: "
+        "copy or regenerate it"
+    )
+
+
+def iter_jsonl(
+    path: str,
+    fields: list[str] | None = None,
+    byte_range: tuple[int, int] | None = None,
+    schema: pa.Schema | None = None,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    chunk_bytes: int | None = None,
+) -> Iterator[pa.Table]:
+    """:func:`read_jsonl`'s records a part of about ``chunk_bytes`` bytes of lines at a time (None: at once),
+    so a large file is never held whole; a file (or range) of at most one part is read as :func:`read_jsonl`
+    reads it. A whole file yields at least one table."""
+    if chunk_bytes is None or (byte_range is not None and byte_range[1] - byte_range[0] <= chunk_bytes):
+        table = read_jsonl(path, fields, byte_range, schema, max_line_bytes)
+        if table is not None:
+            yield table
+        return
+    size = fs.info(path).size if byte_range is None else None  # one look (a HEAD on an object store) per file
+    if size == 0:  # also refuses a FIFO, a dangling link: named, not "empty"
+        raise InputError(f"{path}: file is empty (0 bytes); remove it or regenerate it")
+    if size is not None and size <= chunk_bytes and not fs.compression_of(path):  # one part: read it whole
+        yield parse_jsonl(path, None, path, 1, fields, schema, max_line_bytes, part=False)  # type: ignore[misc]
+        return
+    where = path if byte_range is None else f"{path} (bytes {byte_range[0]}-{byte_range[1]})"
+    parts = _file_parts(path, chunk_bytes) if byte_range is None else _range_parts(path, *byte_range, chunk_bytes)
+    found = False
+    for data, first_line in parts:
+        table = parse_jsonl(path, data, where, first_line, fields, schema, max_line_bytes, part=True)
+        if table is not None:
+            found = True
+            yield table
+    if not found and byte_range is None:
+        raise InputError(f"{path}: no JSON records (only blank lines); remove it or regenerate it")
+
+
+def _file_parts(path: str, size: int) -> Iterator[tuple[bytes, int]]:
+    """(whole lines of about ``size`` bytes, the number of the first) of a whole file, decompressed."""
+    line, carry = 1, b""
+    try:
+        with fs.open_decompressed(path) as stream:
+            while True:
+                chunk = stream.read(size)
+                data = carry + chunk
+                cut = data.rfind(b"\n") + 1 if chunk else len(data)
+                if chunk and cut == 0:  # a line longer than a part: read on until it ends
+                    carry = data
+                    continue
+                part, carry = data[:cut], data[cut:]
+                if part.strip():
+                    yield part, line
+                line += part.count(b"\n")
+                if not chunk:
+                    return
+    except (OSError, EOFError, lzma.LZMAError) as e:
+        if _stream_error(path, e) is e:
+            raise
+        raise _stream_error(path, e) from e
+
+
+def _range_parts(path: str, start: int, end: int, size: int) -> Iterator[tuple[bytes, int]]:
+    """(whole lines of about ``size`` bytes, the number of the first) of the lines that start in
+    ``[start, end)`` of an uncompressed file (as :func:`lines_in_range` takes them)."""
+    with fs.open_input(path) as f:
+        readline = f.readline if fs.is_local(path) else lambda: _readline(f)
+        if start > 0:
+            f.seek(start - 1)
+            readline()
+        line = line_number(path, f.tell()) if f.tell() else 1
+        while (at := f.tell()) < end:
+            data = f.read(min(size, end - at))
+            if not data:
+                return
+            if not data.endswith(b"\n"):
+                data += readline()
+            if data.strip():
+                yield data, line
+            line += data.count(b"\n")
 
 
 def _parse_json(

@@ -14,7 +14,16 @@ from curator_slurm import fs
 from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import InputError
 from curator_slurm.stages.base import CompositeStage, ProcessingStage
-from curator_slurm.stages.io.jsonl import MAX_LINE_BYTES, jsonl_rows_before, read_jsonl
+from curator_slurm.stages.io.batching import (
+    DEFAULT_BATCH_BYTES,
+    BatchBound,
+    Piece,
+    concat_tables,  # noqa: F401 - imported from here too
+    pack,
+    set_bound,
+    slices,
+)
+from curator_slurm.stages.io.jsonl import MAX_LINE_BYTES, iter_jsonl, jsonl_rows_before, read_jsonl
 from curator_slurm.stages.io.partitioning import FilePartitioningStage, parse_size
 from curator_slurm.tasks import DocumentBatch, FileGroupTask
 
@@ -119,18 +128,6 @@ def _select(table: pa.Table, fields: list[str] | None, path: str) -> pa.Table:
     return table.select(fields)
 
 
-def concat_tables(tables: list[pa.Table], paths: list[str]) -> pa.Table:
-    if len(tables) == 1:
-        return tables[0]
-    try:
-        return pa.concat_tables(tables, promote_options="default")
-    except (pa.ArrowTypeError, pa.ArrowInvalid) as e:
-        schemas = "; ".join(
-            f"{p}: {t.schema.to_string(show_schema_metadata=False)}" for p, t in zip(paths, tables, strict=True)
-        )
-        raise InputError(f"{', '.join(paths)}: files of one group have incompatible schemas ({e}): {schemas}") from e
-
-
 def _check_planned_sizes(task: FileGroupTask) -> None:
     """A task rebuilt from a plan made before it ran knows each file's size when it was planned
     (``metadata["file_sizes"]``): an input removed or changed since then is refused here, naming the file,
@@ -154,20 +151,33 @@ def _check_planned_sizes(task: FileGroupTask) -> None:
 
 
 class FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
-    """The public base of file readers: reads every file of a group into one batch whose id is the group's id.
+    """The public base of file readers: reads the files of a group into batches of at most ``batch_rows``
+    documents and about ``batch_bytes`` bytes (:mod:`.batching`), handed on one at a time; a group that fits
+    one batch makes one batch, whose id is the group's id.
 
     A subclass implements :meth:`read_file` (a whole file into a table, one row per document, in the file's
     order) and, if its files can be cut into record-aligned byte ranges (``split_files``), :meth:`read_range`
     (the records that *start* in ``[start, end)``) and :meth:`rows_before` (how many records start before an
-    offset). The base records which files each batch came from, so positions (relative path, record number),
-    ids and deduplication work for every reader without knowing its format.
+    offset); to read a large file in bounded memory it overrides :meth:`tables`. The base records which files
+    each batch came from, so positions (relative path, record number), ids and deduplication work for every
+    reader without knowing its format.
     """
+
+    #: The bound of a batch: at most this many documents (None: no bound) ...
+    batch_rows: int | None = None
+    #: ... and about this many bytes (the Arrow bytes of its documents; None: no bound). Instance attributes
+    #: only when set, so runs that keep the defaults keep their fingerprints.
+    batch_bytes: int | None = DEFAULT_BATCH_BYTES
 
     def __init__(self, fields: list[str] | None = None, schema: SchemaLike | None = None) -> None:
         self.fields = list(fields) if fields else None
         self._schema = to_schema(schema) if schema is not None else None
         #: The declared types as text: what the run fingerprint records.
         self.schema = {f.name: str(f.type) for f in self._schema} if self._schema is not None else None
+
+    @property
+    def bound(self) -> BatchBound:
+        return BatchBound(self.batch_rows, self.batch_bytes)
 
     def read_file(self, path: str) -> pa.Table:
         raise NotImplementedError
@@ -185,6 +195,23 @@ class FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
         a piece that starts there. Only readers that read byte ranges need it."""
         raise InputError(f"{path}: {cls.__name__} cannot count the records before byte {offset}")
 
+    def tables(self, path: str, byte_range: tuple[int, int] | None, bound: BatchBound) -> Iterator[Any]:
+        """The documents of ``path`` (of the records that start in ``byte_range``) in file order, as tables of
+        one batch at most (``bound``), or :class:`Piece` objects that carry the reader's notes; a whole file
+        yields at least one. This reads the whole file (:meth:`read_file`) and slices it; a reader that can read
+        a file a part at a time overrides it, to read a large file in bounded memory."""
+        if byte_range is not None:
+            table = self.read_range(path, *byte_range)
+            if table is None:  # no record starts in this piece of the file
+                return
+        else:
+            table = self.read_file(path)
+        yield from slices(table, bound)
+
+    def row_counter(self) -> Any:
+        """What numbers the records of a piece of a split file (positions call its ``rows_before``)."""
+        return type(self)
+
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], []
 
@@ -192,21 +219,34 @@ class FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
         return ["data"], self.fields
 
     def process(self, task: FileGroupTask) -> DocumentBatch | None:
+        """Every document of ``task`` in one batch (None when a piece of a split file holds no record); a
+        pipeline reads it a batch at a time instead (:meth:`stream`)."""
         _check_planned_sizes(task)
+        unbounded = BatchBound(None, None)
+        return next(pack(task, self._pieces(task, unbounded), unbounded, self.row_counter()), None)
+
+    def stream(self, task: FileGroupTask) -> Iterator[DocumentBatch]:
+        """The documents of ``task`` in batches of at most :attr:`bound`, made one at a time as they are taken."""
+        _check_planned_sizes(task)
+        return pack(task, self._pieces(task, self.bound), self.bound, self.row_counter())
+
+    def process_batch(self, tasks: list[FileGroupTask]) -> list[Any]:
+        """One iterator of bounded batches per task (:meth:`stream`), which the stage adapter hands on one
+        batch at a time; a subclass that overrides :meth:`process` is called as any stage is."""
+        if type(self).process is not FileReaderStage.process:
+            return super().process_batch(tasks)
+        return [self.stream(t) for t in tasks]
+
+    def _pieces(self, task: FileGroupTask, bound: BatchBound) -> Iterator[Piece]:
         byte_range = task.metadata.get("byte_range")
-        if byte_range is not None:
-            table = self.read_range(task.data[0], *byte_range)
-            if table is None:  # no record starts in this piece of the file
-                return None
-            file_rows = [table.num_rows]
-        else:
-            tables = [self.read_file(p) for p in task.data]
-            file_rows = [t.num_rows for t in tables]
-            table = concat_tables(tables, list(task.data))
-        # files and file_rows (with root, file_indices and byte_range from the source task) are what
-        # the positions module turns into each document's position, when a stage asks for it.
-        # row_counter: the class whose rows_before() numbers the records of a piece of a split file.
-        return task.derive(table, cls=DocumentBatch, files=list(task.data), file_rows=file_rows, row_counter=type(self))
+        for k, path in enumerate(task.data):
+            first = 0
+            cut = (int(byte_range[0]), int(byte_range[1])) if byte_range else None
+            for table in self.tables(path, cut, bound):
+                piece = table if isinstance(table, Piece) else Piece(k, table, first)
+                piece.file, piece.first_row = k, first
+                yield piece
+                first += piece.table.num_rows
 
 
 class JsonlReaderStage(FileReaderStage):
@@ -224,6 +264,12 @@ class JsonlReaderStage(FileReaderStage):
     def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
         return read_jsonl(path, self.fields, (start, end), self._schema, self.max_line_bytes)
 
+    def tables(self, path: str, byte_range: tuple[int, int] | None, bound: BatchBound) -> Iterator[Any]:
+        """A part of about ``bound.bytes`` of lines read and parsed at a time (:func:`iter_jsonl`)."""
+        parts = iter_jsonl(path, self.fields, byte_range, self._schema, self.max_line_bytes, bound.bytes)
+        for table in parts:
+            yield from slices(table, bound)
+
     @classmethod
     def rows_before(cls, path: str, offset: int) -> int:
         return jsonl_rows_before(path, offset)
@@ -237,6 +283,25 @@ class ParquetReaderStage(FileReaderStage):
 
     def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
         return read_parquet_range(path, start, end, self.fields)
+
+    def tables(self, path: str, byte_range: tuple[int, int] | None, bound: BatchBound) -> Iterator[Any]:
+        """A file (or piece) that fits one batch as :meth:`read_file` reads it; a larger one a row group at a
+        time, each cut to the bound."""
+        where = path if byte_range is None else f"{path} (bytes {byte_range[0]}-{byte_range[1]})"
+        with _parquet_errors(path, where), pq.ParquetFile(_source(path)) as parquet:
+            meta = parquet.metadata
+            groups = list(range(meta.num_row_groups))
+            if byte_range is not None:
+                last = byte_range[1] >= fs.size(path)
+                starts = [row_group_start(meta.row_group(i)) for i in groups]
+                groups = [i for i in groups if byte_range[0] <= starts[i] and (starts[i] < byte_range[1] or last)]
+            size = sum(meta.row_group(i).total_byte_size for i in groups)
+            if len(groups) <= 1 or bound.fits(sum(meta.row_group(i).num_rows for i in groups), size):
+                yield from super().tables(path, byte_range, bound)
+                return
+            _require_fields(self.fields, parquet.schema_arrow.names, where)
+            for i in groups:
+                yield from slices(parquet.read_row_group(i, columns=self.fields), bound)
 
     @classmethod
     def rows_before(cls, path: str, offset: int) -> int:
@@ -271,6 +336,9 @@ class FileReader(CompositeStage[FileGroupTask, DocumentBatch]):
         limit: int | None = None,
         split_files: bool = False,
         schema: SchemaLike | None = None,
+        *,
+        batch_rows: int | None = None,
+        batch_bytes: int | str | None = DEFAULT_BATCH_BYTES,
     ) -> None:
         if split_files and not self.can_split:
             raise ValueError(
@@ -294,6 +362,7 @@ class FileReader(CompositeStage[FileGroupTask, DocumentBatch]):
             wanted=fs.describe_names(wanted, self.decompresses) if wanted else "",
         )
         self.reader = self.reader_class(fields, schema)
+        set_bound(self.reader, batch_rows, batch_bytes)
 
     def decompose(self) -> list[ProcessingStage]:
         return [self.partitioner, self.reader]
@@ -334,9 +403,21 @@ class JsonlReader(FileReader):
         split_files: bool = False,
         schema: SchemaLike | None = None,
         max_line_bytes: int | str = MAX_LINE_BYTES,
+        *,
+        batch_rows: int | None = None,
+        batch_bytes: int | str | None = DEFAULT_BATCH_BYTES,
     ) -> None:
         super().__init__(
-            file_paths, files_per_partition, blocksize, fields, file_extensions, limit, split_files, schema
+            file_paths,
+            files_per_partition,
+            blocksize,
+            fields,
+            file_extensions,
+            limit,
+            split_files,
+            schema,
+            batch_rows=batch_rows,
+            batch_bytes=batch_bytes,
         )
         try:
             limit_bytes = parse_size(max_line_bytes)

@@ -14,6 +14,7 @@ documents this reader makes of the file, in file order. Large files can be read 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -22,10 +23,9 @@ from curator_slurm import extras
 from curator_slurm.errors import InputError
 from curator_slurm.stages.io import warc_http as wh
 from curator_slurm.stages.io import warc_records as wr
+from curator_slurm.stages.io.batching import DEFAULT_BATCH_BYTES, BatchBound, Piece, set_bound
 from curator_slurm.stages.io.partitioning import parse_size
 from curator_slurm.stages.io.readers import FileReader, FileReaderStage
-from curator_slurm.stages.notes import add_notes
-from curator_slurm.tasks import DocumentBatch, FileGroupTask
 
 #: Payload media types read as HTML.
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -82,7 +82,6 @@ class WarcReaderStage(FileReaderStage):
             raise ValueError(f"max_record_bytes={max_record_bytes!r}: give a size of at least 1 byte")
         if limit != MAX_RECORD_BYTES:  # set only when changed: runs that keep the default keep their fingerprint
             self.max_record_bytes = limit
-        self._pending: list[dict[str, Any]] = []  # the notes of the files read for the task in hand
 
     max_record_bytes: int = MAX_RECORD_BYTES
 
@@ -148,14 +147,33 @@ class WarcReaderStage(FileReaderStage):
         types = wr.record_types(self.record_types)
         return wr.records(path, types, start, end, scan, self.max_record_bytes)
 
-    def _scan(self, path: str, start: int = 0, end: int | None = None) -> tuple[pa.Table, dict[str, Any]]:
+    def _scan(self, path: str, start: int = 0, end: int | None = None, bound: Any = None) -> Iterator[Piece]:
+        """The documents of the records of ``path`` that start in ``[start, end)``, a batch (``bound``) at a time,
+        each with the counts of the records skipped and the damaged stretches met while reading it; at least one
+        (maybe empty) piece, so the notes of a piece without documents count."""
         scan = wr.Scan()
-        counts = scan.counts
-        rows = []
+        rows: list[dict[str, Any]] = []
+        size = read = 0
+        counted: dict[str, int] = {}
+        noted = 0  # damaged stretches already in a piece
+        bound = bound or BatchBound(None, None)
         for record in self._records(path, start, end, scan):
-            row = self._guarded(record, counts, path)
-            if row is not None:
-                rows.append(row)
+            row = self._guarded(record, scan.counts, path)
+            if row is None:
+                continue
+            rows.append(row)
+            size += len(row.get(self.text_field) or "") + len(row.get("content") or b"")
+            if not bound.fits(len(rows) + 1, size):
+                yield self._piece(path, rows, _since(scan.counts, counted), scan.damaged[noted:])
+                noted = len(scan.damaged)
+                read += len(rows)
+                rows, size = [], 0
+        _log_scan(path, start, end, scan, read + len(rows))
+        counts = _since(scan.counts, counted)
+        if rows or counts or scan.damaged[noted:] or not read:
+            yield self._piece(path, rows, counts, scan.damaged[noted:])
+
+    def _piece(self, path: str, rows: list[dict[str, Any]], counts: dict[str, int], damaged: list[Any]) -> Piece:
         schema = self.schema_of
         if self.keep_non_html:
             schema = schema.append(pa.field("content", pa.binary()))
@@ -166,20 +184,27 @@ class WarcReaderStage(FileReaderStage):
             if missing:
                 raise InputError(f"{path}: {type(self).__name__} has no field(s) {missing}; it has {schema.names}")
             table = table.select(self.fields)
-        _log_scan(path, start, end, scan, len(rows))
-        if scan.damaged:
-            counts[DAMAGED] = counts.get(DAMAGED, 0) + len(scan.damaged)
-        return table, {"counts": counts, "damaged": [d.as_dict() for d in scan.damaged]}
+        if damaged:
+            counts[DAMAGED] = counts.get(DAMAGED, 0) + len(damaged)
+        return Piece(0, table, 0, [{"counts": counts, "damaged": [d.as_dict() for d in damaged]}])
+
+    def _records(self, path: str, start: int, end: int | None, scan: wr.Scan) -> Any:
+        types = wr.record_types(self.record_types)
+        return wr.records(path, types, start, end, scan, self.max_record_bytes)
+
+    def tables(self, path: str, byte_range: tuple[int, int] | None, bound: BatchBound) -> Iterator[Any]:
+        """The documents of the records read a batch at a time, as pieces that carry the reader's notes."""
+        start, end = byte_range if byte_range is not None else (0, None)
+        yield from self._scan(path, start, end, bound)
 
     def read_file(self, path: str) -> pa.Table:
-        table, notes = self._scan(path)
-        self._pending.append(notes)
-        return table
+        return pa.concat_tables([p.table for p in self._scan(path)])
 
     def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
-        table, notes = self._scan(path, start, end)
-        self._pending.append(notes)
-        return table  # an empty table, not None: the notes of a piece with no document still count
+        return pa.concat_tables([p.table for p in self._scan(path, start, end)])
+
+    def row_counter(self) -> Any:
+        return self  # documents are numbered with this reader's own settings
 
     def rows_before(self, path: str, offset: int) -> int:  # type: ignore[override]
         """How many documents this reader makes of the records before the piece that starts at ``offset`` (the
@@ -208,14 +233,12 @@ class WarcReaderStage(FileReaderStage):
             counts[cause] = counts.get(cause, 0) + 1
             return None
 
-    def process(self, task: FileGroupTask) -> DocumentBatch | None:
-        self._pending = []
-        batch = super().process(task)
-        if batch is not None:
-            batch.metadata["row_counter"] = self  # documents are numbered with this reader's own settings
-            for notes in self._pending:
-                add_notes(batch.metadata, notes["counts"], notes["damaged"])
-        return batch
+
+def _since(counts: dict[str, int], counted: dict[str, int]) -> dict[str, int]:
+    """What ``counts`` holds beyond ``counted`` (what earlier pieces took), taken into ``counted``."""
+    out = {k: v - counted.get(k, 0) for k, v in counts.items() if v > counted.get(k, 0)}
+    counted.update(counts)
+    return out
 
 
 def _log_scan(path: str, start: int, end: int | None, scan: wr.Scan, documents: int) -> None:
@@ -288,12 +311,16 @@ class WarcReader(FileReader):
         record_types: tuple[str, ...] | list[str] = ("response",),
         keep_non_html: bool = False,
         max_record_bytes: int | str = MAX_RECORD_BYTES,
+        *,
+        batch_rows: int | None = None,
+        batch_bytes: int | str | None = DEFAULT_BATCH_BYTES,
     ) -> None:
         super().__init__(file_paths, files_per_partition, blocksize, None, file_extensions, limit, split_files)
         self.partitioner.splittable_endings = self.splittable_endings
         self.reader = WarcReaderStage(
             fields, record_types=tuple(record_types), keep_non_html=keep_non_html, max_record_bytes=max_record_bytes
         )
+        set_bound(self.reader, batch_rows, batch_bytes)
 
 
 class WetReader(FileReader):
@@ -316,7 +343,11 @@ class WetReader(FileReader):
         limit: int | None = None,
         split_files: bool = False,
         max_record_bytes: int | str = MAX_RECORD_BYTES,
+        *,
+        batch_rows: int | None = None,
+        batch_bytes: int | str | None = DEFAULT_BATCH_BYTES,
     ) -> None:
         super().__init__(file_paths, files_per_partition, blocksize, None, file_extensions, limit, split_files)
         self.partitioner.splittable_endings = self.splittable_endings
         self.reader = WetReaderStage(fields, max_record_bytes=max_record_bytes)
+        set_bound(self.reader, batch_rows, batch_bytes)

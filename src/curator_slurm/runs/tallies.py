@@ -1,0 +1,38 @@
+"""Small sums that several parts of a run's reporting share: a shard's row of the status table, and the
+object-store request counts of records added up and described."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def shard_row(label: str, job: str | None) -> dict[str, Any]:
+    """A row of the status table for a shard that has recorded nothing yet."""
+    return {"shard": label, "done": 0, "failed": 0, "seconds": 0.0, "rows_in": 0, "job": job}
+
+
+def add_s3_counts(total: dict[str, Any] | None, part: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``total`` plus ``part`` (either may be None)."""
+    if not part:
+        return total
+    out = dict(total or {"requests": 0, "retries": 0, "reasons": {}})
+    out["requests"] += part.get("requests", 0)
+    out["retries"] += part.get("retries", 0)
+    out["reasons"] = dict(out["reasons"])
+    for k, v in part.get("reasons", {}).items():
+        out["reasons"][k] = out["reasons"].get(k, 0) + v
+    if part.get("gave_up"):
+        out["gave_up"] = out.get("gave_up", 0) + part["gave_up"]
+    return out
+
+
+def describe_s3(counts: dict[str, Any] | None) -> str:
+    """``"S3: 120 requests, 7 retried (throttled 4, connection reset 3)"``, or "" without requests."""
+    if not counts:
+        return ""
+    why = ", ".join(f"{k} {v}" for k, v in sorted(counts.get("reasons", {}).items()))
+    gave_up = f", {counts['gave_up']} gave up" if counts.get("gave_up") else ""
+    return f"S3: {counts['requests']} requests, {counts['retries']} retried" + (f" ({why})" if why else "") + gave_up
+
+
+__all__ = ["add_s3_counts", "describe_s3", "shard_row"]
