@@ -10,9 +10,9 @@ import textwrap
 from pathlib import Path
 
 from curator_slurm import Pipeline
-from curator_slurm.stages import JsonlReader, JsonlWriter
+from curator_slurm.stages import JsonlReader, JsonlWriter, ScoreFilter
 from curator_slurm.stages.code import code_digests
-from curator_slurm.stages.filters.base import DocumentFilter, ScoreFilter
+from curator_slurm.stages.filters.base import DocumentFilter
 from support.helpers import clean_env
 
 SCRIPT = """
