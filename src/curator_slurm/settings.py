@@ -208,9 +208,11 @@ def available_cpus(environ: Mapping[str, str] | None = None) -> int:
         return os.cpu_count() or 1
 
 
-def _flag(env: Mapping[str, str], name: str) -> bool:
+def _flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
     raw = (env.get(name) or "").strip().lower()
-    if raw in ("", "0", "false", "no", "off"):
+    if raw == "":
+        return default
+    if raw in ("0", "false", "no", "off"):
         return False
     if raw in ("1", "true", "yes", "on"):
         return True
@@ -261,6 +263,10 @@ class RunOptions:
     #: ``CURATOR_LEDGER_WINDOW_SECONDS``: ... or once the window's first record is this old, or its tasks
     #: ran this long in all (so a crash costs at most about this much work, redone on resume).
     ledger_window_seconds: float = 0.5
+    #: ``CURATOR_STEAL``: a process that finished its shard takes over unstarted source tasks of shards still
+    #: running (or whose process died), each claimed atomically in the run directory (on by default; ``0``
+    #: turns it off: every shard does its own tasks and only those, as without a run directory).
+    steal: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RunOptions:
@@ -292,19 +298,26 @@ def run_options(environ: Mapping[str, str] | None = None) -> RunOptions:
         ),
         ledger_window=window if window is not None else RunOptions.ledger_window,
         ledger_window_seconds=window_seconds,
+        steal=_flag(env, "CURATOR_STEAL", default=True),
     )
+
+
+#: ``CURATOR_*`` variables that say how every process of a run works, not which shard one is: a job's
+#: environment keeps them (:func:`job_environment`).
+CONFIGURATION_VARIABLES = frozenset({"CURATOR_STEAL"})
 
 
 def job_environment(environ: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a process that must decide its own shard: this one without any ``CURATOR_*``
     variable or any ``SLURM_*`` variable (but ``SLURM_CONF``) that it would otherwise inherit, e.g. the
     step and rank of an ``srun`` the user happens to submit from; plus ``extra``. ``CURATOR_S3_*`` (how to
-    talk to the object store: attempts, backoff, start delay) is configuration, not a shard's, and stays."""
+    talk to the object store: attempts, backoff, start delay) and ``CURATOR_STEAL`` (whether shards take
+    over each other's work) are configuration, not a shard's, and stay."""
     env = os.environ if environ is None else environ
     clean = {
         k: v
         for k, v in env.items()
-        if (not k.startswith("CURATOR_") or k.startswith("CURATOR_S3_"))
+        if (not k.startswith("CURATOR_") or k.startswith("CURATOR_S3_") or k in CONFIGURATION_VARIABLES)
         and (not k.startswith("SLURM_") or k == "SLURM_CONF")
     }
     clean.update(extra or {})
