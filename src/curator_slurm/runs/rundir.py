@@ -5,6 +5,7 @@ Layout::
     run.json              pipeline fingerprint (stage names and parameters), written once, atomically
     sources.json          count and digest of the source task ids the first process saw
     claims/               one file per shard being worked on (a second process of the same shard stops)
+    takeover/             claims of groups of source tasks, by owner or taker (:mod:`curator_slurm.runs.claims`)
     refusals/             one file per Slurm task that the directory refused (why, for `failures`)
     ledger/*.jsonl        the ledger (:mod:`curator_slurm.runs.ledger`)
 
@@ -37,6 +38,10 @@ RUN_FILE = "run.json"
 SOURCES_FILE = "sources.json"
 #: Claim files: ``claims/<job id>/step<step>-r<restart>-shard<i>of<n>``, one per shard done in a Slurm job step.
 CLAIMS_DIR = "claims"
+#: Takeover claims: ``takeover/<namespace>/<shard>/<group>-<generation>``, one per group of a shard's source tasks
+#: that a process started (its owner, or a taker once the owner's process is gone or busy), and
+#: ``takeover/<namespace>/<shard>.end`` once the owner finished its own (:mod:`curator_slurm.runs.claims`).
+TAKEOVER_DIR = "takeover"
 #: ``refusals/<array job id>_<task id>.json`` (``<job id>.json`` outside an array): why the run directory
 #: refused a Slurm task before it did any work, so that `failures` can say it (the task's log is elsewhere).
 REFUSALS_DIR = "refusals"
