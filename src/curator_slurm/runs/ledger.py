@@ -30,6 +30,7 @@ says so (a later failure of the same task cannot undo outputs that were renamed 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -238,12 +239,13 @@ class LedgerWriter:
         os.makedirs(directory, exist_ok=True)
         job = shard.job
         tag = f"{job.array_job_id}_{job.array_task_id}" if job.array_job_id else (job.job_id or "local")
-        writer = f"{tag}-{job.host}-{os.getpid()}-{os.urandom(4).hex()}"
-        self.path = os.path.join(directory, ledger_file_name(shard, writer))
+        self._shard, self._directory = shard, directory
+        self._writer = f"{tag}-{job.host}-{os.getpid()}-{os.urandom(4).hex()}"
+        self.path = os.path.join(directory, ledger_file_name(shard, self._writer))
         self.window, self.window_seconds, self.clock = window, window_seconds, clock
         self.sync = best_sync_method() if sync == "auto" else sync
-        self._fd: int | None = None
-        self._lines: list[bytes] = []
+        self._fds: dict[int | None, int] = {}  # by partition: None for this shard's own file
+        self._lines: list[tuple[int | None, bytes]] = []
         self._outputs: list[str] = []
         self._opened = 0.0  # clock() at the window's first record
         self._work = 0.0  # the run time of the window's tasks, summed
@@ -264,13 +266,15 @@ class LedgerWriter:
         """Records written but not yet committed (what a crash now would lose)."""
         return len(self._lines)
 
-    def write(self, record: dict[str, Any]) -> None:
-        """Buffer ``record``; commit the window if it is full or old enough."""
+    def write(self, record: dict[str, Any], partition: int | None = None) -> None:
+        """Buffer ``record``; commit the window if it is full or old enough. ``partition``: the index of the
+        shard whose partition the record goes to, when it is not this shard's (a source task taken over from
+        that shard: its owner, restarted, reads its own partition and must find it done)."""
         line = json.dumps({**record, **self._common, "time": round(time.time(), 3)}, separators=(",", ":"))
         now = self.clock()
         if not self._lines:
             self._opened = now
-        self._lines.append(line.encode("utf-8") + b"\n")
+        self._lines.append((None if partition == self._shard.index else partition, line.encode("utf-8") + b"\n"))
         self._outputs.extend(record.get("outputs") or ())
         seconds = record.get("seconds")
         self._work += float(seconds) if isinstance(seconds, (int, float)) else 0.0
@@ -287,19 +291,33 @@ class LedgerWriter:
             return
         try:
             make_durable(self._outputs, self.sync)
-            if self._fd is None:  # created on first use, so a shard with no work leaves no file
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            # Whole lines, unbuffered. A commit cut short (a signal, a full disk) is done again by close():
-            # records may repeat (harmless: done is done) after at most one torn line, which readers skip.
-            data = memoryview(b"".join(self._lines))
-            while data:
-                data = data[os.write(self._fd, data) :]
-            os.fsync(self._fd)
+            by_file: dict[int | None, list[bytes]] = {}
+            for partition, line in self._lines:
+                by_file.setdefault(partition, []).append(line)
+            for partition, lines in by_file.items():
+                fd = self._fd(partition)
+                # Whole lines, unbuffered. A commit cut short (a signal, a full disk) is done again by close():
+                # records may repeat (harmless: done is done) after at most one torn line, which readers skip.
+                data = memoryview(b"".join(lines))
+                while data:
+                    data = data[os.write(fd, data) :]
+                os.fsync(fd)
         except OSError as e:  # at worst a torn last line, which readers ignore
             if is_out_of_space(e):
                 raise out_of_space(e, os.path.dirname(self.path)) from e
             raise
         self._lines, self._outputs, self._work = [], [], 0.0
+
+    def _fd(self, partition: int | None) -> int:
+        """The open file of ``partition`` (None: this shard's), created on first use, so a shard with no work
+        leaves no file."""
+        if partition not in self._fds:
+            path = self.path
+            if partition is not None:
+                name = ledger_file_name(dataclasses.replace(self._shard, index=partition), self._writer)
+                path = os.path.join(self._directory, name)
+            self._fds[partition] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        return self._fds[partition]
 
     def close(self) -> None:
         """Commit what is buffered and close the file; sink writers fsync their own files again."""
@@ -309,6 +327,6 @@ class LedgerWriter:
             if self._deferring:
                 defer_output_sync(False)
                 self._deferring = False
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()

@@ -27,13 +27,16 @@ from curator_slurm.tasks import FailedTask, Task
 @dataclass
 class Listing:
     """What the source stage listed for this process: every source task (``sources``), the ones of this shard
-    (``kept``), how they were chosen (``selection``) and, for a planned array, the manifest they came from."""
+    (``kept``), how they were chosen (``selection``), for a planned array the manifest they came from, and,
+    when listed, the ones every shard split (``shared``: ``sources`` less those a frozen source list leaves
+    out), which a taker assigns to learn other shards' tasks."""
 
     stage: str
     sources: list[Task]
     kept: list[Task]
     selection: Selection | None = None
     manifest: Any = None
+    shared: list[Task] | None = None
 
     @property
     def total(self) -> int:
@@ -47,6 +50,8 @@ class Tally:
 
     stats: list[StageStats]  # one per stage, the source stage's first
     progress: ProgressLog
+    #: Source tasks of other shards that this process finished (done or failed), taken over from them.
+    taken_over: int = 0
     outputs: list[str] = field(default_factory=list)
     output_tasks: list[Task] = field(default_factory=list)
     failed: list[FailedTask] = field(default_factory=list)
@@ -97,6 +102,8 @@ class RunSession:
         self.fingerprint = fingerprint
         self.run_dir = _usable_run_dir(run_dir, listing, log)
         self.todo: list[Task] = []
+        self.done: set[str] = set()  # this shard's source tasks recorded done (with intact outputs) at the start
+        self.work = WorkQueue()
         self.stop = StopSignal(options.grace_seconds, log)
         self.tally = Tally([StageStats(n) for n in stage_names], ProgressLog(0, log, progress_interval))
         self.started = time.perf_counter()
@@ -127,6 +134,7 @@ class RunSession:
                 f"{self.shard.label}: doing {len(lost)} done source task(s) again, their outputs are gone: {first}"
             )
         todo = [t for t in mine if t.task_id not in done or t.task_id in lost]
+        self.done = done - set(lost)
         if len(todo) < len(mine):
             self.log.info(
                 f"{self.shard.label}: skipping {len(mine) - len(todo)} source tasks already done in {run_dir.path}"
@@ -157,9 +165,12 @@ class RunSession:
             raise clear from e
 
     # --- the work -------------------------------------------------------------------------------------
-    def queue(self) -> WorkQueue:
-        """The source tasks an executor takes, in order (see :class:`WorkQueue`)."""
-        return WorkQueue(self.todo)
+    def queue(self, beat: float | None = None) -> WorkQueue:
+        """The source tasks an executor takes, in order (see :class:`WorkQueue`); under takeover, claimed group
+        by group, then other shards' (``beat``: this process's heartbeat, see ``runs.claims.Holder``)."""
+        from curator_slurm.runs.takeover import takeover_of
+
+        return WorkQueue(self.todo, takeover_of(self, beat))
 
     def should_stop(self) -> bool:
         """Whether to start no new source task (a stop signal came)."""
@@ -170,14 +181,18 @@ class RunSession:
         task's fate as it comes, until it is done or a stop signal ends it; while it runs the run directory
         shows this process alive (`status`)."""
         produced: Iterable[SourceResult] = ()
+        ended = False
         with ExitStack() as stack:
             record = stack.enter_context(self._recording())
             try:
                 with self.stop:
-                    produced = results(self.queue(), self.should_stop)
+                    produced = results(self.work, self.should_stop)
                     for result in produced:
                         self.tally.add(result)
+                        self.tally.taken_over += result.source_id in self.work.taken
+                        self.tally.progress.total = self.planned()
                         record(result)
+                    ended = self.stop.name is None
             except GraceExpired:
                 self.log.warning(
                     f"grace period of {self.options.grace_seconds:.0f} s over; abandoning in-flight source tasks"
@@ -186,29 +201,53 @@ class RunSession:
                 close = getattr(produced, "close", None)
                 if close is not None:  # end the executor's workers now, not whenever the generator is collected
                     close()
+        if ended:  # every task it handed out is recorded: takers need not look at this shard again
+            self.work.finish()
+
+    def planned(self) -> int:
+        """The source tasks this process is to finish, as far as it knows now: its own that were left to do,
+        less those other processes hold, plus those it took over."""
+        return len(self.todo) - self.left_to_others() + len(self.work.taken)
+
+    def left_to_others(self) -> int:
+        """This shard's source tasks left to do that other processes did or hold."""
+        takeover = self.work.takeover
+        return (takeover.left_to_others if takeover is not None else 0) + self.work.lost
 
     @contextmanager
     def _recording(self) -> Iterator[Callable[[SourceResult], None]]:
-        """``record(result)`` for each finished source task, inside this process's liveness marker: the one place
-        where a run writes its ledger (nothing without a run directory)."""
+        """``record(result)`` for each finished source task, inside this process's liveness marker (and, under
+        takeover, holding its claims): the one place where a run writes its ledger (nothing without a run
+        directory). A task taken over from another shard is recorded as such, in that shard's partition."""
         if self.run_dir is None:
+            self.work = self.queue()
             yield lambda result: None
             return
+        from curator_slurm.runs.claims import HEARTBEAT_SECONDS, holding
         from curator_slurm.runs.inputs import input_states
         from curator_slurm.runs.liveness import marked
         from curator_slurm.runs.verify import written_files
 
         read = input_states(self.todo)
-        with marked(self.run_dir.path, self.shard.label):
+        beat = HEARTBEAT_SECONDS if self.shard.job.job_id and self.options.steal else None  # other hosts may look
+        with ExitStack() as stack:
+            self.work = self.queue(stack.enter_context(marked(self.run_dir.path, self.shard.label, beat)))
+            if self.work.takeover is not None:
+                stack.enter_context(holding(self.work.takeover.board.me))
             writer = self.run_dir.writer(self.shard, self.options)  # commits a window of records at a time
+            count = self.shard.count
 
             def record(result: SourceResult) -> None:
                 line = ledger_record(result)
+                owner = self.work.taken.get(result.source_id)
                 if line["status"] == "done":
-                    if read.get(result.source_id):
-                        line["inputs"] = read[result.source_id]
+                    inputs = read.get(result.source_id) or self.work.inputs.get(result.source_id)
+                    if inputs:
+                        line["inputs"] = inputs
                     line["written"] = written_files(result.outputs, result.sizes)
-                writer.write(line)
+                if owner is not None:
+                    line["taken_from"] = f"{owner}/{count}"
+                writer.write(line, partition=owner)
 
             try:
                 yield record
@@ -243,6 +282,8 @@ class RunSession:
             stopped_by=self.stop.name,
             tokens=t.tokens,
             s3=t.s3,
+            taken_over=t.taken_over,
+            left_to_others=self.left_to_others(),
         )
 
 
@@ -263,7 +304,8 @@ def raise_if_unfinished(result: PipelineResult, options: RunOptions) -> None:
     time limit's warning signal asked for it), :class:`PipelineFailedError` when any source task failed."""
     shard, failed = result.shard, result.failed
     todo = result.source_tasks_mine - result.source_tasks_skipped
-    left = todo - result.done - len(failed)
+    # Of its own tasks: those other processes did or hold are not left, and those it took over are not its own.
+    left = todo - result.left_to_others - (result.done + len(failed) - result.taken_over)
     if result.stopped_by is not None and left > 0:  # a signal after the last task changes nothing
         # Only a warning signal (--signal=B:USR1@...) requeues: SIGTERM is also what `scancel` sends,
         # and a cancelled task must stay cancelled.

@@ -23,7 +23,7 @@ from curator_slurm.stages.notes import merge_notes
 
 def shard_row(label: str, job: str | None) -> dict[str, Any]:
     """A row of the status table for a shard that has recorded nothing yet."""
-    return {"shard": label, "done": 0, "failed": 0, "seconds": 0.0, "rows_in": 0, "job": job}
+    return {"shard": label, "done": 0, "failed": 0, "seconds": 0.0, "rows_in": 0, "job": job, "taken": 0}
 
 
 #: The columns of a ledger record that `status` sums; the rest of a record is not parsed.
@@ -39,6 +39,7 @@ _SUMMARY_SCHEMA = pa.schema(
         ("time", pa.float64()),
         ("array_job_id", pa.string()),
         ("array_task_id", pa.string()),
+        ("taken_from", pa.string()),
     ]
 )
 
@@ -64,6 +65,9 @@ class DoneSummary:
     #: Object-store requests and retries of every recorded task (done or failed, each attempt's record):
     #: ``{"requests", "retries", "reasons"}``; None when no record made any.
     s3: dict[str, Any] | None = None
+    #: The done source tasks that a process of another shard than their owner did (took over): ``tasks`` in
+    #: all, and how many ``by`` each shard that did them and ``from`` each shard that owned them.
+    takeover: dict[str, Any] = field(default_factory=lambda: {"tasks": 0, "by": {}, "from": {}})
 
 
 def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
@@ -114,6 +118,7 @@ def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
         if tokens is not None:
             summary.tokens = (summary.tokens or 0) + int(tokens)
         summary.done += len(kept)
+        _count_taken(summary.takeover, row, picked.column("taken_from").to_pylist())
         job, task = picked.column("array_job_id")[0].as_py(), picked.column("array_task_id")[0].as_py()
         if job:
             row["job"] = f"{job}_{task}"
@@ -125,6 +130,37 @@ def summarise_done(run_dir: str, done: set[str]) -> DoneSummary:
     if not summary.records:
         summary.first_time = summary.last_time = 0.0
     return summary
+
+
+def _count_taken(takeover: dict[str, Any], row: dict[str, Any], owners: list[str | None]) -> None:
+    """Count the done tasks of one ledger file (one shard's, ``row``) that it took over from their ``owners``."""
+    for owner in owners:
+        if owner is None:
+            continue
+        takeover["tasks"] += 1
+        row["taken"] += 1
+        takeover["by"][row["shard"]] = takeover["by"].get(row["shard"], 0) + 1
+        takeover["from"][owner] = takeover["from"].get(owner, 0) + 1
+
+
+def describe_takeover(takeover: dict[str, Any] | None, done: int) -> str:
+    """``"takeover: 7 of 24 done source tasks were done by a shard other than their owner's (by 1/4: 3, 2/4: 4;
+    from 0/4: 7)"``, or "" when none was."""
+    if not takeover or not takeover.get("tasks"):
+        return ""
+
+    def counts(by: dict[str, int]) -> str:
+        return ", ".join(f"{k}: {v}" for k, v in sorted(by.items(), key=lambda kv: _shard_key(kv[0])))
+
+    return (
+        f"takeover: {takeover['tasks']} of {done} done source tasks were done by a shard other than their "
+        f"owner's (by {counts(takeover['by'])}; from {counts(takeover['from'])})"
+    )
+
+
+def _shard_key(label: str) -> tuple[int, int, str]:
+    index, _, count = label.partition("/")
+    return (int(count), int(index), "") if index.isdigit() and count.isdigit() else (-1, -1, label)
 
 
 def _add_s3(total: dict[str, Any] | None, line: bytes) -> dict[str, Any] | None:

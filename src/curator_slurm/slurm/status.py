@@ -138,7 +138,7 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
         "last_submission_failed": sum(1 for t in ended if t["submission"] == last),
         "funnel": [row.as_dict() for row in summary.funnel],
         "verified": verify_run(run_dir) if verify else None,
-    } | {"notes": summary.notes}  # why stages dropped documents, damaged inputs (stages.notes)
+    } | {"notes": summary.notes, "takeover": summary.takeover}  # notes: stages.notes; takeover: runs.takeover
 
 
 def ended_tasks(
