@@ -50,8 +50,10 @@ class WorkQueue:
         self.inputs: dict[str, dict] = {}
 
     def __len__(self) -> int:
-        """Tasks known and not handed out yet (more may come later: a hint for sizing, not a promise)."""
-        return len(self._current)
+        """Tasks known and not handed out yet, this shard's groups not reached yet included (fewer may come, if
+        other processes take some, or more, from other shards: a hint for sizing, not a promise)."""
+        own = self.takeover.own_left if self.takeover is not None and self._groups is not None else 0
+        return len(self._current) + own
 
     def __bool__(self) -> bool:
         """False once it has handed out everything (:meth:`take` found nothing more, or :meth:`clear`)."""
@@ -76,7 +78,7 @@ class WorkQueue:
         """:func:`len`, after claiming the next group when none is at hand: whether there is work at all."""
         if not self._current and not self._exhausted:
             self._next()
-        return len(self._current)
+        return len(self)
 
     def _next(self) -> None:
         """The next group to hand out: this shard's next, else one of another shard; none: exhausted."""

@@ -137,8 +137,10 @@ class Takeover:
         self.done: dict[int, set[str]] = {self.me: set(done)}  # each shard's, as last read
         self.complete: set[tuple[int, int]] = set()  # (shard, group) known to have every task done
         self.random = random.Random()
-        #: Tasks of this shard that another live process held when this one reached their group.
+        #: Tasks of this shard that another process did or held when this one reached their group.
         self.left_to_others = 0
+        #: Tasks of this shard left to do in the groups this one has not reached yet.
+        self.own_left = sum(1 for t in lists.tasks(self.me) if t.task_id not in self.done_before)
         board.register(self.me)
 
     # --- the ledger ----------------------------------------------------------------------------------
@@ -161,6 +163,7 @@ class Takeover:
         tasks = self.lists.tasks(self.me)
         for group, bounds in enumerate(group_bounds(len(tasks))):
             todo = [tasks[i] for i in bounds if tasks[i].task_id not in self.done_before]
+            self.own_left -= len(todo)
             if not todo:
                 continue  # done before this run: no claim needed (a taker finds it done too)
             claim = self.board.claim(self.me, group, lambda g=group: bool(self._undone(self.me, g, fresh=True)))
