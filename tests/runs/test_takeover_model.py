@@ -1,6 +1,6 @@
 """Takeover under generated schedules: owners and takers, each a WorkQueue over the real claims and ledger of one run
 directory (in this process, each with a run of its own that ends when it "dies"), take tasks, finish them and die in
-any order, and dead owners restart. At no moment do two live processes hold one task; after a re-run of every
+any order (a claim made and none of its tasks started, too), and dead owners restart. At no moment do two live processes hold one task; after a re-run of every
 shard, every task is recorded done exactly once; the claim files stay within 16 per shard."""
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ def test_generated_schedules_never_share_a_task_and_end_exactly_once(data: st.Da
     tasks = _tasks(data.draw(st.lists(st.integers(1, 5), max_size=100), label="weights"))
     steps = data.draw(
         st.lists(
-            st.tuples(st.integers(0, count - 1), st.sampled_from(["take", "take3", "finish", "die"])), max_size=120
+            st.tuples(st.integers(0, count - 1), st.sampled_from(["take", "take3", "claim", "finish", "die"])),
+            max_size=120,
         ),
         label="schedule",
     )
@@ -93,6 +94,8 @@ def test_generated_schedules_never_share_a_task_and_end_exactly_once(data: st.Da
                 actor.take(1)
             elif action == "take3":
                 actor.take(3)
+            elif action == "claim":  # claims its next group (or another shard's) and starts none of it yet
+                actor.queue.prime()
             elif action == "finish":
                 actor.finish_one()
             else:
