@@ -21,7 +21,7 @@ from curator_slurm.runs.ledger import iter_records
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, TAKEOVER_DIR
 from curator_slurm.runs.sharding import shard_of
 from curator_slurm.samples.corpus import make_corpus
-from support.helpers import REPO, clean_env, read_tree
+from support.helpers import REPO, assert_same_parquet, clean_env, read_tree
 from support.tallying import tally_cmd
 
 CLI = [sys.executable, "-m", "curator_slurm.cli"]
@@ -198,3 +198,28 @@ def test_killed_anywhere_every_task_done_once(
     done = Counter(r["source"] for r in done_records(out))
     assert len(done) == 24 and set(done.values()) == {1}, "every source task recorded done exactly once"
     assert [r for r in done_records(out) if "taken_from" in r], "some work was taken over"
+
+
+def test_every_phase_of_a_workflow_takes_over_within_the_phase(tmp_path: Path) -> None:
+    """Exact dedup with shard 0 slow in every phase (the hash and write phases from a manifest, the find phase
+    listing its buckets): in each phase other shards take over shard 0's tasks, recorded in that phase's run
+    directory; the result is the unsharded run's."""
+    data = tmp_path / "in"
+    make_corpus(str(data), files=16, docs_per_file=20, seed=4)
+    script = str(REPO / "tests" / "pipelines" / "skewed_dedup.py")
+    reference = tmp_path / "reference"
+    subprocess.run([sys.executable, script, "--input", str(data), "--output", str(reference), "--skew", "0", "0"],
+                   check=True, env=clean_env(), capture_output=True, timeout=300)  # fmt: skip
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [*CLI, "local", script, "--shards", "4", "--parallel", "4", "--strategy", "hash", "--logs",
+         str(tmp_path / "logs"), "--", "--input", str(data), "--output", str(out), "--skew", str(LIGHT), "1.0"],
+        capture_output=True, text=True, env=clean_env(), timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert_same_parquet(out, reference)
+    for phase in ("hash", "find", "write"):
+        run_dir = out / ".curator-work" / DEFAULT_RUN_DIR_NAME / phase
+        done = [r for r in iter_records(str(run_dir)) if r["status"] == "done"]
+        assert set(Counter(r["source"] for r in done).values()) == {1}, phase
+        assert "0/4" in {r["taken_from"] for r in done if "taken_from" in r}, f"phase {phase}: shard 0 not helped"
