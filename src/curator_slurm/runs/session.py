@@ -229,7 +229,8 @@ class RunSession:
         from curator_slurm.runs.verify import written_files
 
         read = input_states(self.todo)
-        beat = HEARTBEAT_SECONDS if self.shard.job.job_id and self.options.steal else None  # other hosts may look
+        sharded = self.options.steal and self.shard.enabled and self.shard.count > 1
+        beat = HEARTBEAT_SECONDS if sharded and self.shard.job.job_id else None  # inside Slurm other hosts may look
         with ExitStack() as stack:
             self.work = self.queue(stack.enter_context(marked(self.run_dir.path, self.shard.label, beat)))
             if self.work.takeover is not None:
