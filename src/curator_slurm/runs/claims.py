@@ -209,6 +209,13 @@ class ClaimBoard:
         """Whether ``holder`` may still be working (a damaged claim's holder is not)."""
         return holder is not None and self._alive(holder)
 
+    def late(self, holder: Holder) -> bool:
+        """Whether ``holder``, on another host, missed two heartbeats or more (but is not judged dead yet)."""
+        if holder.host == self.me.host or holder.beat is None:
+            return False
+        age = heartbeat_age(self.run_dir, holder, self.me)
+        return age is None or age > 2 * holder.beat
+
     def create(self, claim: Claim) -> bool:
         """Create ``claim``'s file naming this process; True when this process created it.
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import xxhash
 
-from curator_slurm.runs.claims import Claim, ClaimBoard
+from curator_slurm.runs.claims import HEARTBEAT_SECONDS, STALE_BEATS, Claim, ClaimBoard, Holder
 from curator_slurm.runs.ledger import load_status, shard_layout
 from curator_slurm.runs.sharding import balanced_assignment, hash_assignment
 from curator_slurm.shard import ShardSpec
@@ -128,10 +129,13 @@ class Takeover:
         board: the claims of the array.
         lists: every shard's tasks.
         done: the ids of this shard's tasks that the ledger recorded done when the run started.
+        stop: whether to give up waiting for a verdict on a holder (a stop signal came).
     """
 
-    def __init__(self, run_dir: str, board: ClaimBoard, lists: ShardLists, done: set[str]) -> None:
-        self.run_dir, self.board, self.lists = run_dir, board, lists
+    def __init__(
+        self, run_dir: str, board: ClaimBoard, lists: ShardLists, done: set[str], stop: Callable[[], bool] = bool
+    ) -> None:
+        self.run_dir, self.board, self.lists, self.stop = run_dir, board, lists, stop
         self.me = lists.shard.index
         self.done_before = set(done)  # this shard's, when the run started: what its own pass skips
         self.done: dict[int, set[str]] = {self.me: set(done)}  # each shard's, as last read
@@ -181,7 +185,21 @@ class Takeover:
     def steal(self) -> Work | None:
         """A group of another shard to do, claimed: the last unclaimed group of the open shard (its owner has
         started, and not finished) with the most unclaimed groups, else a group whose holder died with tasks
-        not done; None when there is none."""
+        not done; None when there is none. When the only candidates are groups whose holder, on another host,
+        missed heartbeats, it waits (until ``stop()``) to learn whether that holder lives or is dead."""
+        deadline = None
+        while True:
+            work, suspects = self._search()
+            if work is not None or not suspects or self.stop():
+                return work
+            beat = min(h.beat or HEARTBEAT_SECONDS for h in suspects)
+            deadline = deadline or time.monotonic() + (STALE_BEATS + 1) * beat
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(1.0)
+
+    def _search(self) -> tuple[Work | None, list[Holder]]:
+        """One look for work (see :meth:`steal`), and the live holders whose heartbeat is late."""
         open_shards = self.board.open_shards()
         if len(open_shards) > SEARCH_WIDTH:
             open_shards = self.random.sample(open_shards, SEARCH_WIDTH)
@@ -194,7 +212,8 @@ class Takeover:
             for group in reversed(unclaimed[shard]):
                 work = self._take(shard, group)
                 if work is not None:
-                    return work
+                    return work, []
+        suspects = []
         for shard in order:  # every group is claimed: those whose holder died
             for group, generation in sorted(claimed[shard].items()):
                 if (shard, group) in self.complete:
@@ -206,10 +225,12 @@ class Takeover:
                 if not self.board.alive(holder):
                     work = self._take(shard, group)
                     if work is not None:
-                        return work
+                        return work, []
+                elif holder is not None and self.board.late(holder):
+                    suspects.append(holder)
             if all((shard, g) in self.complete for g in range(len(group_bounds(self.lists.count(shard))))):
                 self.board.finish(shard)  # its owner died after its last group: nothing left here for anyone
-        return None
+        return None, suspects
 
     def _take(self, shard: int, group: int) -> Work | None:
         """Claim ``group`` of ``shard`` if it has tasks not done, and return them."""
@@ -246,7 +267,7 @@ def takeover_of(session: Any, beat: float | None) -> Takeover | None:
         return None
     board = ClaimBoard(run_dir.path, claim_namespace(shard), Holder.of(shard, beat))
     lists = ShardLists(shard, listing.shared, listing.manifest, own=listing.kept)
-    return Takeover(run_dir.path, board, lists, session.done)
+    return Takeover(run_dir.path, board, lists, session.done, session.should_stop)
 
 
 __all__ = ["GROUPS_PER_SHARD", "SEARCH_WIDTH", "ShardLists", "Takeover", "Work", "canonical", "claim_namespace",
