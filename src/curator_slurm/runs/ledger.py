@@ -18,7 +18,9 @@ submitted plan). A task of that layout reads only its own index's files (the rec
 plus every file of another layout (another shard count or strategy, e.g. a retry; of another hash layout
 only the partitions its own task ids hash into) and every file of the old flat naming
 (``<job>-<host>-<pid>-<random>.jsonl``), so a task of a 10,000-task array starts in milliseconds while a
-change of shard count stays correct (it reads more). ``load_status(path)`` (``status``) reads them all.
+change of shard count stays correct (it reads more). ``load_status(path)`` (``status``) reads them all. A record of a
+source task that a process took over from another shard goes into that shard's partition (a file of the writer's
+own there), so the owner, restarted, finds it.
 Under the balanced strategy with ``CURATOR_ACCEPT_NEW_INPUTS`` the assignment can move a task to another
 index of the same layout; that task is then done again (same output files), as the acceptance warns.
 
