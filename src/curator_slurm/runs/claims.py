@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -125,8 +126,6 @@ def heartbeat_age(run_dir: str, holder: Holder, me: Holder) -> float | None:
         os.utime(mine)
         now = os.stat(mine).st_mtime
     except OSError:  # no marker of this process: this host's clock
-        import time
-
         now = time.time()
     return max(0.0, now - theirs)
 
