@@ -211,3 +211,38 @@ def _children(pid: int) -> list[int]:
             if int(fields[1]) == pid:
                 found.append(int(entry))
     return found
+
+
+def test_a_taker_waits_for_the_verdict_on_a_late_holder_of_another_host(tmp_path: Path) -> None:
+    """The only group left is held on another host by a process whose heartbeat is late: a taker waits until it is
+    stale (dead), then takes it over; told to stop, it waits no longer."""
+    from curator_slurm.runs.takeover import ShardLists, Takeover
+    from curator_slurm.tasks import Task
+
+    run = str(tmp_path)
+    tasks = [Task(task_id=f"t{i}") for i in range(8)]
+    lists = ShardLists(ShardSpec.explicit(1, 2), tasks)
+    owned = len(lists.tasks(0))
+    far = dataclasses.replace(me(0, 2), host="elsewhere", pid=4242, beat=0.3)
+    board = ClaimBoard(run, "h2", far)
+    board.register(0)
+    for group in range(owned):  # every group of shard 0 claimed by the far process
+        assert board.create(Claim(0, group, 0))
+    live = tmp_path / LIVE_DIR
+    live.mkdir()
+    marker = live / far.marker
+    marker.write_text("{}")
+    mine = me(1, 2)
+    (live / mine.marker).write_text("{}")
+    late = os.stat(marker).st_mtime - 3 * 0.3  # three beats missed: late, not yet dead (6)
+    os.utime(marker, (late, late))
+    taker = ClaimBoard(run, "h2", mine)
+    assert taker.alive(far) and taker.late(far)
+    mine_done = {t.task_id for t in lists.tasks(1)}  # this shard's own tasks are done: only shard 0's are left
+    with holding(mine):
+        stopped = Takeover(run, taker, lists, mine_done, stop=lambda: True)
+        assert stopped.steal() is None, "a stop signal ends the wait"
+        started = time.monotonic()
+        work = Takeover(run, taker, lists, mine_done).steal()
+        assert work is not None and work.shard == 0 and work.claim.generation == 1
+        assert time.monotonic() - started >= 0.5, "it waited for the heartbeat to go stale"
