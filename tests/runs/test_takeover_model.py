@@ -1,7 +1,8 @@
-"""Takeover under generated schedules: owners and takers, each a WorkQueue over the real claims and ledger of one run
-directory (in this process, each with a run of its own that ends when it "dies"), take tasks, finish them and die in
-any order (a claim made and none of its tasks started, too), and dead owners restart. At no moment do two live processes hold one task; after a re-run of every
-shard, every task is recorded done exactly once; the claim files stay within 16 per shard."""
+"""Takeover under generated schedules: owners and takers, each a WorkQueue over the real claims and ledger of one
+run directory (in this process, each with a run of its own that ends when it "dies"), take tasks, finish them and
+die in any order (a claim made and none of its tasks started, too), and dead owners restart. At no moment do two
+live processes hold one task; after a re-run of every shard, every task is recorded done exactly once; the claim
+files stay within 16 per shard."""
 
 from __future__ import annotations
 
