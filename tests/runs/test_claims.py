@@ -124,6 +124,8 @@ def test_open_shards_are_started_and_not_finished(tmp_path: Path) -> None:
     board.finish(2)
     assert board.open_shards() == [0, 3]
     assert (tmp_path / TAKEOVER_DIR / "h4" / "2.end").exists()
+    board.register(2)  # a re-run of shard 2's owner: it may have work left
+    assert board.open_shards() == [0, 2, 3]
 
 
 def test_a_damaged_claim_counts_as_a_dead_holders(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 
 from curator_slurm.runs.liveness import LIVE_DIR, _start_time
@@ -165,8 +165,11 @@ class ClaimBoard:
         return os.path.join(self.root, str(shard))
 
     def register(self, shard: int) -> None:
-        """Say that ``shard``'s owner has started: from now on takers may take its unclaimed groups."""
+        """Say that ``shard``'s owner has started: from now on takers may take its unclaimed groups (and a
+        ``.end`` that an earlier run of it left no longer keeps them away: this run may have work left)."""
         os.makedirs(self.shard_dir(shard), exist_ok=True)
+        with suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.root, f"{shard}.end"))
 
     def finish(self, shard: int) -> None:
         """Say that every group of ``shard`` is done or held: takers need not look at it again."""
