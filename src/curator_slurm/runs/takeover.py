@@ -108,7 +108,7 @@ class ShardLists:
         return self._loaded[index]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Work:
     """A group of source tasks this process holds the claim of: shard ``shard``'s (its owner's index), those
     of its tasks that are not done yet."""
