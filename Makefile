@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 SAMPLE := build/sample
 DEMO_OUT := build/demo-out
 
-.PHONY: venv demo test test-pyarrow-floor lint format bench slurm-up slurm-down s3-up s3-down clean
+.PHONY: venv demo test test-pyarrow-floor lint format bench scale slurm-up slurm-down s3-up s3-down clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -57,6 +57,11 @@ format: venv
 
 bench: venv
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
+
+# Not in CI: a 1,100-task array on the local cluster (scripts/slurm-up.sh; submitted at the lowest priority) and a
+# simulated 10,000-process array; the figures go to docs/performance.md (see benchmarks/scale.py).
+scale: venv
+	$(PY) benchmarks/scale.py $(SCALE_ARGS)
 
 slurm-up:
 	bash scripts/slurm-up.sh

@@ -142,3 +142,17 @@ def test_grace_seconds_must_be_a_finite_number(value: str) -> None:
 
     with pytest.raises(SettingError, match="CURATOR_GRACE_SECONDS"):
         RunOptions.from_env({"CURATOR_GRACE_SECONDS": value})
+
+
+def test_steal_is_on_unless_turned_off_and_stays_in_a_jobs_environment() -> None:
+    from curator_slurm.runs.options import RunOptions
+    from curator_slurm.settings import job_environment
+
+    assert RunOptions.from_env({}).steal
+    assert RunOptions.from_env({"CURATOR_STEAL": "1"}).steal
+    for off in ("0", "no", "off", "false"):
+        assert not RunOptions.from_env({"CURATOR_STEAL": off}).steal
+    with pytest.raises(SettingError, match="CURATOR_STEAL='maybe' is not a yes/no value"):
+        RunOptions.from_env({"CURATOR_STEAL": "maybe"})
+    kept = job_environment({"CURATOR_STEAL": "0", "CURATOR_SHARD_INDEX": "3", "PATH": "/bin"})
+    assert kept == {"CURATOR_STEAL": "0", "PATH": "/bin"}, "configuration stays, a shard's own variable goes"

@@ -208,9 +208,11 @@ def available_cpus(environ: Mapping[str, str] | None = None) -> int:
         return os.cpu_count() or 1
 
 
-def _flag(env: Mapping[str, str], name: str) -> bool:
+def _flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
     raw = (env.get(name) or "").strip().lower()
-    if raw in ("", "0", "false", "no", "off"):
+    if raw == "":
+        return default
+    if raw in ("0", "false", "no", "off"):
         return False
     if raw in ("1", "true", "yes", "on"):
         return True
@@ -269,6 +271,10 @@ class RunOptions:
     #: so far) in the run directory at most this often (:mod:`curator_slurm.runs.progress`); 0 publishes at
     #: every batch (tests), and `status` shows it.
     progress_seconds: float = 10.0
+    #: ``CURATOR_STEAL``: a process that finished its shard takes over unstarted source tasks of shards still
+    #: running (or whose process died), each claimed atomically in the run directory (on by default; ``0``
+    #: turns it off: every shard does its own tasks and only those, as without a run directory).
+    steal: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RunOptions:
@@ -302,20 +308,26 @@ def run_options(environ: Mapping[str, str] | None = None) -> RunOptions:
         ledger_window=window if window is not None else RunOptions.ledger_window,
         ledger_window_seconds=window_seconds,
         progress_seconds=_seconds(env, "CURATOR_PROGRESS_SECONDS", RunOptions.progress_seconds),
+        steal=_flag(env, "CURATOR_STEAL", default=True),
     )
+
+
+#: ``CURATOR_*`` variables that say how every process of a run works, not which shard one is: a job's
+#: environment keeps them (:func:`job_environment`).
+CONFIGURATION_VARIABLES = frozenset({"CURATOR_STEAL", "CURATOR_PROGRESS_SECONDS"})
 
 
 def job_environment(environ: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a process that must decide its own shard: this one without any ``CURATOR_*``
     variable or any ``SLURM_*`` variable (but ``SLURM_CONF``) that it would otherwise inherit, e.g. the
     step and rank of an ``srun`` the user happens to submit from; plus ``extra``. ``CURATOR_S3_*`` (how to
-    talk to the object store: attempts, backoff, start delay) and ``CURATOR_PROGRESS_SECONDS`` are
-    configuration, not a shard's, and stay."""
+    talk to the object store: attempts, backoff, start delay), ``CURATOR_PROGRESS_SECONDS`` and ``CURATOR_STEAL``
+    (whether shards take over each other's work) are configuration, not a shard's, and stay."""
     env = os.environ if environ is None else environ
     clean = {
         k: v
         for k, v in env.items()
-        if (not k.startswith("CURATOR_") or k.startswith("CURATOR_S3_") or k == "CURATOR_PROGRESS_SECONDS")
+        if (not k.startswith("CURATOR_") or k.startswith("CURATOR_S3_") or k in CONFIGURATION_VARIABLES)
         and (not k.startswith("SLURM_") or k == "SLURM_CONF")
     }
     clean.update(extra or {})

@@ -30,7 +30,7 @@ TYPED = {
     "sbatch_args": "--qos=low",
     "env_setup": "module load x",
 }
-FLAGS = {"requeue", "accept_new_inputs"}
+FLAGS = {"requeue", "accept_new_inputs", "no_steal"}
 
 
 def _command_line(names: list[str]) -> list[str]:
@@ -50,7 +50,7 @@ def test_every_option_field_is_offered_and_comes_back_as_its_field() -> None:
     opts = SubmitOptions(script="/w/s.py", shards=2, run_dir="/w/run", **option_values(args))
     assert opts.sbatch_args == ("--qos=low",) and opts.env_setup == ("module load x",)
     assert (opts.throttle, opts.cpus_per_task, opts.nodes_per_task) == (3, 4, 2) and opts.requeue
-    assert opts.strategy == "balanced" and opts.accept_new_inputs
+    assert opts.strategy == "balanced" and opts.accept_new_inputs and opts.no_steal
 
 
 def test_retry_keeps_what_the_user_did_not_give() -> None:
@@ -71,12 +71,14 @@ def test_strategy_is_not_an_option_of_retry() -> None:
 @pytest.mark.parametrize(("name", "option"), [(n, o) for n, o in option_fields() if o.directive or o.env])
 def test_each_option_with_a_directive_or_variable_reaches_the_script(name: str, option: object) -> None:
     value = {"time": "1:00:00", "partition": "cpu", "cpus_per_task": 4, "mem": "8G", "gpus_per_task": 2,
-             "signal": "B:USR1@60", "strategy": "hash", "requeue": True, "accept_new_inputs": True}[name]  # fmt: skip
+             "signal": "B:USR1@60", "strategy": "hash", "requeue": True, "accept_new_inputs": True,
+             "no_steal": True}[name]  # fmt: skip
     script = render_script(SubmitOptions(script="/w/s.py", run_dir="/w/run", **{name: value}), ArrayChunk(0, 2))
     if option.directive:  # type: ignore[attr-defined]
         assert f"#SBATCH --{option.directive}={value}\n" in script  # type: ignore[attr-defined]
     if option.env:  # type: ignore[attr-defined]
-        assert f"export {option.env}={'1' if value is True else value}\n" in script  # type: ignore[attr-defined]
+        exported = option.flag_env if value is True else value  # type: ignore[attr-defined]
+        assert f"export {option.env}={exported}\n" in script  # type: ignore[attr-defined]
     plain = render_script(SubmitOptions(script="/w/s.py", run_dir="/w/run"), ArrayChunk(0, 2))
     assert script != plain
 

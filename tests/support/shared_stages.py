@@ -42,3 +42,28 @@ class Tally(ProcessingStage[DocumentBatch, DocumentBatch]):
         append_line(self.path, f"{self.label} {task.source_id}".strip())
         time.sleep(self.hold)
         return task
+
+
+class Skew(ProcessingStage[DocumentBatch, DocumentBatch]):
+    """Stalls each batch ``light`` seconds, or ``heavy`` seconds when its source task belongs to shard
+    ``heavy_shard`` of ``shards`` under the hash strategy: one shard's tasks an order of magnitude slower, as
+    when one shard drew the slow pages. With ``started``, appends ``<pid> <source id>`` there first, so a test
+    sees which process started which task."""
+
+    def __init__(
+        self, light: float, heavy: float, shards: int, heavy_shard: int = 0, started: str | None = None
+    ) -> None:
+        self.light, self.heavy, self.shards, self.heavy_shard, self.started = light, heavy, shards, heavy_shard, started
+        self.name = "skew"
+
+    def params(self) -> dict[str, object]:
+        return {}  # how slow the work is does not change what it computes
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        from curator_slurm.runs.sharding import shard_of
+
+        if self.started:
+            append_line(self.started, f"{os.getpid()} {task.source_id}")
+        slow = shard_of(str(task.source_id), self.shards) == self.heavy_shard
+        time.sleep(self.heavy if slow else self.light)
+        return task

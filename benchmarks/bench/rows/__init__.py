@@ -23,6 +23,7 @@ from .sharded import bench_sharded_cpu
 from .sharding import bench_balance, bench_select
 from .startup import bench_empty_shard, bench_manifest_startup
 from .status import bench_status
+from .takeover import bench_takeover
 from .tokens import bench_merge_rss, bench_tokens
 from .web import bench_web_datatrove, bench_web_loop, bench_web_workers
 
@@ -48,6 +49,7 @@ GROUPS: list[Group] = [
     Group(("16s", "16r"), bench_status_summaries),
     Group(("17",), bench_progress),
     Group(("18",), bench_report),
+    Group(("st1", "st2"), bench_takeover),
     Group(("9a", "9b", "9c"), bench_ray),
     Group(("12",), bench_fuzzy_signatures),
     Group(("10a", "10b", "10c", "10d"), bench_exact_dedup),

@@ -47,8 +47,10 @@ class BaseStageAdapter:
         self.sleep = sleep
         self.stats = StageStats(stage.name)
         self.selection: Selection | None = None
-        #: Source stage only: every source task it listed, and the ones this shard keeps.
+        #: Source stage only: every source task it listed, the ones the shards split (less those a frozen source
+        #: list leaves out; None when not listed, from a manifest) and the ones this shard keeps.
         self.sources: list[Task] = []
+        self.shared: list[Task] | None = None
         self.kept: list[Task] = []
         #: Set when the sources came from a submit-time manifest (curator_slurm.runs.manifest), not a listing.
         self.manifest: Any = None
@@ -151,6 +153,7 @@ class BaseStageAdapter:
         if self.shard.source_list:
             wanted = read_source_list(self.shard.source_list)
             good = [t for t in good if t.task_id in wanted]
+        self.shared = good
         kept = select(good, self.shard)
         self.selection = Selection.of(good, kept)
         return kept + [t for t in tasks if isinstance(t, FailedTask)]

@@ -31,7 +31,7 @@ from curator_slurm.backends.run import BaseExecutor, StopCheck
 from curator_slurm.errors import WorkerStartError
 from curator_slurm.logs import bound, effective_level, ensure_logging
 from curator_slurm.runs.progress import ProgressTarget, Publisher, TaskProgress
-from curator_slurm.runs.queue import WorkQueue
+from curator_slurm.runs.queue import WorkQueue, work_ahead
 from curator_slurm.runs.results import SourceResult
 from curator_slurm.runs.signals import ignore_stop_signals
 from curator_slurm.settings import available_cpus
@@ -161,7 +161,7 @@ class LocalExecutor(BaseExecutor):
     def process_sources(
         self, stages: list[ProcessingStage], sources: Iterable[Task], shard: ShardSpec, should_stop: StopCheck
     ) -> Iterator[SourceResult]:
-        workers = min(self.workers, len(sources))
+        workers = min(self.workers, work_ahead(sources))  # a queue under takeover may claim its first group
         if workers <= 1:
             yield from self._in_process(stages, sources, shard, should_stop)
         else:
@@ -278,7 +278,7 @@ class _PoolRun:
                 self.in_flight[self.pool.submit(_run_in_worker, [task])] = [task]
             return
         size = chunk_size(self.took / self.finished if self.finished else None)
-        while len(self.in_flight) < 2 * self.workers and self.pending:
+        while len(self.in_flight) < 2 * self.workers and self.pending:  # until take() finds nothing more
             chunk = self.pending.take(size)
             if not chunk:
                 break

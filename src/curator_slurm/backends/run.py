@@ -99,7 +99,9 @@ class BaseExecutor:
 
 def listing_of(adapter: BaseStageAdapter) -> Listing:
     """What a source stage's adapter listed, as the run session takes it."""
-    return Listing(adapter.stage.name, adapter.sources, adapter.kept, adapter.selection, adapter.manifest)
+    return Listing(
+        adapter.stage.name, adapter.sources, adapter.kept, adapter.selection, adapter.manifest, adapter.shared
+    )
 
 
 def remove_dead_temporaries(stages: list[ProcessingStage], log: Any) -> None:

@@ -330,7 +330,7 @@ def cmd_local(args: argparse.Namespace, script_args: list[str]) -> int:
     try:
         failed = run_local(
             args.script, script_args, args.shards, args.logs, args.parallel, args.strategy, args.phase_shards,
-            busy=busy,
+            busy=busy, steal=not args.no_steal,
         )  # fmt: skip
     except LocalStopped as e:  # the shards ended (their summaries are in their logs); so does local
         return e.exit_code

@@ -59,6 +59,16 @@ class InputsChangedError(RunDirError):
     """An input file changed (or went) since a run (or the phase of a workflow before) read it."""
 
 
+def position_base(task: Any) -> str | None:
+    """Where a source task's documents sit among all inputs (its files' places in the sorted listing, or its
+    place among an earlier phase's tasks), as its done record keeps it; None when its documents have none."""
+    meta = task.metadata or {}
+    indices, upstream = meta.get("file_indices"), meta.get("upstream_index")
+    if indices is None and upstream is None:
+        return None
+    return json.dumps([indices, upstream], separators=(",", ":"))
+
+
 def task_files(tasks: Iterable[Any]) -> list[str]:
     """The local files that the source tasks ``tasks`` read (the ``data`` of file groups), each once."""
     files: set[str] = set()
@@ -275,6 +285,7 @@ __all__ = [
     "done_records",
     "input_states",
     "plan_inputs",
+    "position_base",
     "recorded_inputs",
     "stat_files",
     "table_files",

@@ -22,6 +22,10 @@ UPSTREAMS_FILE = "upstreams.json"
 LEDGER_DIR = "ledger"
 #: ``claims/<job id>/step<step>-r<restart>-shard<i>of<n>``: one per shard done in a Slurm job step.
 CLAIMS_DIR = "claims"
+#: Takeover claims: ``takeover/<namespace>/<shard>/<group>-<generation>``, one per group of a shard's source tasks
+#: that a process started (its owner, or a taker once the owner's process is gone or busy), and
+#: ``takeover/<namespace>/<shard>.end`` once the owner finished its own (:mod:`curator_slurm.runs.claims`).
+TAKEOVER_DIR = "takeover"
 #: ``refusals/<array job id>_<task id>.json``: why the run directory refused a Slurm task before any work.
 REFUSALS_DIR = "refusals"
 #: ``live/<host>-<pid>``: a marker per process working in the run directory right now.
@@ -73,6 +77,7 @@ __all__ = [
     "SOURCE_IDS_DIR",
     "SUBMISSIONS_FILE",
     "SUMMARIES_DIR",
+    "TAKEOVER_DIR",
     "UPSTREAMS_FILE",
     "WORKFLOW_FILE",
     "is_workflow_root",

@@ -18,7 +18,9 @@ submitted plan). A task of that layout reads only its own index's files (the rec
 plus every file of another layout (another shard count or strategy, e.g. a retry; of another hash layout
 only the partitions its own task ids hash into) and every file of the old flat naming
 (``<job>-<host>-<pid>-<random>.jsonl``), so a task of a 10,000-task array starts in milliseconds while a
-change of shard count stays correct (it reads more). ``load_status(path)`` (``status``) reads them all.
+change of shard count stays correct (it reads more). ``load_status(path)`` (``status``) reads them all. A record of a
+source task that a process took over from another shard goes into that shard's partition (a file of the writer's
+own there), so the owner, restarted, finds it.
 Under the balanced strategy with ``CURATOR_ACCEPT_NEW_INPUTS`` the assignment can move a task to another
 index of the same layout; that task is then done again (same output files), as the acceptance warns.
 
@@ -30,6 +32,7 @@ says so (a later failure of the same task cannot undo outputs that were renamed 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -212,13 +215,41 @@ DEFAULT_WINDOW_SECONDS = 0.5
 SYNC_METHODS = ("auto", "syncfs", "fsync")
 
 
+class _LedgerFile:
+    """One ledger file a writer appends to (its own shard's, or the partition of a shard it took tasks from),
+    with the summary kept beside it (:mod:`curator_slurm.runs.ledger_keeper`); opened on first use."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd: int | None = None
+        self.size = 0
+        self.summary = SummaryKeeper(path)
+
+    def append(self, lines: list[bytes]) -> None:
+        if self.fd is None:  # created on first use, so a shard with no work leaves no file
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # Whole lines, unbuffered. A commit cut short (a signal, a full disk) is done again by close(): records
+        # may repeat (harmless: done is done) after at most one torn line, which readers skip.
+        data = memoryview(b"".join(lines))
+        size = len(data)
+        while data:
+            data = data[os.write(self.fd, data) :]
+        os.fsync(self.fd)
+        self.size += size
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 class LedgerWriter:
     """Appends this process's records to its own ledger file, a window at a time (group commit).
 
     ``write`` buffers a record and commits the window once it holds ``window`` records, or its first record
     is ``window_seconds`` old, or its tasks ran ``window_seconds`` in all; ``close`` commits the rest. A
-    commit makes every output the window's records list durable, then appends their lines with one fsync
-    (see the module docstring). ``window=1`` commits every record at once. While the writer is open, the
+    commit makes every output the window's records list durable, then appends their lines with one fsync per
+    file (see the module docstring). ``window=1`` commits every record at once. While the writer is open, the
     sink writers of this process and of the workers it forks leave the fsync of each file to it.
     """
 
@@ -239,12 +270,13 @@ class LedgerWriter:
         os.makedirs(directory, exist_ok=True)
         job = shard.job
         tag = f"{job.array_job_id}_{job.array_task_id}" if job.array_job_id else (job.job_id or "local")
-        writer = f"{tag}-{job.host}-{os.getpid()}-{os.urandom(4).hex()}"
-        self.path = os.path.join(directory, ledger_file_name(shard, writer))
+        self._shard, self._directory = shard, directory
+        self._writer = f"{tag}-{job.host}-{os.getpid()}-{os.urandom(4).hex()}"
+        self.path = os.path.join(directory, ledger_file_name(shard, self._writer))
         self.window, self.window_seconds, self.clock = window, window_seconds, clock
         self.sync = best_sync_method() if sync == "auto" else sync
-        self._fd: int | None = None
-        self._lines: list[bytes] = []
+        self._files: dict[int | None, _LedgerFile] = {}  # by partition: None for this shard's own file
+        self._lines: list[tuple[int | None, bytes]] = []
         self._outputs: list[str] = []
         self._opened = 0.0  # clock() at the window's first record
         self._work = 0.0  # the run time of the window's tasks, summed
@@ -259,24 +291,24 @@ class LedgerWriter:
         }
         defer_output_sync(True)
         self._deferring = True
-        #: The summary status reads instead of the records (runs.ledger_summary), kept with each commit.
-        self._summary = SummaryKeeper(self.path)
-        self._size = 0
 
     @property
     def pending(self) -> int:
         """Records written but not yet committed (what a crash now would lose)."""
         return len(self._lines)
 
-    def write(self, record: dict[str, Any]) -> None:
-        """Buffer ``record``; commit the window if it is full or old enough."""
+    def write(self, record: dict[str, Any], partition: int | None = None) -> None:
+        """Buffer ``record``; commit the window if it is full or old enough. ``partition``: the index of the
+        shard whose partition the record goes to, when it is not this shard's (a source task taken over from
+        that shard: its owner, restarted, reads its own partition and must find it done)."""
         full = {**record, **self._common, "time": round(time.time(), 3)}
         line = json.dumps(full, separators=(",", ":"))
-        self._summary.add(full)
+        where = None if partition == self._shard.index else partition
+        self._file(where).summary.add(full)
         now = self.clock()
         if not self._lines:
             self._opened = now
-        self._lines.append(line.encode("utf-8") + b"\n")
+        self._lines.append((where, line.encode("utf-8") + b"\n"))
         self._outputs.extend(record.get("outputs") or ())
         seconds = record.get("seconds")
         self._work += float(seconds) if isinstance(seconds, (int, float)) else 0.0
@@ -288,36 +320,43 @@ class LedgerWriter:
             self.commit()
 
     def commit(self) -> None:
-        """Make the window's outputs durable, then append its records with one fsync."""
+        """Make the window's outputs durable, then append its records with one fsync per file."""
         if not self._lines:
             return
+        by_file: dict[int | None, list[bytes]] = {}
+        for partition, line in self._lines:
+            by_file.setdefault(partition, []).append(line)
         try:
             make_durable(self._outputs, self.sync)
-            if self._fd is None:  # created on first use, so a shard with no work leaves no file
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            # Whole lines, unbuffered. A commit cut short (a signal, a full disk) is done again by close():
-            # records may repeat (harmless: done is done) after at most one torn line, which readers skip.
-            data = memoryview(b"".join(self._lines))
-            size = len(data)
-            while data:
-                data = data[os.write(self._fd, data) :]
-            os.fsync(self._fd)
-            self._size += size
+            for partition, lines in by_file.items():
+                self._file(partition).append(lines)
         except OSError as e:  # at worst a torn last line, which readers ignore
             if is_out_of_space(e):
                 raise out_of_space(e, os.path.dirname(self.path)) from e
             raise
         self._lines, self._outputs, self._work = [], [], 0.0
-        self._summary.commit(self._size)
+        for partition in by_file:
+            file = self._file(partition)
+            file.summary.commit(file.size)
+
+    def _file(self, partition: int | None) -> _LedgerFile:
+        """The ledger file of ``partition`` (None: this shard's)."""
+        if partition not in self._files:
+            path = self.path
+            if partition is not None:
+                name = ledger_file_name(dataclasses.replace(self._shard, index=partition), self._writer)
+                path = os.path.join(self._directory, name)
+            self._files[partition] = _LedgerFile(path)
+        return self._files[partition]
 
     def close(self) -> None:
-        """Commit what is buffered and close the file; sink writers fsync their own files again."""
+        """Commit what is buffered and close the files; sink writers fsync their own files again."""
         try:
             self.commit()
         finally:
             if self._deferring:
                 defer_output_sync(False)
                 self._deferring = False
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+            for file in self._files.values():
+                file.close()
+            self._files.clear()

@@ -17,11 +17,11 @@ import xxhash
 from curator_slurm.runs.durations import Durations
 from curator_slurm.runs.funnel import FunnelSum
 from curator_slurm.runs.layout import SUMMARIES_DIR
-from curator_slurm.runs.tallies import add_s3_counts, shard_row
+from curator_slurm.runs.tallies import add_s3_counts, count_taken, shard_row
 from curator_slurm.stages.notes import merge_notes
 
 #: The directory of a run directory that holds the ledger files' summaries.
-VERSION = 1
+VERSION = 2
 #: How many bytes before a summary's end its digest covers (a ledger file replaced by another of one length).
 TAIL = 4096
 _HEX_ID = re.compile(r"[0-9a-f]{16}")
@@ -68,6 +68,8 @@ class FileSummary:
     per_minute: dict[int, int] = field(default_factory=dict)
     #: Failed records, in order: ``[source, seconds, array_job_id, array_task_id]``.
     failed: list[list[Any]] = field(default_factory=list)
+    #: Done records of tasks taken over from another shard, by the owner's shard (``taken_from``).
+    taken_from: dict[str, int] = field(default_factory=dict)
 
     def add(self, record: dict[str, Any]) -> int | None:
         """Add one record (as its writer wrote it); its key when it is a done one."""
@@ -102,6 +104,9 @@ class FileSummary:
             damaged = [{**d, "source": source} for d in notes.get("damaged") or []]
             merge_notes(self.notes, {"counts": notes.get("counts"), "damaged": damaged})
         self.durations.add(seconds, source, self.shard or "?")
+        if record.get("taken_from"):
+            owner = str(record["taken_from"])
+            self.taken_from[owner] = self.taken_from.get(owner, 0) + 1
         if isinstance(t, (int, float)):
             minute = int(t // 60)
             self.per_minute[minute] = self.per_minute.get(minute, 0) + 1
@@ -237,6 +242,7 @@ def add_file_summary(total: Any, state: FileSummary) -> None:
     if state.tokens is not None:
         total.tokens = (total.tokens or 0) + state.tokens
     total.funnel_sum.merge(state.funnel)
+    count_taken(total.takeover, row, [o for o, n in state.taken_from.items() for _ in range(n)])
     merge_notes(total.notes, state.notes)
     total.durations.merge(state.durations)
     for minute, n in state.per_minute.items():

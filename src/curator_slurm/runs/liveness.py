@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -36,8 +37,10 @@ def _start_time(pid: int) -> str | None:
 
 
 @contextmanager
-def marked(run_dir: str, what: str) -> Iterator[None]:
-    """While in the body, ``run_dir`` holds this process's marker (``what`` says what it does there)."""
+def marked(run_dir: str, what: str, beat: float | None = None) -> Iterator[float | None]:
+    """While in the body, ``run_dir`` holds this process's marker (``what`` says what it does there); with
+    ``beat``, a heartbeat touches it every ``beat`` seconds (:func:`heartbeat`). Yields ``beat`` when the
+    heartbeat runs, else None."""
     host, pid = socket.gethostname(), os.getpid()
     directory = os.path.join(run_dir, LIVE_DIR)
     path = os.path.join(directory, f"{host}-{pid}")
@@ -48,12 +51,34 @@ def marked(run_dir: str, what: str) -> Iterator[None]:
             json.dump({"host": host, "pid": pid, "start": _start_time(pid), "what": what}, f)
     except OSError:  # a read-only or full run directory: the run reports that itself; status then knows less
         path = ""
+    beating = heartbeat(path, beat) if path and beat else None
     try:
-        yield
+        yield beat if beating is not None else None
     finally:
+        if beating is not None:
+            beating.kill()
+            beating.wait()
         if path:
             with suppress(OSError):
                 os.unlink(path)
+
+
+def heartbeat(path: str, seconds: float) -> subprocess.Popen[bytes] | None:
+    """A small process that touches ``path`` every ``seconds`` while this process lives, so that processes
+    of other hosts can tell it is alive by the file's age (``runs.claims.holder_alive``): a process, not a
+    thread, so that it beats while this one is busy in a stage and worker processes can still be forked. It
+    ends within ``seconds`` of this process's death, and with the job (it is in the same process group);
+    None when it cannot start."""
+    loop = 'while kill -0 "$1" 2>/dev/null && touch -c "$2" 2>/dev/null; do sleep "$3"; done'
+    try:
+        return subprocess.Popen(
+            ["sh", "-c", loop, "curator-heartbeat", str(os.getpid()), path, f"{seconds:g}"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:
+        return None
 
 
 def _prune(directory: str, host: str) -> None:
@@ -158,4 +183,13 @@ def _pid_exists(pid: int) -> bool:
     return True
 
 
-__all__ = ["LIVE_DIR", "Live", "live_processes", "marked", "process_alive", "process_start", "refuse_if_live"]
+__all__ = [
+    "LIVE_DIR",
+    "Live",
+    "heartbeat",
+    "live_processes",
+    "marked",
+    "process_alive",
+    "process_start",
+    "refuse_if_live",
+]

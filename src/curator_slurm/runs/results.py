@@ -145,6 +145,10 @@ class PipelineResult:
     tokens: int | None = None
     #: Object-store requests and retries of the source tasks this run did (None: none made), see ``s3_counts``.
     s3: dict[str, Any] | None = None
+    #: Source tasks of other shards this run finished (done or failed, counted in ``done`` and ``failed``).
+    taken_over: int = 0
+    #: Source tasks of this shard left to do that other processes did or hold (taken over by them).
+    left_to_others: int = 0
 
     @property
     def damaged(self) -> list[dict[str, Any]]:
@@ -177,6 +181,8 @@ class PipelineResult:
             f"{self.source_tasks_skipped} already done; {self.rows_in} docs in, {self.rows_out} out, "
             f"{len(self.output_files)} files written"
             + (f" ({self.tokens} tokens)" if self.tokens is not None else "")
+            + (f"; {self.taken_over} taken over from other shards" if self.taken_over else "")
+            + (f"; {self.left_to_others} left to other processes" if self.left_to_others else "")
             + f" in {self.seconds:.2f} s"
             + (f"; {describe_s3(self.s3)}" if self.s3 else "")
             + _damage_note(self.damaged)

@@ -5,6 +5,7 @@ Layout::
     run.json              pipeline fingerprint (stage names and parameters), written once, atomically
     sources.json          count and digest of the source task ids the first process saw
     claims/               one file per shard being worked on (a second process of the same shard stops)
+    takeover/             claims of groups of source tasks, by owner or taker (:mod:`curator_slurm.runs.claims`)
     refusals/             one file per Slurm task that the directory refused (why, for `failures`)
     ledger/*.jsonl        the ledger (:mod:`curator_slurm.runs.ledger`)
 

@@ -4,8 +4,6 @@ the run with its result or the error that says what did not finish."""
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -13,10 +11,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from curator_slurm import fs
 from curator_slurm.errors import Interrupted, PipelineFailedError, RunDirError, ShardConfigError
 from curator_slurm.fs import output_error
-from curator_slurm.runs.layout import RUN_FILE
+from curator_slurm.runs import redo
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.progress import RunProgress
 from curator_slurm.runs.queue import WorkQueue
@@ -34,13 +31,16 @@ from curator_slurm.tasks import FailedTask, Task
 @dataclass
 class Listing:
     """What the source stage listed for this process: every source task (``sources``), the ones of this shard
-    (``kept``), how they were chosen (``selection``) and, for a planned array, the manifest they came from."""
+    (``kept``), how they were chosen (``selection``), for a planned array the manifest they came from, and,
+    when listed, the ones every shard split (``shared``: ``sources`` less those a frozen source list leaves
+    out), which a taker assigns to learn other shards' tasks."""
 
     stage: str
     sources: list[Task]
     kept: list[Task]
     selection: Selection | None = None
     manifest: Any = None
+    shared: list[Task] | None = None
 
     @property
     def total(self) -> int:
@@ -54,6 +54,8 @@ class Tally:
 
     stats: list[StageStats]  # one per stage, the source stage's first
     progress: ProgressLog
+    #: Source tasks of other shards that this process finished (done or failed), taken over from them.
+    taken_over: int = 0
     outputs: list[str] = field(default_factory=list)
     output_tasks: list[Task] = field(default_factory=list)
     failed: list[FailedTask] = field(default_factory=list)
@@ -112,6 +114,8 @@ class RunSession:
         self.fingerprint = fingerprint
         self.run_dir = _usable_run_dir(run_dir, listing, log)
         self.todo: list[Task] = []
+        self.done: set[str] = set()  # this shard's source tasks recorded done (with intact outputs) at the start
+        self.work = WorkQueue()
         self.stop = StopSignal(options.grace_seconds, log)
         self.tally = Tally([StageStats(n) for n in stage_names], ProgressLog(0, log, progress_interval))
         self.started = time.perf_counter()
@@ -126,7 +130,9 @@ class RunSession:
         mine = self.listing.kept
         if self.upstreams:
             try:
-                self._check_upstreams()
+                redo.check_upstreams(
+                    self.upstreams, f"pipeline {self.fingerprint.get('name', '?')!r} ({self.shard.label})"
+                )
             except RunDirError as e:
                 if self.run_dir is not None:
                     self.run_dir.record_refusal(self.shard, e)  # an array task's log is not where `failures` looks
@@ -144,97 +150,27 @@ class RunSession:
 
             check_listing(run_dir.path, done, self.shard, mine)
         from curator_slurm.runs.inputs import done_records
-        from curator_slurm.runs.verify import lost_of
 
         records = done_records(run_dir.path, done, self.shard)
-        lost = lost_of(records)  # done, but its outputs are gone: done again
-        if lost:
-            first = "; ".join(problems[0] for problems in list(lost.values())[:3])
-            self.log.warning(
-                f"{self.shard.label}: doing {len(lost)} done source task(s) again, their outputs are gone: {first}"
-            )
-        stale = self._stale(records) | self._moved(records, mine)
-        todo = [t for t in mine if t.task_id not in done or t.task_id in lost or t.task_id in stale]
+        label = self.shard.label
+        again = (  # done, but its outputs are gone, or what it read or where its documents sit changed since
+            redo.lost(records, label, self.log)
+            | redo.stale(self.upstreams, records, label, self.log)
+            | redo.moved(records, mine, label, self.log)
+        )
+        todo = [t for t in mine if t.task_id not in done or t.task_id in again]
+        self.done = done - again
         if len(todo) < len(mine):
             self.log.info(
                 f"{self.shard.label}: skipping {len(mine) - len(todo)} source tasks already done in {run_dir.path}"
             )
         return todo
 
-    def _refuse_unaccounted_outputs(self, run_dir: RunDir) -> None:
-        """A run starting afresh (no ``run.json`` yet) in an output that holds files its sink could have written
-        would mix them with its own (rows twice after another partitioning, stale token parts): refuse, naming
-        them, or delete them with ``CURATOR_CLEAR_OUTPUT=1``."""
-        run_file = os.path.join(run_dir.path, RUN_FILE)
-        if self.existing_outputs is None or os.path.exists(run_file):
-            return
-        found = self.existing_outputs()
-        if not found or os.path.exists(run_file):  # listed, then claimed by another process of this run: its own
-            return
-        if self.options.clear_output:
-            for path in found:
-                fs.remove(path)
-            self.log.warning(f"CURATOR_CLEAR_OUTPUT=1: deleted {len(found)} earlier output file(s), e.g. {found[0]}")
-            return
-        more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
-        raise RunDirError(
-            f"{len(found)} file(s) in the output are no run's that {run_dir.path} records: "
-            f"{', '.join(found[:3])}{more}. A run starting afresh there would mix them with its own outputs "
-            "(documents twice, stale parts). Delete them, write to another output directory, or set "
-            "CURATOR_CLEAR_OUTPUT=1 to have this run delete them first."
-        )
-
-    def _check_upstreams(self) -> None:
-        """Refuse to start when an output an earlier phase recorded (and this one reads) is gone or changed."""
-        from curator_slurm.runs.upstream import check
-
-        roots = sorted({os.path.dirname(u.run_dir) for u in self.upstreams})
-        check(
-            self.upstreams,
-            f"pipeline {self.fingerprint.get('name', '?')!r} ({self.shard.label})",
-            "Run the script again (the earlier phase does again the source tasks whose outputs are gone, and "
-            "the phases after it follow), or for a submitted run `curator-slurm retry "
-            + " ".join(roots)
-            + "` (it starts from the earliest phase with lost outputs).",
-        )
-
-    def _stale(self, records: dict[str, dict[str, Any]]) -> set[str]:
-        """The done tasks whose recorded ``upstream`` digest is not what they would read now: an earlier phase
-        recorded its outputs again since (a task redone, inputs added), so they are done again."""
-        from curator_slurm.runs.upstream import stale as stale_of
-
-        stale = stale_of(self.upstreams, records)
-        if stale:
-            names = ", ".join(repr(u.name) for u in self.upstreams)
-            self.log.warning(
-                f"{self.shard.label}: doing {len(stale)} done source task(s) again: what they read of phase {names} "
-                "was recorded again since they were done"
-            )
-        return stale
-
-    def _moved(self, records: dict[str, dict[str, Any]], mine: list[Task]) -> set[str]:
-        """The done tasks whose documents' positions moved since they were done: their files' places in the
-        sorted listing of all inputs changed (a file accepted before them), so what they wrote under the old
-        positions (dedup keys, ids) would not match what later tasks compute now."""
-        moved = {
-            t.task_id
-            for t in mine
-            if t.task_id in records
-            and records[t.task_id].get("positions") is not None
-            and records[t.task_id]["positions"] != position_base(t)
-        }
-        if moved:
-            self.log.warning(
-                f"{self.shard.label}: doing {len(moved)} done source task(s) again: the listing of the inputs "
-                "changed, so their documents' positions moved"
-            )
-        return moved
-
     def _claim(self, run_dir: RunDir) -> None:
         """The run directory for this pipeline and shard, and the listing against the one it was started on."""
         listing, shard = self.listing, self.shard
         try:
-            self._refuse_unaccounted_outputs(run_dir)
+            redo.refuse_unaccounted_outputs(run_dir.path, self.existing_outputs, self.options.clear_output, self.log)
             run_dir.claim(self.fingerprint)
             run_dir.claim_shard(shard)
             if self.upstreams:
@@ -259,9 +195,12 @@ class RunSession:
             raise clear from e
 
     # --- the work -------------------------------------------------------------------------------------
-    def queue(self) -> WorkQueue:
-        """The source tasks an executor takes, in order (see :class:`WorkQueue`)."""
-        return WorkQueue(self.todo)
+    def queue(self, beat: float | None = None) -> WorkQueue:
+        """The source tasks an executor takes, in order (see :class:`WorkQueue`); under takeover, claimed group
+        by group, then other shards' (``beat``: this process's heartbeat, see ``runs.claims.Holder``)."""
+        from curator_slurm.runs.takeover import takeover_of
+
+        return WorkQueue(self.todo, takeover_of(self, beat))
 
     def should_stop(self) -> bool:
         """Whether to start no new source task (a stop signal came)."""
@@ -272,14 +211,18 @@ class RunSession:
         task's fate as it comes, until it is done or a stop signal ends it; while it runs the run directory
         shows this process alive (`status`)."""
         produced: Iterable[SourceResult] = ()
+        ended = False
         with ExitStack() as stack:
             record = stack.enter_context(self._recording())
             try:
                 with self.stop:
-                    produced = results(self.queue(), self.should_stop)
+                    produced = results(self.work, self.should_stop)
                     for result in produced:
                         self.tally.add(result)
+                        self.tally.taken_over += result.source_id in self.work.taken
+                        self.tally.progress.total = self.planned()
                         record(result)
+                    ended = self.stop.name is None
             except GraceExpired:
                 self.log.warning(
                     f"grace period of {self.options.grace_seconds:.0f} s over; abandoning in-flight source tasks"
@@ -288,15 +231,30 @@ class RunSession:
                 close = getattr(produced, "close", None)
                 if close is not None:  # end the executor's workers now, not whenever the generator is collected
                     close()
+        if ended:  # every task it handed out is recorded: takers need not look at this shard again
+            self.work.finish()
+
+    def planned(self) -> int:
+        """The source tasks this process is to finish, as far as it knows now: its own that were left to do,
+        less those other processes hold, plus those it took over."""
+        return len(self.todo) - self.left_to_others() + len(self.work.taken)
+
+    def left_to_others(self) -> int:
+        """This shard's source tasks left to do that other processes did or hold."""
+        takeover = self.work.takeover
+        return (takeover.left_to_others if takeover is not None else 0) + self.work.lost
 
     @contextmanager
     def _recording(self) -> Iterator[Callable[[SourceResult], None]]:
-        """``record(result)`` for each finished source task, inside this process's liveness marker: the one place
-        where a run writes its ledger (nothing without a run directory)."""
+        """``record(result)`` for each finished source task, inside this process's liveness marker (and, under
+        takeover, holding its claims): the one place where a run writes its ledger (nothing without a run
+        directory). A task taken over from another shard is recorded as such, in that shard's partition."""
         if self.run_dir is None:
+            self.work = self.queue()
             yield lambda result: None
             return
-        from curator_slurm.runs.inputs import input_states
+        from curator_slurm.runs.claims import HEARTBEAT_SECONDS, holding
+        from curator_slurm.runs.inputs import input_states, position_base
         from curator_slurm.runs.liveness import marked
         from curator_slurm.runs.verify import written_files
 
@@ -307,21 +265,33 @@ class RunSession:
             from curator_slurm.runs.upstream import combined_digest
 
             upstream = partial(combined_digest, self.upstreams)
-        with marked(self.run_dir.path, self.shard.label), self._progress(self.run_dir.path) as progress:
+        sharded = self.options.steal and self.shard.enabled and self.shard.count > 1
+        beat = HEARTBEAT_SECONDS if sharded and self.shard.job.job_id else None  # inside Slurm other hosts may look
+        with ExitStack() as stack:
+            self.work = self.queue(stack.enter_context(marked(self.run_dir.path, self.shard.label, beat)))
+            if self.work.takeover is not None:
+                stack.enter_context(holding(self.work.takeover.board.me))
+            progress = stack.enter_context(self._progress(self.run_dir.path))
             writer = self.run_dir.writer(self.shard, self.options)  # commits a window of records at a time
+            count = self.shard.count
 
             def record(result: SourceResult) -> None:
                 progress.finished(result.failure is not None, result.rows_in, result.rows_out)
                 line = ledger_record(result)
+                owner = self.work.taken.get(result.source_id)
                 if line["status"] == "done":
-                    if read.get(result.source_id):
-                        line["inputs"] = read[result.source_id]
+                    inputs = read.get(result.source_id) or self.work.inputs.get(result.source_id)
+                    if inputs:
+                        line["inputs"] = inputs
                     line["written"] = written_files(result.outputs, result.sizes)
                     if upstream is not None:
                         line["upstream"] = upstream(result.source_id)
-                    if bases.get(result.source_id) is not None:
-                        line["positions"] = bases[result.source_id]
-                writer.write(line)
+                    base = bases.get(result.source_id) or self.work.positions.get(result.source_id)
+                    if base is not None:
+                        line["positions"] = base
+                if owner is not None:
+                    line["taken_from"] = f"{owner}/{count}"
+                writer.write(line, partition=owner)
 
             try:
                 yield record
@@ -369,17 +339,9 @@ class RunSession:
             stopped_by=self.stop.name,
             tokens=t.tokens,
             s3=t.s3,
+            taken_over=t.taken_over,
+            left_to_others=self.left_to_others(),
         )
-
-
-def position_base(task: Task) -> str | None:
-    """Where a source task's documents sit among all inputs (its files' places in the sorted listing, or its
-    place among an earlier phase's tasks), as its done record keeps it; None when its documents have none."""
-    meta = task.metadata or {}
-    indices, upstream = meta.get("file_indices"), meta.get("upstream_index")
-    if indices is None and upstream is None:
-        return None
-    return json.dumps([indices, upstream], separators=(",", ":"))
 
 
 def _usable_run_dir(run_dir: RunDir | None, listing: Listing, log: Any) -> RunDir | None:
@@ -399,7 +361,8 @@ def raise_if_unfinished(result: PipelineResult, options: RunOptions) -> None:
     time limit's warning signal asked for it), :class:`PipelineFailedError` when any source task failed."""
     shard, failed = result.shard, result.failed
     todo = result.source_tasks_mine - result.source_tasks_skipped
-    left = todo - result.done - len(failed)
+    # Of its own tasks: those other processes did or hold are not left, and those it took over are not its own.
+    left = todo - result.left_to_others - (result.done + len(failed) - result.taken_over)
     if result.stopped_by is not None and left > 0:  # a signal after the last task changes nothing
         # Only a warning signal (--signal=B:USR1@...) requeues: SIGTERM is also what `scancel` sends,
         # and a cancelled task must stay cancelled.

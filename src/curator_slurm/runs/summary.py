@@ -20,7 +20,7 @@ import pyarrow.json as pj
 from curator_slurm.runs.durations import Durations, add_columns, add_minutes
 from curator_slurm.runs.funnel import FunnelRow, FunnelSum
 from curator_slurm.runs.ledger import complete_lines, ledger_files
-from curator_slurm.runs.tallies import add_s3_counts, describe_s3, shard_row  # noqa: F401 - imported from here too
+from curator_slurm.runs.tallies import add_s3_counts, count_taken, describe_s3, shard_row  # noqa: F401 - imported from here too
 from curator_slurm.stages.notes import merge_notes
 
 #: The columns of a ledger record that `status` sums; the rest of a record is not parsed.
@@ -36,6 +36,7 @@ _SUMMARY_SCHEMA = pa.schema(
         ("time", pa.float64()),
         ("array_job_id", pa.string()),
         ("array_task_id", pa.string()),
+        ("taken_from", pa.string()),
     ]
 )
 
@@ -67,6 +68,9 @@ class DoneSummary:
     per_minute: dict[int, int] = field(default_factory=dict)
     #: The sums behind ``funnel`` (which summaries of other records add to).
     funnel_sum: FunnelSum = field(default_factory=FunnelSum)
+    #: The done source tasks that a process of another shard than their owner did (took over): ``tasks`` in
+    #: all, and how many ``by`` each shard that did them and ``from`` each shard that owned them.
+    takeover: dict[str, Any] = field(default_factory=lambda: {"tasks": 0, "by": {}, "from": {}})
 
 
 def current_done(run_dir: str, done: set[str]) -> tuple[set[str], int]:
@@ -132,6 +136,7 @@ def summarise_done(run_dir: str, done: set[str], files: list[str] | None = None)
         if tokens is not None:
             summary.tokens = (summary.tokens or 0) + int(tokens)
         summary.done += len(kept)
+        count_taken(summary.takeover, row, picked.column("taken_from").to_pylist())
         job, task = picked.column("array_job_id")[0].as_py(), picked.column("array_task_id")[0].as_py()
         if job:
             row["job"] = f"{job}_{task}"
@@ -150,6 +155,26 @@ def summarise_done(run_dir: str, done: set[str], files: list[str] | None = None)
 def _floats(table: pa.Table, column: str) -> Any:
     """A float column as a numpy array, NaN where a record has no value."""
     return table.column(column).to_numpy(zero_copy_only=False).astype("float64")
+
+
+def describe_takeover(takeover: dict[str, Any] | None, done: int) -> str:
+    """``"takeover: 7 of 24 done source tasks were done by a shard other than their owner's (by 1/4: 3, 2/4: 4;
+    from 0/4: 7)"``, or "" when none was."""
+    if not takeover or not takeover.get("tasks"):
+        return ""
+
+    def counts(by: dict[str, int]) -> str:
+        return ", ".join(f"{k}: {v}" for k, v in sorted(by.items(), key=lambda kv: _shard_key(kv[0])))
+
+    return (
+        f"takeover: {takeover['tasks']} of {done} done source tasks were done by a shard other than their "
+        f"owner's (by {counts(takeover['by'])}; from {counts(takeover['from'])})"
+    )
+
+
+def _shard_key(label: str) -> tuple[int, int, str]:
+    index, _, count = label.partition("/")
+    return (int(count), int(index), "") if index.isdigit() and count.isdigit() else (-1, -1, label)
 
 
 def _add_s3(total: dict[str, Any] | None, line: bytes) -> dict[str, Any] | None:

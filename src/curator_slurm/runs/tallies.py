@@ -8,7 +8,7 @@ from typing import Any
 
 def shard_row(label: str, job: str | None) -> dict[str, Any]:
     """A row of the status table for a shard that has recorded nothing yet."""
-    return {"shard": label, "done": 0, "failed": 0, "seconds": 0.0, "rows_in": 0, "job": job}
+    return {"shard": label, "done": 0, "failed": 0, "seconds": 0.0, "rows_in": 0, "job": job, "taken": 0}
 
 
 def add_s3_counts(total: dict[str, Any] | None, part: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -35,4 +35,15 @@ def describe_s3(counts: dict[str, Any] | None) -> str:
     return f"S3: {counts['requests']} requests, {counts['retries']} retried" + (f" ({why})" if why else "") + gave_up
 
 
-__all__ = ["add_s3_counts", "describe_s3", "shard_row"]
+def count_taken(takeover: dict[str, Any], row: dict[str, Any], owners: list[str | None]) -> None:
+    """Count the done tasks of one ledger file (one shard's, ``row``) that it took over from their ``owners``."""
+    for owner in owners:
+        if owner is None:
+            continue
+        takeover["tasks"] += 1
+        row["taken"] += 1
+        takeover["by"][row["shard"]] = takeover["by"].get(row["shard"], 0) + 1
+        takeover["from"][owner] = takeover["from"].get(owner, 0) + 1
+
+
+__all__ = ["add_s3_counts", "count_taken", "describe_s3", "shard_row"]

@@ -35,6 +35,7 @@ def run_local(
     out: IO[str] | None = None,
     err: IO[str] | None = None,
     busy: Callable[[dict[str, Any]], None] | None = None,
+    steal: bool = True,
 ) -> list[int]:
     """Plan ``script`` once and run it as ``shards`` local processes (a workflow: each phase in order with
     its own shard count, ``phase_shards`` as ``--phase-shards`` takes it), logs in ``logs`` (default: a new
@@ -42,7 +43,8 @@ def run_local(
     shards that failed, of the last array run (a phase starts only when every shard of the one before
     ended well). Progress goes to ``out`` (default stdout), the failed shards to ``err`` (default stderr).
     Refused while a process works in the run (``runs.liveness``), and when ``busy(plan)`` raises (the CLI
-    passes a check of the run's Slurm array tasks)."""
+    passes a check of the run's Slurm array tasks). ``steal=False`` (``--no-steal``): every shard does its own
+    source tasks only (``CURATOR_STEAL=0``)."""
     if not os.path.isfile(script):
         raise OptionError(f"{script}: no such pipeline script")
     logs = logs or tempfile.mkdtemp(prefix="curator-local-")
@@ -54,7 +56,7 @@ def run_local(
         if busy is not None:
             busy(step)
     out, err = out or sys.stdout, err or sys.stderr
-    run = LocalArray(script, script_args, logs, parallel, strategy, out, err)
+    run = LocalArray(script, script_args, logs, parallel, strategy, out, err, steal)
     if not plan.get("run_dir"):
         return _run_steps(plan, run, shards, strategy, phase_shards, out)
     with marked(plan["run_dir"], f"curator-slurm local {script}"):  # between shards and phases too
@@ -168,8 +170,9 @@ class LocalArray:
         strategy: str | None,
         out: IO[str],
         err: IO[str],
+        steal: bool = True,
     ) -> None:
-        self.script, self.script_args, self.logs = script, list(script_args), logs
+        self.script, self.script_args, self.logs, self.steal = script, list(script_args), logs, steal
         self.parallel, self.strategy, self.out, self.err = parallel, strategy, out, err
         self.job = f"local{os.getpid()}"
         #: The name of the signal that stopped the last array (SIGTERM, SIGINT), or None.
@@ -245,6 +248,8 @@ class LocalArray:
         )
         if self.strategy:
             env["CURATOR_SHARD_STRATEGY"] = self.strategy
+        if not self.steal:
+            env["CURATOR_STEAL"] = "0"
         return env
 
 

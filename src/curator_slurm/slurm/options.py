@@ -29,8 +29,10 @@ class Option:
     help: str | None = None
     #: ``#SBATCH --<directive>=<value>`` when the value is not None (else the script renders it specially).
     directive: str | None = None
-    #: Exported to every task when the value is set (``1`` for a flag).
+    #: Exported to every task when the value is set (``flag_env`` for a flag).
     env: str | None = None
+    #: What ``env`` is set to for a flag that is given: ``1``, or ``0`` for a flag that turns something off.
+    flag_env: str = "1"
     #: The command-line flag when it is not ``--<field-name>`` with dashes.
     flag: str | None = None
     metavar: str | None = None
@@ -55,6 +57,14 @@ class SubmitOptions:
     #: ``hash`` or ``balanced``; None: the default, hash.
     strategy: str | None = _option(
         env="CURATOR_SHARD_STRATEGY", choices=("hash", "balanced"), help="shard strategy (default: hash)", sbatch=False
+    )
+    #: Every shard does its own source tasks only (no takeover of a straggler's unstarted work).
+    no_steal: bool = _option(
+        False,
+        env="CURATOR_STEAL",
+        flag_env="0",
+        sbatch=False,
+        help="a task that finished its shard takes over no unstarted work of other shards (sets CURATOR_STEAL=0)",
     )
     throttle: int | None = _option(metavar="K", help="run at most K tasks of an array at once (%%K)")
     time: str | None = _option(directive="time", help="time limit per task, e.g. 2:00:00")

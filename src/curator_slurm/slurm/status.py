@@ -163,7 +163,11 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
         "verified": verify_run(run_dir) if verify else None,
         "done_not_listed": outside,
         "damaged": int(summary.notes.get("damaged_total") or len(summary.notes.get("damaged") or [])),
-    } | {"notes": summary.notes, **progress.fields()}  # notes: why stages dropped documents, damaged inputs
+    } | {
+        "notes": summary.notes,  # why stages dropped documents, damaged inputs (stages.notes)
+        "takeover": summary.takeover,  # who did what (runs.takeover)
+        **progress.fields(),
+    }
 
 
 def eta(pending: int, rate: float | None, running: float) -> float | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from curator_slurm.runs.summary import describe_s3
+from curator_slurm.runs.summary import describe_s3, describe_takeover
 from curator_slurm.slurm.progress_text import format_running
 
 
@@ -78,6 +78,8 @@ def format_status(status: dict[str, Any], show_all: bool) -> str:
     if status.get("s3"):  # object-store requests of every recorded attempt; retries distinct from task retries
         lines.append(describe_s3(status["s3"]) + " by the recorded source tasks (request retries, not task retries)")
     lines.extend(format_running(status, show_all))
+    if taken := describe_takeover(status.get("takeover"), status["done"]):
+        lines.append(taken)
     lines.extend(format_funnel(status["funnel"]))
     lines.extend(format_stage_seconds(status["funnel"]))
     lines.extend(format_notes(status.get("notes") or {}))

@@ -174,7 +174,7 @@ def render_script(opts: SubmitOptions, chunk: ArrayChunk) -> str:
     for name, option in option_fields():
         value = getattr(opts, name)
         if option.env and value:
-            env[option.env] = "1" if value is True else str(value)
+            env[option.env] = option.flag_env if value is True else str(value)
     lines.extend(f"export {k}={shlex.quote(v)}" for k, v in env.items())
     command = shlex.join([opts.python, opts.script, *opts.script_args])
     if opts.nodes_per_task == 1:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +14,7 @@ from curator_slurm.backends.ray.pools import ActorPools, Pool
 from curator_slurm.backends.ray.worker import CallSummary, death_errors, setup_result
 from curator_slurm.backends.retry import CrashPolicy, worker_died
 from curator_slurm.backends.run import StopCheck
+from curator_slurm.runs.queue import WorkQueue
 from curator_slurm.runs.results import SourceResult, StageStats, summarise
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import FailedTask, Task
@@ -72,17 +73,17 @@ class Run:
         self.any_abandoned = False
         self.failed_starts = 0  # replacement actors that died before their setup() ran
 
-    def results(self, sources: list[Task]) -> Iterator[SourceResult]:
-        """Admit source tasks (at most ``in_flight`` at once), dispatch their calls, and yield each one
-        when its last call is back."""
+    def results(self, sources: Iterable[Task]) -> Iterator[SourceResult]:
+        """Admit source tasks (at most ``in_flight`` at once, each taken from the queue as it is admitted),
+        dispatch their calls, and yield each one when its last call is back."""
         import ray
 
-        pending = deque(sources)
+        pending = sources if isinstance(sources, WorkQueue) else WorkQueue(sources)
         while True:
             if self.should_stop():
                 pending.clear()
-            while pending and len(self.active) < self.in_flight:
-                task = pending.popleft()
+            while len(self.active) < self.in_flight and (taken := pending.take(1)):
+                task = taken[0]
                 source = _Source(task, [StageStats(s.name) for s in self.stages], time.perf_counter(), pending=1)
                 self.queues[0].append(_Call(source, 0, [task], 0, 1))
                 self.active.add(source)
