@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -90,8 +91,9 @@ class ProcessingStage(Generic[In, Out]):
     def process(self, task: In) -> Out | list[Out] | None:
         raise NotImplementedError(f"stage {self.name!r} ({type(self).__name__}) must implement process()")
 
-    def process_batch(self, tasks: list[In]) -> list[Out | list[Out] | None]:
-        """One entry per input task, in order: a task, a list of tasks, or ``None`` (filtered).
+    def process_batch(self, tasks: list[In]) -> list[Out | list[Out] | Iterator[Out] | None]:
+        """One entry per input task, in order: a task, a list of tasks, an iterator of tasks (handed on one
+        at a time, each made when the one before has been taken), or ``None`` (filtered).
 
         Keeping one entry per input is what lets the framework trace every output to its source task.
         """
