@@ -13,6 +13,8 @@ from .params import STAGE_CLASSES, stage_params
 
 In = TypeVar("In", bound=Task)
 Out = TypeVar("Out", bound=Task)
+#: A stage's own class: what :meth:`ProcessingStage.with_` returns (a copy of the stage).
+StageT = TypeVar("StageT", bound="ProcessingStage[Any, Any]")
 
 #: In a stage's declared output fields: "every field that came in also goes out".
 PASSTHROUGH = "*"
@@ -101,12 +103,12 @@ class ProcessingStage(Generic[In, Out]):
 
     # --- configuration ------------------------------------------------------------------------------
     def with_(
-        self,
+        self: StageT,
         name: str | None = None,
         resources: Resources | None = None,
         batch_size: int | None = None,
         max_retries: int | None = None,
-    ) -> ProcessingStage[In, Out]:
+    ) -> StageT:
         """A copy of this stage with some settings overridden; the original is untouched."""
         new = copy.copy(self)
         if name is not None:
