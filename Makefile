@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 SAMPLE := build/sample
 DEMO_OUT := build/demo-out
 
-.PHONY: venv demo test test-pyarrow-floor lint format bench scale slurm-up slurm-down s3-up s3-down clean
+.PHONY: venv demo test test-pyarrow-floor lint typecheck format bench scale slurm-up slurm-down s3-up s3-down clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# The types of src/ ([tool.mypy] in pyproject.toml says which files and how strictly).
+typecheck: venv
+	$(VENV)/bin/mypy
+
 format: venv
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
@@ -76,4 +80,4 @@ s3-down:
 	bash scripts/s3-down.sh
 
 clean:
-	rm -rf build .pytest_cache .ruff_cache
+	rm -rf build .pytest_cache .ruff_cache .mypy_cache

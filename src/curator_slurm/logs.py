@@ -22,6 +22,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from loguru import Message, Record
 
 #: Every logger of the package sits under this one.
@@ -113,7 +115,8 @@ class _ToLoguru(logging.Handler):
         # the logging package), not this handler's, and decides by that frame's module whether the line is
         # enabled: ``logger.disable("curator_slurm")`` silences the package's lines and nothing else. The
         # record's name stays the stdlib logger's, which sinks may filter on.
-        frame, depth = logging.currentframe(), 0
+        frame: FrameType | None = logging.currentframe()
+        depth = 0
         while frame is not None and (depth == 0 or frame.f_code.co_filename == logging.__file__):
             frame, depth = frame.f_back, depth + 1
         extra = {
@@ -216,7 +219,7 @@ def effective_level() -> int:
     return logging.getLogger(ROOT).getEffectiveLevel()
 
 
-def bound(shard: str, job: str) -> logging.LoggerAdapter:  # type: ignore[type-arg]
+def bound(shard: str, job: str) -> logging.LoggerAdapter[logging.Logger]:
     """A logger whose lines carry this shard's label and Slurm job.
 
     The shard becomes this process's too: lines without one of their own (a stage's loguru or stdlib

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 import pyarrow as pa
 import xxhash
@@ -18,6 +18,8 @@ import xxhash
 from . import fs
 
 T = TypeVar("T")
+#: A task type: what :meth:`Task.derive` returns (the deriving task's own, or the ``cls`` it is given).
+TaskT = TypeVar("TaskT", bound="Task[Any]")
 
 #: Seed of every id hash in the project. Changing it changes every output name: never do that.
 ID_HASH_SEED = 0
@@ -90,8 +92,13 @@ class Task(Generic[T]):
         """Relative cost of this task, used by the balanced shard strategy (bytes when known)."""
         return int(self.metadata.get("bytes", 1))
 
+    @overload
+    def derive(self: TaskT, data: Any, task_id: str | None = None, cls: None = None, **metadata: Any) -> TaskT: ...
+    @overload
+    def derive(self, data: Any, task_id: str | None = None, *, cls: type[TaskT], **metadata: Any) -> TaskT: ...
     def derive(self, data: Any, task_id: str | None = None, cls: type[Task] | None = None, **metadata: Any) -> Task:
-        """A new task carrying ``data`` that keeps this task's lineage, name and metadata."""
+        """A new task carrying ``data`` that keeps this task's lineage, name and metadata (a task of this
+        task's class, or of ``cls``)."""
         klass = cls or type(self)
         return klass(
             task_id=task_id or self.task_id,
@@ -111,6 +118,10 @@ class DocumentBatch(Task[pa.Table]):
     def num_items(self) -> int:
         return 0 if self.data is None else self.data.num_rows
 
+    @overload
+    def derive(self, data: Any, task_id: str | None = None, cls: None = None, **metadata: Any) -> DocumentBatch: ...
+    @overload
+    def derive(self, data: Any, task_id: str | None = None, *, cls: type[TaskT], **metadata: Any) -> TaskT: ...
     def derive(self, data: Any, task_id: str | None = None, cls: type[Task] | None = None, **metadata: Any) -> Task:
         # Not super(): a slots dataclass is a new class, which zero-argument super() does not know.
         return Task.derive(self, data, task_id=task_id, cls=cls or DocumentBatch, **metadata)

@@ -106,6 +106,26 @@ def test_a_nested_stage_is_described_by_its_name_and_its_own_params() -> None:
     assert fingerprint_params(here)["_inner"]["stage"] == "file_partitioning"
 
 
+class Loads(ProcessingStage[DocumentBatch, DocumentBatch]):
+    """A stage that leaves its loaded model out of what workers receive (``__getstate__``)."""
+
+    def __init__(self, threshold: float) -> None:
+        self._threshold = threshold
+        self._model = threading.Lock()  # a loaded resource: not canonical
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"_threshold": self._threshold, "_model": None}
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        return task
+
+
+def test_a_stage_with_getstate_is_fingerprinted_by_what_it_returns() -> None:
+    """Under every supported Python (3.10's ``object`` has no ``__getstate__`` to compare with)."""
+    assert fingerprint_params(Loads(0.5)) == {"_model": None, "_threshold": 0.5}
+    assert fingerprint_params(Loads(0.5)) != fingerprint_params(Loads(0.7))
+
+
 def test_a_large_set_is_recorded_by_digest_and_a_change_in_it_is_refused(corpus: Path, tmp_path: Path) -> None:
     words = [f"w{i}" for i in range(50_000)]
     out = tmp_path / "out"

@@ -274,6 +274,19 @@ def test_stage_names_are_nemos() -> None:
     assert UrlsFilter().name == "urls_ratio"
 
 
+@pytest.mark.parametrize("name", NEMO_HEURISTIC_FILTERS)
+def test_every_filter_takes_a_name_of_its_own(name: str) -> None:
+    """``with_(name=...)`` and NeMo's ``self._name`` rename any filter, those whose default name comes from
+    their parameters (the n-gram filters) too; the original keeps its name."""
+    cls = getattr(stages_module, name)
+    original = cls("x", "any") if name == "SubstringFilter" else cls()
+    default = original.name
+    renamed = original.with_(name="mine")
+    assert (renamed.name, ScoreFilter(renamed).name, original.name) == ("mine", "score_filter[mine]", default)
+    original._name = "nemo_named"
+    assert original.name == "nemo_named"
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [

@@ -99,8 +99,8 @@ class BaseStageAdapter:
                 continue
             outputs.extend(self._with_lineage(source, items))
             self._take_notes(source, items)
-        if self.stage.is_source_stage:
-            outputs = self._shard_filter(outputs)  # type: ignore[arg-type]
+        if self.stage.is_source_stage:  # its lazy entries were made lists above: only tasks here
+            outputs[:] = self._shard_filter([out for out in outputs if not isinstance(out, tuple)])
         self.stats.seconds += time.perf_counter() - start
         for out in outputs:
             if isinstance(out, tuple):

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, overload
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol, overload
 
 from curator_slurm.backends.run import BaseExecutor
 
-#: ``factory(workers)`` -> an executor; or ``"module:Class"``, imported on first use (Ray only when asked for).
-Factory = Callable[[int | None], BaseExecutor] | str
 
-_REGISTRY: dict[str, Factory] = {
+class FactoryFunction(Protocol):
+    """``factory(workers)`` -> an executor."""
+
+    def __call__(self, workers: int | None, /) -> BaseExecutor: ...
+
+
+#: ``factory(workers)`` -> an executor; or ``"module:Class"``, imported on first use (Ray only when asked for).
+Factory = FactoryFunction | str
+
+_REGISTRY: dict[str, Factory | type[BaseExecutor]] = {
     "local": "curator_slurm.backends.local:LocalExecutor",
     "ray": "curator_slurm.backends.ray:RayExecutor",
 }
@@ -22,7 +29,7 @@ def register_executor(name: str, factory: Factory | type[BaseExecutor]) -> None:
     class (built with ``cls.for_workers(workers)``), a function of ``workers``, or ``"module:Class"``."""
     if not name or not name.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"executor name {name!r}: use letters, digits, '-' and '_'")
-    _REGISTRY[name] = factory  # type: ignore[assignment]
+    _REGISTRY[name] = factory
 
 
 def make_executor(name: str = "local", workers: int | None = None) -> BaseExecutor:
@@ -37,7 +44,7 @@ def make_executor(name: str = "local", workers: int | None = None) -> BaseExecut
         factory = getattr(importlib.import_module(module), attr)
     if isinstance(factory, type) and issubclass(factory, BaseExecutor):
         return factory.for_workers(workers)
-    return factory(workers)  # type: ignore[operator]
+    return factory(workers)
 
 
 class _Names(Sequence[str]):
@@ -69,4 +76,4 @@ class _Names(Sequence[str]):
 #: The executors :func:`make_executor` knows, by name (registered ones included, as they are registered).
 EXECUTORS: Sequence[str] = _Names()
 
-__all__ = ["EXECUTORS", "Factory", "make_executor", "register_executor"]
+__all__ = ["EXECUTORS", "Factory", "FactoryFunction", "make_executor", "register_executor"]

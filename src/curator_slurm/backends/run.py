@@ -42,7 +42,7 @@ class BaseExecutor:
         return cls()
 
     def process_sources(
-        self, stages: list[ProcessingStage], sources: Iterable[Task], shard: ShardSpec, should_stop: StopCheck
+        self, stages: list[ProcessingStage], sources: WorkQueue, shard: ShardSpec, should_stop: StopCheck
     ) -> Iterator[SourceResult]:
         """Push each source task through ``stages`` (everything after the source stage); yield one
         result per source task, in any order, only after all of its descendants are done. ``sources`` is a

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from curator_slurm.backends.retry import NOT_RETRIED, failed_task, retry_delay, stop_if_out_of_space
 from curator_slurm.runs.results import StageStats
@@ -23,7 +23,7 @@ def rows_of(task: Task) -> int:
     return int(task.metadata.get("rows", 0))
 
 
-def is_lazy(entry: Any) -> bool:
+def is_lazy(entry: object) -> TypeGuard[Iterator[Any]]:
     """Whether a stage's entry for a task is an iterator of outputs (not a task, a list or None)."""
     return isinstance(entry, Iterator)
 

@@ -133,7 +133,7 @@ def exists(path: str) -> bool:
     import pyarrow.fs as pafs
 
     filesystem, inner = resolve(path)
-    return call(path, "info", lambda: filesystem.get_file_info(inner)).type != pafs.FileType.NotFound  # type: ignore[no-any-return]
+    return call(path, "info", lambda: filesystem.get_file_info(inner)).type != pafs.FileType.NotFound
 
 
 def isdir(path: str) -> bool:
@@ -142,7 +142,7 @@ def isdir(path: str) -> bool:
     import pyarrow.fs as pafs
 
     filesystem, inner = resolve(path)
-    return call(path, "info", lambda: filesystem.get_file_info(inner)).type == pafs.FileType.Directory  # type: ignore[no-any-return]
+    return call(path, "info", lambda: filesystem.get_file_info(inner)).type == pafs.FileType.Directory
 
 
 def open_input(path: str) -> BinaryIO:

@@ -27,7 +27,7 @@ def bucket_exists(uri: str, filesystem: Any, writing: bool = False) -> bool:
     if not uri.startswith("s3://"):
         return True
     found = call(uri, "bucket", lambda: filesystem.get_file_info(bucket_of(uri)), writing=writing)
-    return found.type != pafs.FileType.NotFound  # type: ignore[no-any-return]
+    return found.type != pafs.FileType.NotFound
 
 
 def missing_error(uri: str, filesystem: Any, writing: bool = False) -> Exception:
@@ -100,7 +100,7 @@ class RemoteFile:
 
     def read(self, size: int | None = -1) -> bytes:
         """The next ``size`` bytes (all that is left for None or a negative size)."""
-        return self._read(size, as_bytes=True)  # type: ignore[no-any-return]
+        return self._read(size, as_bytes=True)
 
     def _read(self, size: int | None, as_bytes: bool) -> Any:
         self._check()

@@ -103,8 +103,9 @@ class FunnelSum:
                 self.counts.append([0, 0, 0, 0, 0])
                 self.seconds.append(None)
             self.counts[i] = [a + b for a, b in zip(self.counts[i], other.counts[i], strict=True)]
-            if other.seconds[i] is not None:
-                self.seconds[i] = (self.seconds[i] or 0.0) + other.seconds[i]
+            theirs = other.seconds[i]
+            if theirs is not None:
+                self.seconds[i] = (self.seconds[i] or 0.0) + theirs
 
     def as_json(self) -> list[list[Any]]:
         """The sums as data (``[name, counts, seconds]`` per stage), which :meth:`from_json` reads back."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow as pa
 import pyarrow.json as pj
@@ -37,6 +37,17 @@ from curator_slurm.runs.ledger import complete_lines, ledger_files
 
 #: (size, mtime_ns) of each file, by absolute path.
 Stats = dict[str, tuple[int, int]]
+
+
+class FileStates(TypedDict):
+    """Files as a done record keeps them (``inputs``, ``written``): parallel lists of each file's path, size
+    and modification time in nanoseconds (None for an object, whose store gives none to compare)."""
+
+    paths: list[str]
+    sizes: list[int]
+    mtimes: list[int | None]
+
+
 _FILES = pa.struct(
     [("paths", pa.list_(pa.string())), ("sizes", pa.list_(pa.int64())), ("mtimes", pa.list_(pa.int64()))]
 )
@@ -91,10 +102,10 @@ def stat_files(paths: Iterable[str]) -> Stats:
     return out
 
 
-def input_states(tasks: Iterable[Any]) -> dict[str, dict[str, list[Any]]]:
+def input_states(tasks: Iterable[Any]) -> dict[str, FileStates]:
     """For each source task (by id), what its done record keeps of the files it reads: their paths, sizes
     and modification times now (before it is processed)."""
-    out = {}
+    out: dict[str, FileStates] = {}
     for t in tasks:
         stats = stat_files(task_files([t]))
         out[t.task_id] = {

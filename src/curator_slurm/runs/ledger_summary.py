@@ -153,7 +153,7 @@ def _keys_in(
         at = 0
         for path, state in fast.items():
             with open(summary_paths(path)[1], "rb") as f:
-                f.readinto(memoryview(keys[at : at + state.keys]).cast("B"))
+                f.readinto(keys[at : at + state.keys].data.cast("B"))
             at += state.keys
         keys[at:] = slow_keys
         return keys

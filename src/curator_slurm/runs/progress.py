@@ -106,7 +106,10 @@ class _Stats(Protocol):
 
 
 class _Adapter(Protocol):
-    stats: _Stats
+    """A stage adapter as progress reads it (read-only: an adapter's ``stats`` is its own ``StageStats``)."""
+
+    @property
+    def stats(self) -> _Stats: ...
 
 
 class TaskProgress:

@@ -109,7 +109,7 @@ def digest(upstream: Upstream, source: str | None = None) -> str:
     whole = not (upstream.per_task and source is not None)
     if whole and _WHOLE.get(upstream.run_dir, (None, ""))[0] is found:
         return _WHOLE[upstream.run_dir][1]
-    ids = sorted(found) if whole else [source]
+    ids = [source] if source is not None and not whole else sorted(found)
     h = xxhash.xxh64(seed=0)
     for i in ids:
         r = found.get(i)

@@ -13,28 +13,30 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from curator_slurm import fs
-from curator_slurm.runs.inputs import done_records, stat_files
+from curator_slurm.runs.inputs import FileStates, done_records, stat_files
 
 
-def written_files(outputs: Iterable[str], sizes: Mapping[str, int] | None = None) -> dict[str, list[Any]]:
+def written_files(outputs: Iterable[str], sizes: Mapping[str, int] | None = None) -> FileStates:
     """What a done record keeps of ``outputs``: each one's path, size and modification time now for local
     files (``stat``), and for objects the size their writer published (``sizes``; no request: the object
     store gives no modification time the next start could compare)."""
     sizes = sizes or {}
-    out: dict[str, list[Any]] = {"paths": [], "sizes": [], "mtimes": []}
+    out: FileStates = {"paths": [], "sizes": [], "mtimes": []}
     for path in outputs:
+        name, mtime = path, None
         if fs.is_local(path):
             try:
                 st = os.stat(os.path.abspath(path))
             except OSError:
                 continue
-            entry = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+            name, size, mtime = os.path.abspath(path), st.st_size, st.st_mtime_ns
         elif path in sizes:
-            entry = (path, int(sizes[path]), None)
+            size = int(sizes[path])
         else:
             continue
-        for key, value in zip(("paths", "sizes", "mtimes"), entry, strict=True):
-            out[key].append(value)
+        out["paths"].append(name)
+        out["sizes"].append(size)
+        out["mtimes"].append(mtime)
     return out
 
 
@@ -96,7 +98,7 @@ def outstanding(run_dir: str, task_ids: Iterable[str]) -> list[str]:
 
 def verify_problems(verified: Mapping[str, Any] | None) -> bool:
     """Whether what :func:`verify_run` found means the run is not complete."""
-    return bool(verified) and any(
+    return verified is not None and any(
         verified.get(k) for k in ("lost_outputs", "changed_inputs", "upstream_problems", "stale")
     )
 

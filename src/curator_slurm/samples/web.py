@@ -23,7 +23,7 @@ _DATE = "2024-01-{day:02d}T{hour:02d}:{minute:02d}:00Z"
 
 def find_pages(root: str, endings: tuple[str, ...] = HTML_ENDINGS) -> list[str]:
     """The files under ``root`` with one of ``endings``, sorted (symbolic links to directories not followed)."""
-    found = []
+    found: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         found.extend(os.path.join(dirpath, n) for n in filenames if n.lower().endswith(endings))

@@ -195,7 +195,7 @@ class LocalArray:
             while todo or running:
                 while todo and len(running) < parallel and not received:
                     i = todo.pop()
-                    log = open(os.path.join(self.logs, f"{name}-{i}.log"), "wb")  # noqa: SIM115 - closed when it ends
+                    log: IO[bytes] = open(os.path.join(self.logs, f"{name}-{i}.log"), "wb")  # noqa: SIM115 - closed when it ends
                     proc = subprocess.Popen(
                         [sys.executable, self.script, *self.script_args],
                         env=job_environment() if driver else self.environment(i, n, extra),

@@ -82,12 +82,12 @@ def plan_retry(
     if sources is not None:
         opts = replace(opts, strategy=opts.strategy or "balanced")
     check_before_submit(opts, plan, manifest=sources is not None)
-    counts = {"total": len(all_ids), "remaining": len(remaining), "failed": len(state.failed)}
+    total, failed = len(all_ids), len(state.failed)
     if sources is None:
         if not dry_run:
             os.makedirs(os.path.dirname(source_list), exist_ok=True)
             write_source_list(source_list, remaining)
-        return RetryPlan(opts, source_list=source_list, **counts)
+        return RetryPlan(opts, total, len(remaining), failed, source_list=source_list)
     # A manifest of the remaining tasks, checked against the whole plan's digest.
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -96,7 +96,7 @@ def plan_retry(
     opts = replace(opts, env=())
     everything = source_record([t[0] for t in plan["tasks"]])
     opts, info = attach_manifest(opts, left, "retry", dry_run, everything)
-    return RetryPlan(opts, manifest=info, **counts)
+    return RetryPlan(opts, total, len(remaining), failed, manifest=info)
 
 
 def _without_dependency(args: tuple[str, ...]) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from curator_slurm.errors import CuratorError, OptionError, RunDirError
 from curator_slurm.runs.layout import SUBMISSIONS_FILE
@@ -224,16 +224,46 @@ def submission_options(
     )
 
 
+class ArrayRecord(TypedDict):
+    """One sbatch array of a submission: its job id, the shards it runs (``offset`` to ``offset + size - 1``)
+    and its script."""
+
+    job_id: str
+    offset: int
+    size: int
+    script: str
+
+
+class _SubmissionCommon(TypedDict):
+    """What every array of one submission records alike."""
+
+    kind: str
+    shards: int
+    script: str
+    script_args: list[str]
+    #: The :class:`SubmitOptions` as ``dataclasses.asdict`` gives them (but ``script`` and ``script_args``).
+    options: dict[str, Any]
+    source_list: str | None
+    submission: str
+
+
+class SubmissionRecord(_SubmissionCommon):
+    """A line of ``submissions.jsonl``: one array of a submission, as soon as sbatch gave its job id."""
+
+    arrays: list[ArrayRecord]
+    time: float
+
+
 @dataclass(frozen=True)
 class Submission:
     """What one `submit` or `retry` sent to Slurm, recorded in the run directory."""
 
     kind: str
     shards: int
-    arrays: list[dict[str, object]]
+    arrays: list[ArrayRecord]
     script: str
     script_args: list[str]
-    options: dict[str, object]
+    options: dict[str, Any]
     source_list: str | None
     time: float
     #: Shared by the lines (one per array) of one submission in ``submissions.jsonl``.
@@ -250,8 +280,8 @@ def submit(opts: SubmitOptions, chunks: list[ArrayChunk], kind: str, source_list
     os.makedirs(scripts_dir, exist_ok=True)
     os.makedirs(opts.logs_dir, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    arrays: list[dict[str, object]] = []
-    common = {
+    arrays: list[ArrayRecord] = []
+    common: _SubmissionCommon = {
         "kind": kind,
         "shards": opts.shards,
         "script": opts.script,
@@ -276,13 +306,13 @@ def submit(opts: SubmitOptions, chunks: list[ArrayChunk], kind: str, source_list
                 f"`curator-slurm status {opts.run_dir}`; once they end, `curator-slurm retry` submits the rest"
             ) from e
         job_id = out.strip().splitlines()[-1].split(";")[0]
-        array = {"job_id": job_id, "offset": chunk.offset, "size": chunk.size, "script": path}
+        array: ArrayRecord = {"job_id": job_id, "offset": chunk.offset, "size": chunk.size, "script": path}
         arrays.append(array)
         _append_line(os.path.join(opts.run_dir, SUBMISSIONS_FILE), {**common, "arrays": [array], "time": time.time()})
-    return Submission(arrays=arrays, time=time.time(), **common)  # type: ignore[arg-type]
+    return Submission(arrays=arrays, time=time.time(), **common)
 
 
-def _append_line(path: str, record: dict[str, object]) -> None:
+def _append_line(path: str, record: SubmissionRecord) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")
         f.flush()
@@ -310,11 +340,13 @@ def submission_lock(run_dir: str) -> Iterator[None]:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
-def load_submissions(run_dir: str) -> list[dict[str, object]]:
+def load_submissions(run_dir: str) -> list[SubmissionRecord]:
+    """The lines of the run's ``submissions.jsonl``, oldest first (JSON objects as :func:`submit` wrote them;
+    an older line may lack a key)."""
     path = os.path.join(run_dir, SUBMISSIONS_FILE)
     if not os.path.exists(path):
         return []
-    records: list[dict[str, object]] = []
+    records: list[SubmissionRecord] = []
     with open(path, "rb") as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -12,6 +13,8 @@ from .params import STAGE_CLASSES, stage_params
 
 In = TypeVar("In", bound=Task)
 Out = TypeVar("Out", bound=Task)
+#: A stage's own class: what :meth:`ProcessingStage.with_` returns (a copy of the stage).
+StageT = TypeVar("StageT", bound="ProcessingStage[Any, Any]")
 
 #: In a stage's declared output fields: "every field that came in also goes out".
 PASSTHROUGH = "*"
@@ -90,8 +93,9 @@ class ProcessingStage(Generic[In, Out]):
     def process(self, task: In) -> Out | list[Out] | None:
         raise NotImplementedError(f"stage {self.name!r} ({type(self).__name__}) must implement process()")
 
-    def process_batch(self, tasks: list[In]) -> list[Out | list[Out] | None]:
-        """One entry per input task, in order: a task, a list of tasks, or ``None`` (filtered).
+    def process_batch(self, tasks: list[In]) -> list[Out | list[Out] | Iterator[Out] | None]:
+        """One entry per input task, in order: a task, a list of tasks, an iterator of tasks (handed on one
+        at a time, each made when the one before has been taken), or ``None`` (filtered).
 
         Keeping one entry per input is what lets the framework trace every output to its source task.
         """
@@ -99,12 +103,12 @@ class ProcessingStage(Generic[In, Out]):
 
     # --- configuration ------------------------------------------------------------------------------
     def with_(
-        self,
+        self: StageT,
         name: str | None = None,
         resources: Resources | None = None,
         batch_size: int | None = None,
         max_retries: int | None = None,
-    ) -> ProcessingStage[In, Out]:
+    ) -> StageT:
         """A copy of this stage with some settings overridden; the original is untouched."""
         new = copy.copy(self)
         if name is not None:

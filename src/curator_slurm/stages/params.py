@@ -77,11 +77,15 @@ def stage_params(stage: Any) -> dict[str, Any]:
     return {key: canonical(value, label, key) for key, value in sorted(_state(stage).items()) if key not in excluded}
 
 
+#: ``object``'s own ``__getstate__``, which every class inherits from Python 3.11 on (3.10's ``object`` has none).
+_OBJECT_GETSTATE = getattr(object, "__getstate__", None)
+
+
 def _state(value: Any) -> dict[str, Any]:
     """The attributes of ``value``; a class that defines ``__getstate__`` returning a dict (to leave a loaded
     model out of what workers receive, say) is taken at its word: that is what the object is made of."""
     getstate = getattr(type(value), "__getstate__", None)
-    if getstate is not None and getstate is not object.__getstate__:
+    if getstate is not None and getstate is not _OBJECT_GETSTATE:
         state = value.__getstate__()
         if isinstance(state, dict):
             return state

@@ -15,6 +15,7 @@ batches whose rows are still those the reader read: ask before any stage drops r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +27,13 @@ from curator_slurm.tasks import DocumentBatch, id_paths
 
 #: Rows per file that a document key can tell apart: keys are ``file_index << ROW_BITS | row``.
 ROW_BITS = 32
+
+
+class RowCounter(Protocol):
+    """What numbers the records of a piece of a split file: a reader class (its classmethod) or a reader
+    (whose settings decide which records make documents)."""
+
+    def rows_before(self, path: str, offset: int) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -87,7 +95,7 @@ def document_positions(batch: DocumentBatch) -> Positions:
     )
 
 
-def rows_before(path: str, offset: int, counter: type | None = None) -> int:
+def rows_before(path: str, offset: int, counter: RowCounter | None = None) -> int:
     """How many documents of ``path`` come before byte ``offset`` (the start of a piece of a split file), as
     the reader class ``counter`` numbers its records (its ``rows_before``); without one, by the file's
     ending: row groups wholly before it for Parquet, non-blank lines starting before it for JSONL."""

@@ -211,8 +211,7 @@ def column_ranges(path: str, column: str) -> tuple[Any, list[tuple[int, int] | N
     for i in range(meta.num_row_groups):
         group = meta.row_group(i)
         stats = group.column(index).statistics if index >= 0 else None
-        ok = group.num_rows and stats is not None and stats.has_min_max
-        ranges.append((stats.min, stats.max) if ok else None)
+        ranges.append((stats.min, stats.max) if group.num_rows and stats is not None and stats.has_min_max else None)
     if len(_FOOTERS) >= _FOOTER_CACHE_SIZE:
         _FOOTERS.clear()
     _FOOTERS[key] = (meta, ranges)

@@ -55,7 +55,6 @@ def connect(options: SessionOptions, shard: ShardSpec, log: Any) -> Session:
     if ray.is_initialized():
         return Session(started=False, where="the Ray instance this process already uses")
     address = options.address or ray_address()
-    quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
     auth_logger = logging.getLogger(_RAY_AUTH_LOGGER)
     auth_level = auth_logger.level
     auth_logger.setLevel(logging.ERROR)
@@ -63,7 +62,7 @@ def connect(options: SessionOptions, shard: ShardSpec, log: Any) -> Session:
         with handlers_kept():
             if address and address != "local":
                 _match_ray_start_auth()
-                ray.init(address=address, **quiet)
+                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
                 try:
                     nodes = _wait_for_nodes(ray, ray_expected_nodes(), address, options.node_wait_seconds, shard, log)
                 except BaseException:
@@ -78,7 +77,8 @@ def connect(options: SessionOptions, shard: ShardSpec, log: Any) -> Session:
                 include_dashboard=False,
                 _temp_dir=temp_dir,
                 object_store_memory=options.object_store_memory,
-                **quiet,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
             )
             return Session(started=True, where=f"a local Ray ({cpus} CPUs, files in {temp_dir})", temp_dir=temp_dir)
     finally:

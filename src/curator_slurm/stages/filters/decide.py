@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -81,6 +81,9 @@ def set_column(table: pa.Table, name: str, values: Any) -> pa.Table:
     if name in table.column_names:
         return table.set_column(table.column_names.index(name), name, values)
     return table.append_column(name, values)
+
+
+FilterT = TypeVar("FilterT", bound="BaseFilter")
 
 
 class BaseFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
@@ -160,13 +163,13 @@ class BaseFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         return [] if self.exclusion_writer is None else self.exclusion_writer.remove_temporaries(pids)
 
     def with_(
-        self,
+        self: FilterT,
         name: str | None = None,
         resources: Resources | None = None,
         batch_size: int | None = None,
         max_retries: int | None = None,
         exclusion_writer: BaseWriter | None = None,
-    ) -> BaseFilter:
+    ) -> FilterT:
         """A copy with some settings overridden (see :meth:`ProcessingStage.with_`); ``exclusion_writer``
         gives the copy a writer for what it removes (any filter, a NeMo ``DocumentFilter`` too)."""
         new = super().with_(name, resources, batch_size, max_retries)
@@ -174,7 +177,6 @@ class BaseFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
             new = copy.copy(new)
             new.exclusion_writer = check_writer(type(self).__name__, exclusion_writer)
             new.exclusion_path = exclusion_writer.path
-        assert isinstance(new, BaseFilter)
         return new
 
     # --- what the base does --------------------------------------------------------------------------------

@@ -209,6 +209,7 @@ class LanguageFilter(BaseFilter):
 
         self.setup()
         best, top, matrix = language_scores(self._model, [t or "" for t in texts.to_pylist()], str(self.model_path))
+        keep: np.ndarray
         if self.label_only:
             keep = np.ones(len(best), dtype=bool)
         elif self.languages is None:
@@ -217,7 +218,7 @@ class LanguageFilter(BaseFilter):
             wanted = set(self.languages)
             labels = [label.removeprefix(LABEL_PREFIX).lower() for label in self._model.labels]
             listed = [i for i, label in enumerate(labels) if label in wanted]
-            keep = (matrix[:, listed] > self.language_threshold).any(axis=1)
+            keep = np.any(matrix[:, listed] > self.language_threshold, axis=1)
         if self.invert:
             keep = ~keep
         return pa.array(best, pa.string()), pa.array(top, pa.float64()), pa.array(keep)

@@ -30,12 +30,16 @@ def _no_repeated_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return record
 
 
+#: The JSON kind of a parsed value, by its Python type (booleans and numbers apart: a bool is an int).
+_KINDS: dict[type, str] = {str: "string", list: "array", dict: "object"}
+
+
 def _json_kind(value: object) -> str:
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, (int, float)):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "null")
+    return _KINDS.get(type(value), "null")
 
 
 def _declared_kind(type_: pa.DataType) -> str:

@@ -75,7 +75,7 @@ def list_inputs(
     for path, first in listing.repeated:
         logger.warning(f"{path}: already listed as {first} (a symbolic link cycle or a second link); read once")
     if not listing.sizes:
-        where = ", ".join(map(os.fspath, roots))
+        where = ", ".join(os.fspath(r) for r in roots)
         raise InputError(f"{where}: no files{wanted} found; check the path and extensions")
     return listing
 

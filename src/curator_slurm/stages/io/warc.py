@@ -188,10 +188,6 @@ class WarcReaderStage(FileReaderStage):
             counts[DAMAGED] = counts.get(DAMAGED, 0) + len(damaged)
         return Piece(0, table, 0, [{"counts": counts, "damaged": [d.as_dict() for d in damaged]}])
 
-    def _records(self, path: str, start: int, end: int | None, scan: wr.Scan) -> Any:
-        types = wr.record_types(self.record_types)
-        return wr.records(path, types, start, end, scan, self.max_record_bytes)
-
     def tables(self, path: str, byte_range: tuple[int, int] | None, bound: BatchBound) -> Iterator[Any]:
         """The documents of the records read a batch at a time, as pieces that carry the reader's notes."""
         start, end = byte_range if byte_range is not None else (0, None)

@@ -186,7 +186,7 @@ def _feed(f: IO[bytes], kind: str, at: int, size: int) -> Feed:
     if kind == "zstd":
         import pyarrow as pa
 
-        return StreamFeed(pa.CompressedInputStream(pa.PythonFile(f, mode="r"), "zstd"))  # type: ignore[arg-type]
+        return StreamFeed(pa.CompressedInputStream(pa.PythonFile(f, mode="r"), "zstd"))
     return PlainFeed(f, at, size)
 
 
@@ -215,7 +215,7 @@ def records(
     kind = framing(path) if size else "plain"
     whole = end is None or end >= size
     if kind == "plain":
-        yield from _read(path, kind, types, (0, start, size if whole else end), size, scan, max_bytes)
+        yield from _read(path, kind, types, (0, start, size if whole or end is None else end), size, scan, max_bytes)
         return
     if kind == "zstd" and start > 0:
         return

@@ -30,7 +30,8 @@ from .unicode import UnicodeReformatter
 ModifierLike = DocumentModifier | Callable[[str], str]
 
 
-def _as_modifier(m: ModifierLike) -> DocumentModifier:
+def _as_modifier(m: object) -> DocumentModifier:
+    """``m`` (what the user gave as a modifier: checked here) as a modifier."""
     if isinstance(m, DocumentModifier):
         return m
     if isinstance(m, type) and issubclass(m, DocumentModifier):

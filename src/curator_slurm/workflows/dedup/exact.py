@@ -234,7 +234,7 @@ class ExactDuplicates(Workflow):
         super().__init__(name, work, phases)
 
 
-def _reader_with_fields(reader: ProcessingStage, fields: list[str]) -> ProcessingStage:
+def _reader_with_fields(reader: ProcessingStage, fields: list[str]) -> FileReader:
     """A copy of a file reader (any :class:`FileReader`) that reads only ``fields`` (the hash phase needs no more)."""
     if not isinstance(reader, FileReader):
         raise TypeError(

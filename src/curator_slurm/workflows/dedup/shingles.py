@@ -228,7 +228,7 @@ def _words(texts: pa.Array, already_normalized: bool = False) -> tuple[pa.Array,
         # a word's place in the whole: its document's first word, plus its rank within its document
         per_doc = np.bincount(parents, minlength=len(texts))
         parts.append((words, parents, np.arange(len(parents)) - (np.cumsum(per_doc) - per_doc)[parents]))
-    counts = sum(np.bincount(p, minlength=len(texts)) for _, p, _ in parts)
+    counts = sum((np.bincount(p, minlength=len(texts)) for _, p, _ in parts), np.zeros(len(texts), np.intp))
     first = np.cumsum(counts) - counts
     order = np.empty(int(counts.sum()), dtype=np.int64)
     base = 0

@@ -47,3 +47,10 @@ class MinRatio(DocumentFilter):
 def sentences(text: str) -> list[str]:
     """NeMo's sentences of one text: its lines (``split("\\n")``) that are not blank, unstripped."""
     return [line for line in text.split("\n") if line.strip()]
+
+
+def own_name(f: DocumentFilter) -> str | None:
+    """The name an instance set itself (``with_(name=...)``, or NeMo's ``self._name``), if any: for a filter
+    whose default name is computed from its parameters, as :attr:`DocumentFilter.name` does for the rest."""
+    own = f.__dict__.get("name") or f.__dict__.get("_name")
+    return own if isinstance(own, str) and own else None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from curator_slurm.stages.filters.heuristic._shared import MaxRatio, MinRatio, sentences
+from curator_slurm.stages.filters.heuristic._shared import MaxRatio, MinRatio, own_name, sentences
 from curator_slurm.stages.text import chars as _chars
 from curator_slurm.stages.text import pieces as _pieces
 from curator_slurm.stages.text.compute import call
@@ -148,8 +148,12 @@ class RepeatingTopNGramsFilter(MaxRatio):
         self.lang = check_language("RepeatingTopNGramsFilter", lang)
 
     @property
-    def name(self) -> str:  # type: ignore[override]
-        return f"repeating_top_{self.n}grams"
+    def name(self) -> str:
+        return own_name(self) or f"repeating_top_{self.n}grams"
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self.__dict__["name"] = value
 
     def score_document(self, text: str) -> float:
         words = text.split()
@@ -159,7 +163,8 @@ class RepeatingTopNGramsFilter(MaxRatio):
         counts: dict[tuple[str, ...], int] = {}
         for g in grams:
             counts[g] = counts.get(g, 0) + 1
-        top = " ".join(max(counts, key=counts.__getitem__))  # the first of the most frequent, in text order
+        most = max(counts, key=counts.__getitem__)  # the first of the most frequent, in text order
+        top = " ".join(most)
         return text.count(top) * len(top) / len(text)
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -204,8 +209,12 @@ class RepeatingDuplicateNGramsFilter(MaxRatio):
         self.lang = check_language("RepeatingDuplicateNGramsFilter", lang)
 
     @property
-    def name(self) -> str:  # type: ignore[override]
-        return f"repeating_dup_{self.n}gram"
+    def name(self) -> str:
+        return own_name(self) or f"repeating_dup_{self.n}gram"
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self.__dict__["name"] = value
 
     def score_document(self, text: str) -> float:
         n = self.n

@@ -80,7 +80,7 @@ class PornographicUrlsFilter(DocumentFilter):
     def score_document(self, text: str) -> int:
         return int(any("porn" in url for url in self._regex.findall(text)))
 
-    def keep_document(self, score: int) -> bool:
+    def keep_document(self, score: float) -> bool:
         return score != 1
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -117,7 +117,7 @@ class SubstringFilter(DocumentFilter):
             return int(text.endswith(self.substring))
         return int(self.substring in text)
 
-    def keep_document(self, score: int) -> bool:
+    def keep_document(self, score: float) -> bool:
         return score == 1
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:

@@ -107,7 +107,7 @@ class LongWordFilter(DocumentFilter):
     def score_document(self, text: str) -> int:
         return max((len(w) for w in text.split()), default=0)
 
-    def keep_document(self, score: int) -> bool:
+    def keep_document(self, score: float) -> bool:
         return score <= self.max_word_length
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -233,7 +233,7 @@ class CommonEnglishWordsFilter(DocumentFilter):
                 return count
         return count
 
-    def keep_document(self, score: int) -> bool:
+    def keep_document(self, score: float) -> bool:
         return score >= self.min_num_common_words
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
