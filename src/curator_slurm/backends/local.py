@@ -159,7 +159,7 @@ class LocalExecutor(BaseExecutor):
         return cls(workers=workers)
 
     def process_sources(
-        self, stages: list[ProcessingStage], sources: Iterable[Task], shard: ShardSpec, should_stop: StopCheck
+        self, stages: list[ProcessingStage], sources: WorkQueue, shard: ShardSpec, should_stop: StopCheck
     ) -> Iterator[SourceResult]:
         workers = min(self.workers, work_ahead(sources))  # a queue under takeover may claim its first group
         if workers <= 1:

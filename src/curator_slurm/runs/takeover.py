@@ -9,6 +9,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import xxhash
@@ -161,6 +162,10 @@ class Takeover:
         return undone
 
     # --- this shard --------------------------------------------------------------------------------------
+    def _any_undone(self, shard: int, group: int) -> bool:
+        """Whether a task of ``group`` of ``shard`` is not done, as the ledger says now."""
+        return bool(self._undone(shard, group, fresh=True))
+
     def own_work(self) -> Iterator[Work]:
         """This shard's groups with tasks to do, each claimed as the caller reaches it; a group that a live
         process holds (a taker, already) is left to it."""
@@ -170,7 +175,7 @@ class Takeover:
             self.own_left -= len(todo)
             if not todo:
                 continue  # done before this run: no claim needed (a taker finds it done too)
-            claim = self.board.claim(self.me, group, lambda g=group: bool(self._undone(self.me, g, fresh=True)))
+            claim = self.board.claim(self.me, group, partial(self._any_undone, self.me, group))
             if claim is None:  # a live process holds it, or one that died did all of it
                 self.left_to_others += len(todo)
                 continue

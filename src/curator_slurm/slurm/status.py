@@ -32,7 +32,7 @@ from curator_slurm.runs.tallies import shard_row
 from curator_slurm.runs.verify import verify_problems, verify_run
 from curator_slurm.slurm.control import ACTIVE_STATES, ENDED_BADLY_STATES, job_states
 from curator_slurm.slurm.status_text import format_failures, format_status, format_workflow_status, shard_order
-from curator_slurm.slurm.submit import SUBMISSIONS_FILE, load_submissions
+from curator_slurm.slurm.submit import SUBMISSIONS_FILE, SubmissionRecord, load_submissions
 
 
 def check_run_dir(path: str) -> None:
@@ -64,7 +64,7 @@ def _planned_total(run_dir: str) -> int | None:
 
 
 def _shard_rows(
-    shards: dict[str, dict[str, Any]], failed: dict[str, dict[str, Any]], submissions: list[dict[str, Any]]
+    shards: dict[str, dict[str, Any]], failed: dict[str, dict[str, Any]], submissions: list[SubmissionRecord]
 ) -> dict[str, dict[str, Any]]:
     """The row of every shard: the done records' (``shards``), with the failures added, and one for each
     submitted shard that recorded nothing (no work, or not run yet); the newest submission first, so a retry's
@@ -111,7 +111,7 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
     shards = _shard_rows(summary.shards, failed, submissions)
     job_ids = [str(a["job_id"]) for sub in submissions for a in sub["arrays"]]
     states = job_states(job_ids)
-    active = None
+    active: dict[str, int] | None = None
     tasks = array_tasks(run_dir, submissions, states)
     never_started(tasks, states)
     if states is not None:
@@ -210,7 +210,9 @@ def never_started(tasks: list[dict[str, Any]], states: dict[str, str] | None) ->
             task["state"], task["unlisted"] = "CANCELLED", True
 
 
-def array_tasks(run_dir: str, submissions: list[dict[str, Any]], states: dict[str, str] | None) -> list[dict[str, Any]]:
+def array_tasks(
+    run_dir: str, submissions: list[SubmissionRecord], states: dict[str, str] | None
+) -> list[dict[str, Any]]:
     """Every array task of every submission, oldest first: ``job`` (``123_4``), ``shard`` (``i/N``),
     ``state`` (from squeue; None when Slurm no longer knows the task or cannot be asked) and ``log``."""
     tasks = []

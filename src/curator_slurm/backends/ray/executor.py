@@ -4,7 +4,7 @@ how). This module holds its arguments and the glue: get Ray, start the pools, ru
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from curator_slurm.backends.ray.planning import fuse_stages
 from curator_slurm.backends.ray.pools import ActorPools
@@ -13,11 +13,10 @@ from curator_slurm.backends.ray.session import SessionOptions, connect, disconne
 from curator_slurm.backends.run import BaseExecutor, StopCheck
 from curator_slurm.extras import require
 from curator_slurm.logs import bound
-from curator_slurm.runs.queue import work_ahead
+from curator_slurm.runs.queue import WorkQueue, work_ahead
 from curator_slurm.runs.results import SourceResult
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
-from curator_slurm.tasks import Task
 
 
 class RayExecutor(BaseExecutor):
@@ -100,7 +99,7 @@ class RayExecutor(BaseExecutor):
 
     # --- the run ------------------------------------------------------------------------------------
     def process_sources(
-        self, stages: list[ProcessingStage], sources: Iterable[Task], shard: ShardSpec, should_stop: StopCheck
+        self, stages: list[ProcessingStage], sources: WorkQueue, shard: ShardSpec, should_stop: StopCheck
     ) -> Iterator[SourceResult]:
         """LocalExecutor's contract on Ray: one result per source task once all its descendants are
         done; no new source task once ``should_stop()``; on any exit the actors go, and Ray too if

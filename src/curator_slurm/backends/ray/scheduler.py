@@ -106,11 +106,11 @@ class Run:
             timeout = 1.0 if next_retry is None else max(0.0, min(1.0, next_retry - time.monotonic()))
             done, _ = ray.wait(waiting, num_returns=1, timeout=timeout)
             for ref in done:
-                source = self._finished(ref)
-                if source is not None and source.pending == 0 and source in self.active:
-                    self.active.discard(source)
-                    if not source.abandoned:
-                        yield _summarise(source)
+                finished = self._finished(ref)
+                if finished is not None and finished.pending == 0 and finished in self.active:
+                    self.active.discard(finished)
+                    if not finished.abandoned:
+                        yield _summarise(finished)
 
     def _drop_abandoned(self) -> None:
         """Forget queued and delayed calls of abandoned source tasks, and those tasks once nothing of

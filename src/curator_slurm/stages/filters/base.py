@@ -51,9 +51,10 @@ class DocumentFilter(BaseFilter):
         if isinstance(declared, property):  # a class that computes its name (from its parameters) keeps it
             return
         cls._class_name = declared if isinstance(declared, str) and declared else snake_case(cls.__name__)
-        cls.name = DocumentFilter.__dict__["name"]  # type: ignore[misc]  # an instance's own name wins
+        # An instance's own name wins (a class attribute set by a subclass would hide the property).
+        cls.name = DocumentFilter.__dict__["name"]  # type: ignore[method-assign]  # the property, reinstated
 
-    @property  # type: ignore[override]
+    @property
     def name(self) -> str:
         """The instance's own ``name`` (or NeMo's ``_name``) if it sets one, else its class's."""
         own = self.__dict__.get("name") or self.__dict__.get("_name")
@@ -136,9 +137,9 @@ def score_column(f: Any, scores: list[Any]) -> pa.Array:
     try:
         column = pa.array(values, type=known.get(frozenset(kinds)))
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
-        kinds = sorted({type(v).__name__ for v in values})
+        names = sorted({type(v).__name__ for v in values})
         raise FilterError(
-            f"{_owner(f, 'score_document')} returned values that do not fit one column (types {kinds}; {e}). "
+            f"{_owner(f, 'score_document')} returned values that do not fit one column (types {names}; {e}). "
             "Return one kind of value for every document (e.g. always a float, or always a bool)"
         ) from e
     return column.cast(pa.float64()) if pa.types.is_null(column.type) else column

@@ -130,7 +130,7 @@ def run_steps(task: DocumentBatch, steps: list[Step], score: bool, purpose: str,
         return Decision(_keep(step, scored), None, None, columns)
     alive = np.arange(rows)
     reasons: list[str | None] = [None] * rows
-    columns: dict[str, Any] = {}
+    columns = {}
     for step in steps:
         values = _column(task, step.field, purpose, parameter)
         if len(alive) != rows:
