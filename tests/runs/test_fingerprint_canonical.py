@@ -80,9 +80,10 @@ def test_sets_dicts_and_nested_filters_are_canonical() -> None:
     assert fingerprint_params(one) == fingerprint_params(same)
     assert fingerprint_params(one) != fingerprint_params(other)
     described = fingerprint_params(one)["filter_obj"]
+    # A DocumentFilter is a stage: held by another, it is described by its declared name and its params().
     assert described == {
-        "type": "Blocked",
-        "attributes": {"_blocked": ["a", "b", "c"], "_weights": {"x": 2.0, "y": 1.0}},
+        "stage": "blocked",
+        "params": {"_blocked": ["a", "b", "c"], "_weights": {"x": 2.0, "y": 1.0}},
     }
     json.dumps(described)  # plain JSON
 
@@ -143,7 +144,7 @@ def test_a_large_set_is_recorded_by_digest_and_a_change_in_it_is_refused(corpus:
     assert run_json.stat().st_size < 10_000, "a 50,000-word set is not written out word by word"
     with pytest.raises(
         RunDirError,
-        match=r"stage 2 'score_filter\[blocked\]': filter_obj was Blocked\(_blocked='<set of 50000 items, xxh64 \w+>', "
+        match=r"stage 2 'score_filter\[blocked\]': filter_obj was blocked\(_blocked='<set of 50000 items, xxh64 \w+>', "
         r"_weights=\{\}\), now .* \(they differ at filter_obj._blocked: '<set of 50000 items",
     ):
         pipeline([*words[:-1], "changed"]).run(LocalExecutor(workers=1), ShardSpec.explicit(1, 2))

@@ -10,7 +10,7 @@ import random
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ NOT_RUN = {
     "ProcessingStage": "the base class",
     "CompositeStage": "the base class of composites",
     "DatatroveFilter": "the base class of the datatrove filters",
+    "BaseFilter": "the base class of every filter",
     "FileReaderStage": "the base class of readers",
     "HtmlExtractor": "the base class of extractors",
     "DocumentFilter": "the base class of filters",
@@ -228,13 +229,15 @@ def _batch(schema: pa.Schema, rows: int) -> DocumentBatch:
 
 
 def _run(stage: ProcessingStage, task: Task) -> list[Task]:
-    """What the stage gives back for ``task``, set up and torn down as a worker does."""
+    """What the stage gives back for ``task``, set up and torn down as a worker does (a reader's batches, which
+    it hands on one at a time, all of them)."""
     stage.setup({"worker": 0})
     try:
         [entry] = stage.process_batch([task])
+        items = list(entry) if isinstance(entry, (list, Iterator)) else [entry]
     finally:
         stage.teardown()
-    return [t for t in (entry if isinstance(entry, list) else [entry]) if t is not None]
+    return [t for t in items if t is not None]
 
 
 @pytest.mark.parametrize(("name", "make", "schema"), STAGES, ids=[s[0] for s in STAGES])

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_slurm import DocumentBatch, LocalExecutor, Pipeline, PipelineFailedError, ShardSpec
+from curator_slurm.runs.options import RunOptions
 from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetWriter, ScoreFilter, WordCountFilter
 from curator_slurm.stages.io.writers import atomic_write
 from curator_slurm.tasks import content_id
@@ -104,7 +105,10 @@ def test_rerun_gives_byte_identical_files_with_the_same_names(corpus: Path, tmp_
     run(pipeline(tmp_path / "a"))
     first = read_tree(tmp_path / "a")
     assert len(first) == 3
-    again = pipeline(tmp_path / "a").run(executor, shard=ShardSpec.single(), run_dir=tmp_path / "fresh-ledger")
+    # A fresh run directory among its own earlier outputs starts afresh only when told to clear them.
+    again = pipeline(tmp_path / "a").run(
+        executor, shard=ShardSpec.single(), run_dir=tmp_path / "fresh-ledger", options=RunOptions(clear_output=True)
+    )
     assert len(again.output_files) == 3
     assert read_tree(tmp_path / "a") == first
     skipped = run(pipeline(tmp_path / "a"))
@@ -228,8 +232,14 @@ def test_writer_failing_mid_write_leaves_no_partial_file(corpus: Path, tmp_path:
 
 def test_writers_never_delete_other_files(corpus: Path, tmp_path: Path) -> None:
     """Files of other names in the output directory (other shards' outputs, notes, hidden files,
-    subdirectories) survive a run unchanged; only this run's own names are (re)written."""
+    subdirectories) survive a run unchanged; only this run's own names are (re)written. (Files that look like its
+    outputs, in an output whose run has not started yet, are refused instead: tests/runs/test_start_over.py.)"""
     out = tmp_path / "out"
+
+    def pipeline() -> Pipeline:
+        return Pipeline("p").add_stage(JsonlReader(corpus, files_per_partition=3)).add_stage(ParquetWriter(out))
+
+    first = pipeline().run(LocalExecutor(workers=1), shard=ShardSpec.explicit(0, 2))
     (out / "sub").mkdir(parents=True)
     others = {
         "other-shard.parquet": b"PAR1 not really",
@@ -239,18 +249,20 @@ def test_writers_never_delete_other_files(corpus: Path, tmp_path: Path) -> None:
     }
     for name, data in others.items():
         (out / name).write_bytes(data)
-    result = run(Pipeline("p").add_stage(JsonlReader(corpus, files_per_partition=6)).add_stage(ParquetWriter(out)))
+    result = pipeline().run(LocalExecutor(workers=1), shard=ShardSpec.explicit(1, 2))
     tree = read_tree(out)
     assert {name: tree[name] for name in others} == others
-    assert set(tree) == set(others) | {os.path.basename(p) for p in result.output_files}
-    assert len(result.output_files) == 2
+    written = {os.path.basename(p) for p in [*first.output_files, *result.output_files]}
+    assert {name for name in tree if ".curator-run" not in name} == set(others) | written
+    assert len(written) == 4
 
 
 def test_existing_output_name_is_overwritten_with_fresh_content(corpus: Path, tmp_path: Path) -> None:
-    """A stale file under this run's output name (e.g. from an older run) is replaced, not appended to."""
+    """A stale file under this run's output name (its content changed since the run wrote it) is found, and
+    replaced by the task done again, not appended to."""
     out = tmp_path / "out"
-    out.mkdir()
     (group,) = partitions(corpus / "part-00000.jsonl")
+    run(Pipeline("p").add_stage(JsonlReader(corpus / "part-00000.jsonl")).add_stage(JsonlWriter(out)))
     (out / f"{group.task_id}.jsonl").write_text("stale\n")
     run(Pipeline("p").add_stage(JsonlReader(corpus / "part-00000.jsonl")).add_stage(JsonlWriter(out)))
     text = (out / f"{group.task_id}.jsonl").read_text(encoding="utf-8")

@@ -17,9 +17,11 @@ def _first_difference(was: Any, now: Any, path: str) -> tuple[str, Any, Any] | N
     ``filter_obj._words``) and the two values there; None when they are equal."""
     if was == now:
         return None
-    if isinstance(was, dict) and isinstance(now, dict) and was.get("type") == now.get("type"):
+    both = isinstance(was, dict) and isinstance(now, dict)
+    if both and was.get("type") == now.get("type") and was.get("stage") == now.get("stage"):
         for key in sorted(set(was) | set(now)):
-            below = path if key == "attributes" and "type" in was else f"{path}.{key}" if path else key
+            transparent = (key == "attributes" and "type" in was) or (key == "params" and "stage" in was)
+            below = path if transparent else f"{path}.{key}" if path else key
             found = _first_difference(was.get(key), now.get(key), below)
             if found is not None:
                 return found
@@ -28,9 +30,10 @@ def _first_difference(was: Any, now: Any, path: str) -> tuple[str, Any, Any] | N
 
 def _render(value: Any, limit: int = 300) -> str:
     """A canonical parameter value as a user wrote it: an object as ``Class(attr=value, ...)``."""
-    if isinstance(value, dict) and set(value) == {"type", "attributes"} and isinstance(value["attributes"], dict):
-        inner = ", ".join(f"{k}={_render(v, limit)}" for k, v in value["attributes"].items())
-        text = f"{value['type']}({inner})"
+    described = _described(value)
+    if described is not None:
+        name, attributes = described
+        text = f"{name}({', '.join(f'{k}={_render(v, limit)}' for k, v in attributes.items())})"
     elif isinstance(value, dict):
         text = "{" + ", ".join(f"{k!r}: {_render(v, limit)}" for k, v in value.items()) + "}"
     elif isinstance(value, list):
@@ -38,6 +41,16 @@ def _render(value: Any, limit: int = 300) -> str:
     else:
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _described(value: Any) -> tuple[str, dict[str, Any]] | None:
+    """(name, attributes) of a canonical object (``{"type", "attributes"}``) or of a nested stage, a filter held
+    by another (``{"stage", "params"}``); None for any other value."""
+    if isinstance(value, dict) and set(value) == {"type", "attributes"} and isinstance(value["attributes"], dict):
+        return str(value["type"]), value["attributes"]
+    if isinstance(value, dict) and set(value) == {"stage", "params"} and isinstance(value["params"], dict):
+        return str(value["stage"]), value["params"]
+    return None
 
 
 def difference(old: Any, new: dict[str, Any]) -> str:
