@@ -18,7 +18,7 @@ from ..demo import run_demo_job
 from ..harness import ChildRun, Limits, Measure, Row, fresh_dir, progress, rotated, run_child
 from .status import memory_limit, status_run_dir
 
-IMPORT_CLI = "import curator_slurm.cli.main"
+IMPORT_CLI = "import curator_slurm.cli.commands"
 
 
 def summarised_run_dir(b: Bench, records: int, shards: int) -> Path:
