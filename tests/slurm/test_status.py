@@ -145,8 +145,14 @@ def test_a_repeated_record_counts_once_and_a_torn_line_is_skipped(corpus: Path, 
         f.writelines(lines[: len(lines) // 2 + 1])  # records repeated, as by a redone window
         f.write(lines[-1][:25])  # and a torn last line
     after = collect_status(run_dir)
-    for key in ("done", "failed", "pending", "rows_in", "rows_out", "funnel"):
+    for key in ("done", "failed", "pending", "rows_in", "rows_out"):
         assert after[key] == before[key], key
+    # Every count of the funnel is the same; its seconds are float sums whose order differs when the file is
+    # read again past a torn line, so the rounded figure may differ in its last digit.
+    untimed = [{k: v for k, v in row.items() if k != "seconds"} for row in after["funnel"]]
+    assert untimed == [{k: v for k, v in row.items() if k != "seconds"} for row in before["funnel"]]
+    for a, b in zip(after["funnel"], before["funnel"], strict=True):
+        assert a["seconds"] == pytest.approx(b["seconds"], abs=1e-3), a["stage"]
     assert [(s["shard"], s["done"], s["rows_in"]) for s in after["shards"]] == [
         (s["shard"], s["done"], s["rows_in"]) for s in before["shards"]
     ]
