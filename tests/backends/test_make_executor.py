@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,26 +47,18 @@ def test_a_new_executor_is_registered_without_editing_the_framework(corpus: Path
     registered by name is built by ``make_executor``, offered by ``EXECUTORS``, and runs a real pipeline to the
     same output as the local one, through the same run session (ledger, resume)."""
     from curator_slurm import Pipeline, ShardSpec
-    from curator_slurm.backends import register_executor
-    from curator_slurm.backends.adapter import run_source_task, set_up_adapters, tear_down_adapters
     from curator_slurm.backends.registry import _REGISTRY
     from curator_slurm.backends.run import BaseExecutor
     from curator_slurm.runs.ledger import load_status
     from curator_slurm.stages import JsonlReader, ParquetWriter
-    from support.helpers import read_tree
+    from support.helpers import REPO, read_tree
 
-    class Backwards(BaseExecutor):
-        def process_sources(self, stages, sources, shard, should_stop):  # type: ignore[no-untyped-def]
-            adapters = set_up_adapters(stages, shard, self.retry_backoff, 0)
-            try:
-                for task in reversed(list(sources)):
-                    if should_stop():
-                        return
-                    yield run_source_task(adapters, task)
-            finally:
-                tear_down_adapters(adapters)
-
-    register_executor("backwards", Backwards)
+    # docs/writing-stages.md's executor, as printed there.
+    markdown = (REPO / "docs" / "writing-stages.md").read_text()
+    (code,) = [b for b in re.findall(r"```python\n(.*?)```", markdown, re.S) if "(BaseExecutor)" in b]
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "writing-stages.md", "exec"), namespace)
+    Backwards = namespace["Backwards"]
     try:
         assert "backwards" in EXECUTORS and isinstance(make_executor("backwards"), Backwards)
 
