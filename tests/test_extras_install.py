@@ -141,3 +141,35 @@ def test_report_without_its_extra_fails_with_the_pip_command(core_python: Path, 
     proc = run(core_python.parent / "curator-slurm", "report", str(tmp_path / "run"), "-o", str(tmp_path / "r.html"))
     assert proc.returncode == 2 and "pip install 'curator-slurm[report]'" in proc.stderr, proc.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_class_declares_what_it_needs_once_and_is_refused_as_it_is_built() -> None:
+    """``requires`` on a stage or executor class is checked when one is built (before any work), with the pip
+    command of the extra that ``pyproject.toml`` (the installed metadata) says brings the module."""
+    from curator_slurm.backends.run import BaseExecutor
+    from curator_slurm.extras import MissingExtraError, extra_of
+    from curator_slurm.stages.base import ProcessingStage
+
+    class NeedsNothingThere(ProcessingStage):
+        requires = ("no_such_module_for_curator",)
+
+    class NeedsTldextract(ProcessingStage):
+        requires = ("tldextract",)
+
+    class RemoteExecutor(BaseExecutor):
+        requires = ("no_such_module_for_curator",)
+
+    with pytest.raises(MissingExtraError, match=r"NeedsNothingThere needs .*'no_such_module_for_curator'.*\[all\]"):
+        NeedsNothingThere()
+    with pytest.raises(MissingExtraError, match="RemoteExecutor needs"):
+        RemoteExecutor()
+    assert isinstance(NeedsTldextract(), NeedsTldextract)  # installed in the dev extra
+    # Each module's extra, as pyproject.toml declares it: the smallest extra that brings it.
+    assert [extra_of(m) for m in ("ray", "pycld2", "fasttext", "lxml_html_clean", "plotly.offline", "spacy")] == [
+        "ray",
+        "lang",
+        "fasttext",
+        "web",
+        "report",
+        "fineweb",
+    ]

@@ -1,36 +1,48 @@
-"""Optional features and the extras that install them.
-
-The core install is pyarrow, xxhash, numpy and loguru. Everything else is an extra of the package
-(``pip install 'curator-slurm[web]'``): a stage or executor that needs one calls :func:`require` when it is
-*built*, so a missing package fails before any work (not in the 900th array task), and imports the module
-itself only when it first runs, so a process that never runs it never pays for the import.
-"""
+"""Optional features and the extras that install them: a class's ``requires``, checked as it is built, and
+:func:`load` on first use (design: docs/design.md, "Optional extras")."""
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.metadata
 import importlib.util
+import re
 from types import ModuleType
 
 from .errors import CuratorError
 
-#: Which extra brings which importable module (the README's table of extras says the same).
-EXTRA_OF: dict[str, str] = {
-    "ray": "ray",
-    "pycld2": "lang",
-    "fasttext": "fasttext",
-    "ftfy": "unicode",
-    "fastwarc": "web",
-    "trafilatura": "web",
-    "resiliparse": "web",
-    "justext": "web",
-    "lxml_html_clean": "web",
-    "tokenizers": "tokenize",
-    "spacy": "fineweb",
-    "tldextract": "fineweb",
-    "fsspec": "fsspec",
-    "plotly": "report",
-}
+#: Import names whose distribution is named otherwise (beyond ``_`` for ``-``).
+_DISTRIBUTION_OF = {"fasttext": "fasttext-numpy2-wheel"}
+#: Extras that only gather others: never the one a message names.
+_GATHERING = frozenset({"all", "dev"})
+
+
+@functools.lru_cache(maxsize=1)
+def _extras_of_distributions() -> dict[str, str]:
+    """Each optional distribution and the smallest extra that brings it, as the installed package's metadata
+    (``pyproject.toml``) declares them: the one table, not a copy of it."""
+    found: dict[str, list[str]] = {}
+    try:
+        requirements = importlib.metadata.requires("curator-slurm") or []
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        requirements = []
+    for line in requirements:
+        match = re.match(r"\s*([A-Za-z0-9_.-]+).*;\s*extra\s*==\s*[\"']([^\"']+)[\"']", line)
+        if match and match.group(2) not in _GATHERING:
+            found.setdefault(_normal(match.group(1)), []).append(match.group(2))
+    counts = {extra: sum(extra in extras for extras in found.values()) for extras in found.values() for extra in extras}
+    return {dist: min(extras, key=lambda e: (counts[e], e)) for dist, extras in found.items()}
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def extra_of(module: str) -> str:
+    """The extra of this package that installs ``module`` (its top-level package): ``"all"`` if none names it."""
+    top = module.split(".")[0]
+    return _extras_of_distributions().get(_normal(_DISTRIBUTION_OF.get(top, top)), "all")
 
 
 class MissingExtraError(CuratorError, ImportError):
@@ -38,7 +50,7 @@ class MissingExtraError(CuratorError, ImportError):
 
 
 def _message(module: str, feature: str, extra: str | None) -> str:
-    extra = extra or EXTRA_OF.get(module.split(".")[0], "all")
+    extra = extra or extra_of(module)
     return (
         f"{feature} needs the Python package {module.split('.')[0]!r}, which is not installed: "
         f"pip install 'curator-slurm[{extra}]'"
@@ -65,6 +77,12 @@ def load(module: str, feature: str, extra: str | None = None) -> ModuleType:
             raise MissingExtraError(_message(module, feature, extra)) from e
         raise MissingExtraError(
             f"{feature}: importing {module!r} failed because {e.name!r} is missing ({e}); "
-            f"pip install 'curator-slurm[{extra or EXTRA_OF.get(module.split('.')[0], 'all')}]' installs "
+            f"pip install 'curator-slurm[{extra or extra_of(module)}]' installs "
             "what the extra needs"
         ) from e
+
+
+def require_all(modules: tuple[str, ...], owner: str) -> None:
+    """:func:`require` each of ``modules`` for ``owner`` (a class's declared ``requires``)."""
+    for module in modules:
+        require(module, owner)

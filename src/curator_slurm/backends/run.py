@@ -6,9 +6,10 @@ source tasks it is handed (:meth:`BaseExecutor.process_sources`, the one thing e
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from curator_slurm.backends.adapter import BaseStageAdapter, list_sources, manifest_sources
+from curator_slurm.extras import require_all
 from curator_slurm.logs import bound
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.progress import RunProgress
@@ -34,6 +35,13 @@ class BaseExecutor:
     #: While :meth:`execute` drives a run with a run directory: the shard's live progress, whose ``target``
     #: the workers an executor starts publish to (``runs.progress``); None otherwise.
     progress: RunProgress | None = None
+    #: The optional modules this executor needs (``("ray",)``): checked as it is built, with the pip command.
+    requires: ClassVar[tuple[str, ...]] = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls.requires:
+            require_all(cls.requires, cls.__name__)
+        return super().__new__(cls)
 
     @classmethod
     def for_workers(cls, workers: int | None) -> BaseExecutor:

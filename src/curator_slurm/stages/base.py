@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
+from ..extras import require_all
 from ..tasks import Task
 from .params import STAGE_CLASSES, stage_params
 
@@ -53,6 +54,9 @@ class ProcessingStage(Generic[In, Out]):
     #: Attributes that do not change what the stage produces (caches, resources loaded on first use): left
     #: out of the run fingerprint. A subclass lists its own; those of its bases count too.
     fingerprint_exclude: ClassVar[frozenset[str]] = frozenset()
+    #: The optional modules this stage needs (``("trafilatura",)``): checked as the stage is built, so a
+    #: missing extra fails before any work with the pip command that installs it.
+    requires: ClassVar[tuple[str, ...]] = ()
 
     # Set by Pipeline.build.
     is_source_stage: bool = False
@@ -62,6 +66,11 @@ class ProcessingStage(Generic[In, Out]):
         super().__init_subclass__(**kwargs)
         if not cls.__dict__.get("name"):
             cls.name = snake_case(cls.__name__)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls.requires:
+            require_all(cls.requires, cls.__name__)
+        return super().__new__(cls)
 
     # --- declarations -------------------------------------------------------------------------------
     def inputs(self) -> tuple[list[str], list[str]]:
