@@ -60,6 +60,52 @@ class StagePerf:
 # Tasks have __slots__ (every subclass too, or it gets a __dict__ again): a driver may hold a million
 # source tasks, and the shard filter reads task_id from each; without a per-object dict that is one
 # memory access, not three (about 10 % of the filter's time per task, bench row 5).
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a task's documents came from, as readers, the chain of phases, positions and dedup share it.
+
+    Args:
+        files: the input files (absolute paths or URIs) the task's documents were read from, in order.
+        file_rows: how many documents each of ``files`` gave (None when unknown).
+        file_indices: each file's place in the sorted listing of every input (None: its place in ``files``).
+        root: the directory the reader was pointed at; ids and positions use paths relative to it.
+        upstream_index: for a phase reading an earlier phase's outputs, the upstream task's place among them.
+    """
+
+    files: tuple[str, ...] = ()
+    file_rows: tuple[int, ...] | None = None
+    file_indices: tuple[int, ...] | None = None
+    root: str | None = None
+    upstream_index: int | None = None
+
+    @classmethod
+    def of(cls, metadata: dict[str, Any]) -> Origin:
+        """The origin a task's metadata holds (its keys ``files``, ``file_rows``, ``file_indices``, ``root``,
+        ``upstream_index``: the form that travels with a task between processes and into the ledger)."""
+        rows, indices = metadata.get("file_rows"), metadata.get("file_indices")
+        upstream = metadata.get("upstream_index")
+        return cls(
+            files=tuple(metadata.get("files") or ()),
+            file_rows=None if rows is None else tuple(int(r) for r in rows),
+            file_indices=None if indices is None else tuple(int(i) for i in indices),
+            root=metadata.get("root"),
+            upstream_index=None if upstream is None else int(upstream),
+        )
+
+    def as_metadata(self) -> dict[str, Any]:
+        """The metadata keys of this origin (those that are set), for ``task.derive(data, **origin.as_metadata())``."""
+        meta: dict[str, Any] = {"files": list(self.files)}
+        if self.file_rows is not None:
+            meta["file_rows"] = list(self.file_rows)
+        if self.file_indices is not None:
+            meta["file_indices"] = list(self.file_indices)
+        if self.root is not None:
+            meta["root"] = self.root
+        if self.upstream_index is not None:
+            meta["upstream_index"] = self.upstream_index
+        return meta
+
+
 @dataclass(slots=True)
 class Task(Generic[T]):
     """Base of all tasks.
@@ -86,6 +132,15 @@ class Task(Generic[T]):
     def num_items(self) -> int:
         """Rows for batches, files for file groups, 1 otherwise."""
         return 1
+
+    @property
+    def origin(self) -> Origin:
+        """Where this task's documents came from (typed; see :class:`Origin`)."""
+        return Origin.of(self.metadata)
+
+    def where(self) -> str:
+        """The input files of this task for a message (its id when it has none)."""
+        return ", ".join(self.metadata.get("files") or ()) or self.task_id
 
     @property
     def weight(self) -> int:

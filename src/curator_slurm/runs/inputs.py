@@ -34,6 +34,7 @@ import pyarrow.json as pj
 from curator_slurm.errors import RunDirError
 from curator_slurm.runs.layout import is_workflow_root
 from curator_slurm.runs.ledger import complete_lines, ledger_files
+from curator_slurm.tasks import Origin
 
 #: (size, mtime_ns) of each file, by absolute path.
 Stats = dict[str, tuple[int, int]]
@@ -73,11 +74,11 @@ class InputsChangedError(RunDirError):
 def position_base(task: Any) -> str | None:
     """Where a source task's documents sit among all inputs (its files' places in the sorted listing, or its
     place among an earlier phase's tasks), as its done record keeps it; None when its documents have none."""
-    meta = task.metadata or {}
-    indices, upstream = meta.get("file_indices"), meta.get("upstream_index")
+    origin = Origin.of(task.metadata or {})
+    indices, upstream = origin.file_indices, origin.upstream_index
     if indices is None and upstream is None:
         return None
-    return json.dumps([indices, upstream], separators=(",", ":"))
+    return json.dumps([None if indices is None else list(indices), upstream], separators=(",", ":"))
 
 
 def task_files(tasks: Iterable[Any]) -> list[str]:

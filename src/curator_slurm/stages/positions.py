@@ -57,11 +57,10 @@ class Positions:
 def document_positions(batch: DocumentBatch) -> Positions:
     """The position of every row of ``batch``, which must come straight from a reader (or through stages
     that kept every row): a stage that dropped rows before this makes the positions unknowable."""
-    meta = batch.metadata
-    files: list[str] | None = meta.get("files")
-    file_rows: list[int] | None = meta.get("file_rows")
+    meta, origin = batch.metadata, batch.origin
+    files, file_rows = list(origin.files), origin.file_rows
     where = f"task {batch.task_id}" + (f" ({', '.join(files)})" if files else "")
-    if files is None or file_rows is None:
+    if meta.get("files") is None or file_rows is None:
         raise InputError(
             f"{where}: this batch does not say which files its rows came from, so document positions (ids, "
             "deduplication) cannot be computed; read it with JsonlReader or ParquetReader"
@@ -72,12 +71,12 @@ def document_positions(batch: DocumentBatch) -> Positions:
             "before this one dropped or added rows, so positions are lost. Put the stage that needs positions "
             "(AddId, deduplication) right after the reader, before any filter"
         )
-    relative = id_paths(files, meta.get("root"))
+    relative = id_paths(files, origin.root)
     first = [int(r) for r in meta.get("first_rows") or [0] * len(files)]
     byte_range = meta.get("byte_range")
     if byte_range is not None:
         first[0] += rows_before(files[0], int(byte_range[0]), meta.get("row_counter"))
-    indices = meta.get("file_indices") or list(range(len(files)))
+    indices = origin.file_indices or range(len(files))
     counts = np.asarray(file_rows, dtype=np.int64)
     starts = np.repeat(np.cumsum(counts) - counts, counts)
     rows = np.arange(int(counts.sum()), dtype=np.int64) - starts + np.repeat(np.asarray(first, np.int64), counts)
@@ -89,7 +88,7 @@ def document_positions(batch: DocumentBatch) -> Positions:
     return Positions(
         paths=cast(paths, pa.string()),
         rows=rows,
-        file_indices=np.repeat(np.asarray(indices, np.int64), counts),
+        file_indices=np.repeat(np.asarray(list(indices), np.int64), counts),
         names=tuple(relative),
         which=which,
     )
