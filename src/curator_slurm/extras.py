@@ -1,10 +1,5 @@
-"""Optional features and the extras that install them.
-
-The core install is pyarrow, xxhash, numpy and loguru. Everything else is an extra of the package
-(``pip install 'curator-slurm[web]'``): a stage or executor that needs one calls :func:`require` when it is
-*built*, so a missing package fails before any work (not in the 900th array task), and imports the module
-itself only when it first runs, so a process that never runs it never pays for the import.
-"""
+"""Optional features and the extras that install them: a stage or executor calls :func:`require` when it is built,
+and imports the module only when it first runs. Design: docs/design.md, "Settings"."""
 
 from __future__ import annotations
 
