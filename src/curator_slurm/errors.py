@@ -43,7 +43,12 @@ class RunDirError(CuratorError, RuntimeError):
 
 
 class PipelineFailedError(CuratorError, RuntimeError):
-    """Some source tasks failed after all retries; ``result`` holds what did succeed."""
+    """Some source tasks failed after all retries; ``result`` holds what did succeed.
+
+    Args:
+        message: what failed, and what to do.
+        result: the run's :class:`~curator_slurm.runs.results.PipelineResult`, or None.
+    """
 
     def __init__(self, message: str, result: object = None) -> None:
         super().__init__(message)

@@ -1,16 +1,6 @@
-"""Console logging with the shard and job in every line, delivered by loguru.
-
-The package's modules log through the standard library's ``logging``, under the ``curator_slurm``
-logger (so a test or a script can still attach a handler there). Once a pipeline runs, or the script
-calls :func:`configure_logging`, those records are handed to loguru, and loguru's sinks print them:
-ours (stderr, :data:`FORMAT`) and any the user added with ``logger.add``. A stage that logs with
-loguru's ``logger`` lands in the same sinks, and so does a stdlib record that no handler takes (a
-stage's own ``logging.getLogger(...).warning``, a library's warning), which stdlib would otherwise
-print bare. Every line carries the shard and job this process works for (``-`` before it knows).
-
-loguru is imported on a first run, not with the package: it costs 50-80 ms of CPU (asyncio, which it
-imports, is most of it), which ``import curator_slurm`` and the CLI's quick commands need not pay.
-"""
+"""Console logging with the shard and job in every line: the package logs through stdlib ``logging`` under
+``curator_slurm``, and a run hands those records (and stray stdlib ones) to loguru, imported only then.
+Design: docs/design.md, "Logging"."""
 
 from __future__ import annotations
 
@@ -232,7 +222,11 @@ class CollectWarnings(logging.Handler):
     """Hands the message of every warning or error to ``sink`` (Ray workers send them to the driver).
 
     Attach it to the stdlib loggers to watch; it also receives the warnings that code logs with loguru's
-    ``logger`` directly (a stage's own). Ray's own loggers are left out: their lines stay in Ray's log files."""
+    ``logger`` directly (a stage's own). Ray's own loggers are left out: their lines stay in Ray's log files.
+
+    Args:
+        sink: called with the message of each warning or error.
+    """
 
     def __init__(self, sink: Callable[[str], object]) -> None:
         from loguru import logger

@@ -1,28 +1,6 @@
-"""The one module that reads the environment: the ``CURATOR_*`` settings and the job variables every run needs.
-
-Everything the framework needs to know about where it runs (which shard am I, which job, how many
-CPUs, which run directory, how the run records progress) is resolved here, once, in the driver, into
-frozen values (:class:`curator_slurm.shard.ShardSpec`, :class:`~curator_slurm.shard.JobInfo`,
-:class:`RunOptions`) that are then passed explicitly, so Ray workers on other nodes need no inherited
-variables. Each function takes the mapping as an argument so tests pass a dict instead of patching
-``os.environ``. The job-array variables a Slurm task inherits (``SLURM_ARRAY_*``, ``SLURM_PROCID``, ...)
-are read here too, because a plain script run as an array task must find its shard without loading
-:mod:`curator_slurm.slurm`, the package that talks to Slurm (sbatch, squeue, scontrol).
-
-Shard resolution, first match wins:
-
-1. ``CURATOR_SHARDING=off``: no sharding.
-2. ``CURATOR_NUM_SHARDS=N``: N logical shards; the index is ``CURATOR_SHARD_INDEX`` if set, else
-   ``SLURM_ARRAY_TASK_ID + CURATOR_SHARD_OFFSET`` (offset default 0). For arrays larger than
-   ``MaxArraySize`` (split into several arrays) and irregular ``--array`` lists.
-3. Inside an array task: N = ``SLURM_ARRAY_TASK_COUNT``, index = the task's position in the array,
-   ``(SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP``.
-4. Otherwise: not sharded.
-
-On top of any of these, a process that is one of several tasks of an ``srun`` step
-(``SLURM_STEP_NUM_TASKS`` > 1) takes sub-shard ``SLURM_PROCID`` of its shard, so ``srun -n 4`` never
-does the work four times.
-"""
+"""The one module that reads the environment: the ``CURATOR_*`` settings and the job variables every run needs,
+resolved once into frozen values. Design: docs/design.md, "Settings"; rules: docs/reference.md, "How a process
+finds its shard"."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Which slice of the work this process owns, and which job it belongs to: values every run needs.
-
-These are plain frozen values, passed explicitly from the driver to adapters, executors, the ledger and
-Ray workers on other nodes, so nothing below the driver looks at the environment. ``from_env`` resolves
-them from a mapping through :mod:`curator_slurm.settings`, the one module that reads the environment
-(see its docstring for the resolution rules); tests pass a dict instead of patching the process environment.
-"""
+"""Which slice of the work this process owns, and which job it belongs to: frozen values, passed explicitly from the
+driver, resolved from a mapping by :mod:`curator_slurm.settings`."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The stage adapter: every executor runs every stage through :class:`BaseStageAdapter`, which drops
-sentinels, times the call, keeps lineage, retries failures one task at a time and, for the source stage
-only, keeps this shard's source tasks (:meth:`BaseStageAdapter._shard_filter`, the shard hook: the one
-place in the framework where sharding is applied).
-
-The chain helpers below push tasks through a list of adapters, as a LocalExecutor worker and a Ray actor
-both do."""
+"""The stage adapter every executor runs every stage through (:class:`BaseStageAdapter`: sentinels, timing, lineage,
+retries one task at a time, and the shard hook of the source stage), and the helpers that push tasks through a
+list of adapters. Design: docs/design.md, "The one idea"."""
 
 from __future__ import annotations
 
@@ -32,7 +28,14 @@ logger = logging.getLogger(__name__)
 
 class BaseStageAdapter:
     """Runs one stage on lists of tasks: drops sentinels, times the call, keeps lineage, retries
-    failures one task at a time, and, for the source stage, keeps only this shard's tasks."""
+    failures one task at a time, and, for the source stage, keeps only this shard's tasks.
+
+    Args:
+        stage: the stage to run.
+        shard: the shard whose source tasks the source stage keeps (default: not sharded).
+        retry_backoff: seconds before the first retry of a failed task, doubled with every failure.
+        sleep: how to wait out a back-off (tests pass a fake).
+    """
 
     def __init__(
         self,

@@ -1,9 +1,5 @@
-"""How LocalExecutor's worker processes start: forked when that is safe, else spawned.
-
-A forked worker starts in milliseconds with everything the driver imported; a spawned one re-imports the
-script and pyarrow (about a quarter of a CPU second). Forking is safe only while the driver has no other
-thread that could hold a lock across the fork, so the choice counts the kernel's threads.
-"""
+"""How LocalExecutor's worker processes start: forked when that is safe (no other thread in the driver that could
+hold a lock across the fork), else spawned. Design: docs/design.md, "Executors"."""
 
 from __future__ import annotations
 

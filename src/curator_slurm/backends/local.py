@@ -1,19 +1,5 @@
-"""LocalExecutor: the embedded default. One process, or a pool of worker processes on this node.
-
-Each source task flows through every stage before the next one starts in the same worker, so
-memory is bounded by the size of one source task, not by the corpus. With ``workers > 1`` the
-source tasks are spread over a pool of worker processes (each stage set up once per process),
-with at most ``2 * workers`` chunks of source tasks in flight (a chunk is one task, or as many small
-ones as take about ``CHUNK_SECONDS``, so the driver pays its per-message cost once per chunk).
-Workers are forked when that is safe (Linux, and the driver has no other thread that could hold a
-lock across the fork): they start in milliseconds with everything the driver imported. Otherwise
-they are spawned, a fresh interpreter each that re-imports the script and pyarrow (about a quarter
-of a CPU second per worker).
-
-A worker that dies (killed, out of memory) does not lose work: its in-flight source tasks are re-run
-one at a time on a fresh pool, so the task that kills its worker is identified and recorded failed
-after ``max_crashes`` deaths.
-"""
+"""LocalExecutor, the embedded default: one process, or a pool of worker processes on this node, each source task
+through every stage before the next. Design: docs/design.md, "Executors"."""
 
 from __future__ import annotations
 
@@ -129,9 +115,17 @@ START_METHODS = ("fork", "spawn", "forkserver")
 
 
 class LocalExecutor(BaseExecutor):
-    """Run on this node. ``workers`` defaults to the CPUs this process may use
-    (``SLURM_CPUS_PER_TASK`` inside Slurm, else the affinity mask). ``start_method`` is how worker
-    processes start: ``None`` forks them when that is safe and spawns them otherwise."""
+    """Run on this node, in this process or in a pool of worker processes.
+
+    Args:
+        workers: worker processes, at least 1 (default: the CPUs this process may use, ``SLURM_CPUS_PER_TASK``
+            inside Slurm, else the affinity mask); 1 runs every stage in this process.
+        retry_backoff: seconds before the first retry of a failed task, doubled with every failure.
+        max_crashes: a source task that killed its worker this many times (running alone) is recorded failed.
+        progress_interval: seconds between progress lines in the log.
+        start_method: how workers start, ``"fork"``, ``"spawn"`` or ``"forkserver"``; ``None`` forks them when
+            that is safe and spawns them otherwise.
+    """
 
     def __init__(
         self,

@@ -1,8 +1,5 @@
-"""The ``curator-slurm`` command: submit, status, failures, retry, plan, local, shard.
-
-Every command exits non-zero with a one-line reason on bad input; ``--json`` prints data as JSON.
-A pipeline script's own arguments go after ``--``.
-"""
+"""The ``curator-slurm`` command: submit, status, report, failures, retry, plan, local, shard. Every command exits
+non-zero with a one-line reason on bad input; ``--json`` prints data as JSON; a script's arguments go after ``--``."""
 
 from __future__ import annotations
 

@@ -1,30 +1,6 @@
-"""One filesystem layer for every input, output, manifest, shuffle bucket and run-directory path.
-
-A path is a plain local path, a ``file://`` URI, or a URI of a filesystem ``pyarrow.fs`` knows (``s3://``;
-other fsspec schemes through fsspec when it is installed). Local paths are served by the ``os`` module and
-behave exactly as before (canonical absolute paths, so ids and output names do not change); URIs by
-``pyarrow.fs``. Nothing here imports from the rest of the package but its errors and settings.
-
-- :mod:`.paths`: canonical form (:func:`absolute`), :func:`join`, :func:`relative`, :func:`resolve` to a
-  ``(pyarrow.fs.FileSystem, path)`` pair, :func:`printable` (a name that is not UTF-8 as valid text).
-- :mod:`.files`: :func:`info`/:func:`size`, :func:`open_input` (seekable; ranged reads on object stores),
-  :func:`read_range`, :func:`open_decompressed` (by the name's ending, :data:`COMPRESSIONS`), :func:`makedirs`,
-  :func:`remove`, :func:`native_source` (a local file as pyarrow's readers take it).
-- :mod:`.listing`: :func:`list_tree` (sorted, symlinks followed, cycles and repeats reported, skipped names kept).
-- :mod:`.publish`: :func:`atomic_write` (temporary name and rename; a whole-object write on object stores),
-  :func:`remove_dead_temporaries` (what killed writers on this host left).
-- :mod:`.s3`: how S3 filesystems are configured (:func:`configure_s3`, :func:`s3_options`; the AWS variables
-  and files as boto3 reads them), :func:`start_jitter` for array tasks.
-- :mod:`.retry` and :mod:`.remote`: every object-store request retried on transient errors with exponential
-  backoff and full jitter, permanent ones failing at once naming the URI and the fix; :func:`s3_stats`
-  counts them per process.
-
-**Credentials never appear in a path.** A URI that holds them (``s3://KEY:SECRET@bucket/...``, which pyarrow
-would accept) is refused by :func:`absolute` with an :class:`~curator_slurm.errors.OptionError` that shows
-``***`` in their place and says to use ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` or ``AWS_PROFILE``; no
-option of :func:`configure_s3` takes a secret either. So no canonical path, message, log line, manifest or
-ledger record the layer produces can hold one.
-"""
+"""One filesystem layer for every input, output, manifest, shuffle bucket and run-directory path: local paths
+through ``os``, URIs (``s3://``, ...) through ``pyarrow.fs``. Submodules: paths, files, listing, publish, s3,
+retry, remote. Design: docs/design.md, "Files and object storage"; reference: docs/reference.md."""
 
 from .files import (
     COMPRESSIONS,

@@ -1,12 +1,5 @@
-"""Reading files through the layer: sizes, kinds, whole or ranged reads, decompression by name, directories.
-
-Local files go through the ``os`` module and ``open`` (as before: seekable, fsync-able, symlinks and FIFOs
-visible); URIs through ``pyarrow.fs`` (an S3 object opened for reading is read with ranged GETs, never
-downloaded whole), every request retried on transient errors and counted (:mod:`.retry`). Errors the user
-can act on (a missing file, a dangling link, a FIFO, no permission, a missing bucket, denied access) become
-:class:`~curator_slurm.errors.InputError` or :class:`~curator_slurm.errors.OutputError` naming the path and
-the fix; retrying cannot help them, so no executor retries them.
-"""
+"""Reading files through the layer: sizes, kinds, whole or ranged reads, decompression by name, directories; errors
+the user can act on become an InputError or OutputError naming the path and the fix."""
 
 from __future__ import annotations
 

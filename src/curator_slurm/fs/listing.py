@@ -1,14 +1,5 @@
-"""Listing the input files under a path: sorted, deterministic, and nothing left out without a word.
-
-A name is taken when it matches one of the reader's patterns (an ending such as ``.jsonl``, compared in any
-case, optionally followed by a compression ending the readers decode, or a glob such as ``part-*``); every
-other file is *skipped* and the caller logs them in one line. Hidden names (a leading dot: writers'
-unfinished temporary files, ``.git``) are never taken from a directory. Symbolic links to directories are
-followed; a directory reached a second time (a cycle, or two links to one place) is listed once and the
-second path reported; so is a file reached twice. A dangling link or a FIFO that matches is an error
-naming it. Object stores are listed through ``pyarrow.fs`` (one paginated listing per root, retried whole
-on transient errors).
-"""
+"""Listing the input files under a path: sorted, deterministic, and nothing left out without a word (skipped names
+are returned for the log; cycles and repeats are reported; a dangling link or a FIFO that matches is an error)."""
 
 from __future__ import annotations
 

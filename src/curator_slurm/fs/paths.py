@@ -1,13 +1,5 @@
-"""Paths and URIs: what a user writes (``data/in``, ``/abs/in``, ``file:///abs/in``, ``s3://bucket/in``) turned
-into one canonical string, and into the ``pyarrow.fs`` filesystem that serves it.
-
-Local paths are the common case and stay exactly what they were before this layer existed: absolute paths,
-made by :func:`os.path.abspath`, served by the ``os`` module. Source task ids and output names hash paths
-relative to the reader's root, so the canonical form of a local path must never change. A URI keeps its
-scheme (``s3://b/k`` never becomes ``<cwd>/s3:/b/k``) and is served by ``pyarrow.fs``, imported only then:
-``pyarrow.fs`` loads the S3, GCS, Azure and HDFS bindings and ``ssl`` (about 25 ms in every array task).
-S3 filesystems are built here with the options :mod:`.s3` resolves; a URI with credentials in it is refused.
-"""
+"""Paths and URIs: what a user writes (``data/in``, ``file:///abs/in``, ``s3://bucket/in``) turned into one
+canonical string, and into the ``pyarrow.fs`` filesystem that serves it; a URI with credentials is refused."""
 
 from __future__ import annotations
 

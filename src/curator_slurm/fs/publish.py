@@ -1,19 +1,6 @@
-"""Publishing a finished file atomically, and removing what a killed writer left half-written.
-
-Locally (and on a shared POSIX filesystem) a file is written under a hidden temporary name in its final
-directory, fsynced, then renamed into place: a final name only ever holds a whole file. The temporary
-name says who wrote it: ``.<final name>.tmp-<pid>-<8 hex>-<start>-<boot>@<host>``, where ``start`` is the
-writer's start time (clock ticks since boot, from ``/proc/<pid>/stat``) and ``boot`` the first 8 hex digits
-of the kernel's boot id. On its own host, a writer is gone when the machine booted since (another boot id),
-or no process has that pid, or the process with that pid started at another time (the pid was reused), so a
-resume on that host can remove the file with certainty; files of other hosts are left alone (their writer
-may be alive there) and reported.
-
-Object stores have no rename: there a finished file is written whole, as one object (the bytes are spooled
-to a local temporary file first, then uploaded in one stream that completes at its end: one PutObject for a
-small object, a multipart upload for a large one), so a killed writer leaves no object under a final name. A
-failed upload is retried whole (:mod:`.retry`).
-"""
+"""Publishing a finished file atomically (a temporary name and a rename; one whole-object write on an object store),
+and removing what a killed writer on this host left half-written. Design: docs/design.md, "Files and object
+storage"; the temporary name: docs/reference.md."""
 
 from __future__ import annotations
 
@@ -76,7 +63,8 @@ def writer_token() -> str:
 
 
 def temp_name(final_name: str) -> str:
-    """The hidden temporary name under which this process writes ``final_name`` (see the module docstring)."""
+    """The hidden temporary name under which this process writes ``final_name``:
+    ``.<final name>.tmp-<pid>-<8 hex>-<start>-<boot>@<host>`` (docs/reference.md, "Atomic publish")."""
     return f".{final_name}{TMP_MARK}{os.getpid()}-{os.urandom(4).hex()}-{writer_token()}"
 
 
@@ -87,7 +75,8 @@ def atomic_write(final_path: str, write: Callable[[BinaryIO], Any], sync: bool =
     Locally: a hidden temporary file in the same directory, fsynced (unless ``sync`` is False: the caller
     makes it durable later, e.g. a run ledger for a window of tasks), renamed to ``final_path``; on any
     error it is removed. A full disk, a read-only directory or no permission is an error naming the place.
-    On an object store: one whole-object write (see the module docstring)."""
+    On an object store: the bytes are spooled to a local temporary file, then uploaded as one object whose
+    upload completes only at its end, so no object appears half written under ``final_path``."""
     if not is_local(final_path):
         return _write_object(final_path, write)
     directory, name = os.path.split(final_path)

@@ -1,13 +1,5 @@
-"""A file of an object store opened for reading: seekable, every read a retried ranged request.
-
-:class:`RemoteFile` is what :func:`curator_slurm.fs.open_input` returns for a URI. pyarrow's readers
-(``pq.ParquetFile``, ``pq.read_table``, ``pyarrow.json.read_json``, ``pa.CompressedInputStream``) take it as
-a Python file and read it through ``read_buffer``, without a copy; Python readers use ``read``, ``readline``
-and ``readinto``. A read that fails with a transient error is tried again (:func:`.retry.call`): the object
-is opened again (a HEAD) and the same range asked for; an object whose size changed meanwhile, or that is
-gone, is an :class:`~curator_slurm.errors.InputError`. With ``readahead`` (sequential streams), small reads
-are served from one ranged request of that many bytes.
-"""
+"""A file of an object store opened for reading (:class:`RemoteFile`, what :func:`curator_slurm.fs.open_input`
+returns for a URI): seekable, every read a retried ranged request."""
 
 from __future__ import annotations
 
@@ -39,8 +31,19 @@ def missing_error(uri: str, filesystem: Any, writing: bool = False) -> Exception
 
 
 class RemoteFile:
-    """A read-only, seekable file of the object ``uri`` (``inner`` inside ``filesystem``); see the module
-    docstring. Not for concurrent use by several threads (pyarrow serialises its own calls)."""
+    """A read-only, seekable file of an object. pyarrow's readers take it as a Python file and read it through
+    ``read_buffer``, without a copy; Python readers use ``read``, ``readline`` and ``readinto``. A read that fails
+    with a transient error opens the object again and asks for the same range; an object whose size changed
+    meanwhile, or that is gone, is an :class:`~curator_slurm.errors.InputError`. Not for concurrent use by several
+    threads (pyarrow serialises its own calls).
+
+    Args:
+        uri: the object's URI, its name in messages.
+        filesystem: the ``pyarrow.fs`` filesystem that serves it.
+        inner: the object's path inside ``filesystem``.
+        readahead: with more than 0 (sequential streams), small reads are served from one ranged request of
+            this many bytes.
+    """
 
     mode = "rb"
 

@@ -1,19 +1,5 @@
-"""Every request the layer makes to an object store, retried when the error is transient, and counted.
-
-:func:`call` runs one operation (a HEAD, a listing, an open, a ranged read, an upload, a delete) up to
-``max_attempts`` times. Transient errors are retried after a wait with exponential backoff and full jitter
-(:func:`.s3.backoff`): ``503 SlowDown`` and other throttling, ``500``-class answers, reset or dropped
-connections, timeouts, and short reads. Permanent errors fail at once, as
-:class:`~curator_slurm.errors.InputError` (reading) or :class:`~curator_slurm.errors.OutputError`
-(writing) naming the URI and the fix: access denied or bad credentials, a bucket that does not exist, a key
-that does not exist. Anything else (pyarrow's own errors, a local disk) passes through untouched.
-
-pyarrow reports S3 failures as ``OSError`` with the AWS error code in its text (``AWS Error SLOW_DOWN during
-GetObject operation``, ``HTTP status 503``, ``curlCode: 56``); that text is what is classified.
-
-Counts are per process (a forked worker starts from zero): :func:`s3_stats` says how many attempts each kind
-of operation made, how many were retries and why, and how many operations gave up.
-"""
+"""Every request the layer makes to an object store, retried when the error is transient (exponential backoff, full
+jitter), failing at once naming the URI and the fix when it is permanent, and counted per process."""
 
 from __future__ import annotations
 

@@ -1,27 +1,5 @@
-"""S3 filesystems built on purpose: where each option comes from, and the random start delay of array tasks.
-
-One ``pyarrow.fs.S3FileSystem`` serves each bucket (built and cached by :mod:`.paths`). Its options, first
-match wins:
-
-1. :func:`configure_s3` with ``bucket=``: options for that bucket only;
-2. :func:`configure_s3` without a bucket: options for every bucket of this process;
-3. the environment (:func:`curator_slurm.settings.s3_settings`): ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``,
-   ``AWS_REGION``/``AWS_DEFAULT_REGION``, ``CURATOR_S3_ANONYMOUS``, ``CURATOR_S3_MAX_ATTEMPTS``/``AWS_MAX_ATTEMPTS``,
-   ``CURATOR_S3_RETRY_BASE``/``_CAP``;
-4. the AWS SDK's own defaults and files (``~/.aws/config``; without an endpoint or a region, the bucket's
-   region is looked up once, as ``pyarrow.fs.FileSystem.from_uri`` does).
-
-Credentials are never options here: the SDK's chain finds them (``AWS_ACCESS_KEY_ID``,
-``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``; else the profile ``AWS_PROFILE`` of ``~/.aws/credentials``
-and ``~/.aws/config``; else an instance role), so no object of curator-slurm holds a secret. ``anonymous``
-skips them (public buckets).
-
-Options set by :func:`configure_s3` belong to this process: worker processes started by ``spawn`` and array
-tasks do not inherit them; the environment variables reach every process of a run.
-
-Retries are ours (:mod:`.retry`): pyarrow's own strategy is given one attempt, so every retry is counted.
-Uploads open lazily (``allow_delayed_open``): an object smaller than one part is one PutObject at its end.
-"""
+"""S3 filesystems built on purpose: where each option comes from (first match wins: :func:`configure_s3` for the
+bucket, for every bucket, the environment, the SDK's defaults), and the random start delay of array tasks."""
 
 from __future__ import annotations
 
@@ -37,13 +15,20 @@ from ..errors import OptionError, SettingError
 
 @dataclass(frozen=True)
 class S3Options:
-    """Options of the S3 filesystem of one bucket; ``None`` leaves a field to the next source (module docstring).
+    """Options of the S3 filesystem of one bucket; ``None`` leaves a field to the next source (in the order the
+    module docstring gives).
 
-    ``endpoint_url``: ``http(s)://host:port`` of an S3-compatible server (MinIO, Ceph, moto), None for AWS;
-    ``region``; ``anonymous``: no credentials (public buckets); ``max_attempts``: attempts per request, the
-    first included (1: no retry); ``retry_base``/``retry_cap``: the wait before retry ``k`` (from 0) is
-    uniform in ``[0, min(retry_cap, retry_base * 2**k))`` seconds (full jitter); ``connect_timeout``/
-    ``request_timeout``: seconds (None: the SDK's, about 1 and 3)."""
+    Args:
+        endpoint_url: ``http(s)://host:port`` of an S3-compatible server (MinIO, Ceph, moto), None for AWS.
+        region: the bucket's region.
+        anonymous: no credentials (public buckets).
+        max_attempts: attempts per request, the first included (1: no retry).
+        retry_base: with ``retry_cap``, the wait before retry ``k`` (from 0) is uniform in
+            ``[0, min(retry_cap, retry_base * 2**k))`` seconds (full jitter).
+        retry_cap: the longest wait before a retry.
+        connect_timeout: seconds (None: the SDK's, about 1).
+        request_timeout: seconds (None: the SDK's, about 3).
+    """
 
     endpoint_url: str | None = None
     region: str | None = None

@@ -1,4 +1,3 @@
-"""What a run leaves on disk, none of it Slurm-specific: the run directory and its ledger (which source
-task is done or failed), the manifest a submission plans once, how source tasks are split into shards,
-its funnel and summary, and the run options. It imports nothing of ``backends/``, ``slurm/``, ``workflow``,
-``workflows/dedup/`` or the CLI (``tests/test_layers.py``)."""
+"""What a run leaves on disk, none of it Slurm-specific: the run directory and its ledger, the manifest a submission
+plans once, the split of source tasks into shards, the funnel and summary, and the run options. Imports nothing
+of ``backends/``, ``slurm/``, the workflows or the CLI."""

@@ -1,10 +1,5 @@
-"""A run's funnel: how many documents each stage took in and let through, and how many characters each
-filtering stage removed, summed over done records.
-
-A value of the run directory (the ledger's done records carry each stage's counts and seconds), so it lives
-with the ledger; ``PipelineResult`` and ``curator-slurm status`` both report it. Characters are code points
-(Python's ``len`` of the text), as datatrove's document lengths count them.
-"""
+"""A run's funnel: how many documents each stage took in and let through, and how many characters (code points)
+each filtering stage removed, summed over done records."""
 
 from __future__ import annotations
 

@@ -1,25 +1,5 @@
-"""What each source task was computed from, so that an input that changes under a run is refused instead of
-mixed in (issue #24.1).
-
-Source task ids name the work (a file's path relative to the reader's root), not its content: a file
-appended after a workflow's hash phase keeps its id, and its write phase would read rows the hash phase
-never saw (duplicates kept, `status` at 100 %). So a source task's done record in the ledger carries the
-size and modification time of every file it read (``inputs``: paths, sizes, mtimes, taken as it started),
-and every later start compares the files again:
-
-- a process that lists its sources (a resume, a `local` shard, a task without a manifest) compares the
-  files of its source tasks that are recorded done (a file of a task not done yet may change: it is read
-  as it is now, e.g. a broken input fixed before the re-run);
-- a workflow phase also compares every file the phases before it read (all of their tasks are done),
-  unless it runs from a manifest (then `submit`/`retry` compared them, and the readers check each file
-  against its planned size as they open it);
-- `submit` and `retry` compare the plan's files with what the run (every phase of a workflow) recorded
-  before anything is queued.
-
-A change is refused naming the file and what changed (size, time, gone), with how to start afresh. Files
-that are not local paths (``s3://...``) are not compared. Files added or removed are the business of
-``sources.json`` (``CURATOR_ACCEPT_NEW_INPUTS``); a changed file under done work is never accepted.
-"""
+"""What each source task was computed from (size and mtime of every local file it read), and the checks that refuse
+an input changed under done work. Design: docs/design.md, "Inputs that change under a run"."""
 
 from __future__ import annotations
 

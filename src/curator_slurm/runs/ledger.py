@@ -1,34 +1,6 @@
-"""The ledger: one record per finished source task, in ``<run dir>/ledger/*.jsonl``.
-
-Every process writes only its own ledger file, one line per record, so a thousand array tasks on a
-shared filesystem never contend for a lock and a killed process leaves at worst a torn last line, which
-readers ignore. A million source tasks make a million lines in a few hundred files, not a million files.
-
-Group commit: records are appended a window at a time (``window`` records, or ``window_seconds`` of wall
-time or of the tasks' own run time, whichever comes first; the rest when the writer closes). Before a
-window's lines are written, every output they list is made durable (one ``syncfs`` per filesystem on
-Linux >= 5.8, else an fsync of each file and of its directory); then the lines are appended with one
-fsync. So an output is in place and durable before any record says ``done``, and the sink writer need not
-fsync each file itself (``curator_slurm.stages.io.writers.defer_output_sync``). A crash loses at most the
-window not yet committed: its source tasks are done again on resume, and rewrite the same files.
-
-Partitions: a ledger file's name says which shard wrote it, ``p.<layout>.<index>.<writer>.jsonl``, where
-the layout is the shard assignment (``h<count>`` hash, ``b<count>`` balanced, ``m<count>-<manifest>`` a
-submitted plan). A task of that layout reads only its own index's files (the records of the tasks it owns)
-plus every file of another layout (another shard count or strategy, e.g. a retry; of another hash layout
-only the partitions its own task ids hash into) and every file of the old flat naming
-(``<job>-<host>-<pid>-<random>.jsonl``), so a task of a 10,000-task array starts in milliseconds while a
-change of shard count stays correct (it reads more). ``load_status(path)`` (``status``) reads them all. A record of a
-source task that a process took over from another shard goes into that shard's partition (a file of the writer's
-own there), so the owner, restarted, finds it.
-Under the balanced strategy with ``CURATOR_ACCEPT_NEW_INPUTS`` the assignment can move a task to another
-index of the same layout; that task is then done again (same output files), as the acceptance warns.
-
-A record is ``{"source": id, "status": "done"|"failed", ...}``; ``done`` carries the outputs, rows
-in/out, seconds and attempts, ``failed`` the stage, error, traceback and attempts; both carry the
-shard and the Slurm job, array task and restart ids and the host. A source task is done if any record
-says so (a later failure of the same task cannot undo outputs that were renamed into place).
-"""
+"""The ledger: one record per finished source task in ``<run dir>/ledger/*.jsonl``, one file per writer, appended a
+window at a time after the window's outputs are durable, partitioned by shard. Design: docs/design.md, "The
+ledger"; format: docs/reference.md."""
 
 from __future__ import annotations
 
@@ -249,8 +221,17 @@ class LedgerWriter:
     ``write`` buffers a record and commits the window once it holds ``window`` records, or its first record
     is ``window_seconds`` old, or its tasks ran ``window_seconds`` in all; ``close`` commits the rest. A
     commit makes every output the window's records list durable, then appends their lines with one fsync per
-    file (see the module docstring). ``window=1`` commits every record at once. While the writer is open, the
-    sink writers of this process and of the workers it forks leave the fsync of each file to it.
+    file (docs/design.md, "The ledger"). ``window=1`` commits every record at once. While the writer is open,
+    the sink writers of this process and of the workers it forks leave the fsync of each file to it.
+
+    Args:
+        run_dir: the run directory; the file goes into its ``ledger/``, named after ``shard`` and this process.
+        shard: this process's shard and job, named in the file's name and in every record.
+        window: records per commit, at least 1.
+        window_seconds: a window's age (or its tasks' summed run time) that commits it.
+        sync: how outputs are made durable: ``"auto"`` (``syncfs`` where it reports errors), ``"syncfs"``,
+            ``"fsync"``.
+        clock: the clock that ages windows (monotonic seconds).
     """
 
     def __init__(

@@ -138,7 +138,11 @@ class FileSummary:
 class SummaryKeeper:
     """What a :class:`~curator_slurm.runs.ledger.LedgerWriter` keeps beside its ledger file: :meth:`add` each
     record as it is written, :meth:`commit` once the records are in the file (their keys appended, the summary
-    replaced). Best effort: a summary that cannot be written is missing, and a missing one is read around."""
+    replaced). Best effort: a summary that cannot be written is missing, and a missing one is read around.
+
+    Args:
+        ledger_path: the ledger file whose summary and keys this keeps.
+    """
 
     def __init__(self, ledger_path: str) -> None:
         self.ledger_path = ledger_path

@@ -1,11 +1,6 @@
 """Summaries of ledger files, kept by their writers (:mod:`.ledger_keeper`), so that `status` reads a few kilobytes
-per ledger file instead of every record.
-
-A summary is used only when it is exact: it covers the ledger file's complete lines (a torn last line is not a
-record), its keys and the bytes before its end check out (digests), and none of its keys is among another
-record's (a task done twice, in one file or two, or two ids with one key). Any other file, and every file that
-shares a key with it, is read record by record (:func:`~curator_slurm.runs.summary.summarise_done`).
-"""
+per ledger file instead of every record; one is used only when it is exact. Design: docs/design.md, "Status tells
+the truth, fast"."""
 
 from __future__ import annotations
 

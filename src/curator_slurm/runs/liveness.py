@@ -1,13 +1,5 @@
-"""Which processes are working in a run directory right now, as facts `status` can check (issue #24.7).
-
-A run's Slurm array tasks are known by their job ids (``submissions.jsonl``) and asked of squeue; a run
-started any other way (a plain ``python script.py``, `curator-slurm local`, a workflow between phases) has
-no job to ask about. So every process that works in a run directory leaves a marker there while it does,
-``live/<host>-<pid>``, holding its host, pid and the process's start time, and removes it as it ends. A
-process killed with SIGKILL cannot remove its marker; `status` then finds the pid gone (or reused by a
-process that started later) and knows the run is stopped, not "pending with an ETA". A marker of another
-host cannot be checked from here and counts as alive.
-"""
+"""Which processes are working in a run directory right now: one marker per process, ``live/<host>-<pid>``, that
+`status` can check, and its heartbeat. Design: docs/design.md, "Status tells the truth, fast"."""
 
 from __future__ import annotations
 

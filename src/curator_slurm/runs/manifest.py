@@ -1,29 +1,6 @@
-"""Plan once: the source tasks of a submission, listed by ``curator-slurm submit`` and kept in the run
-directory, so that array tasks load their share instead of listing (and stat-ing) the whole input.
-
-Why: every array task used to run the source stage, i.e. list the whole input tree and stat every file,
-then keep its shard; 5,000 tasks over a million files sent five billion stats to the metadata server.
-With a manifest the listing happens once, at submit, and a task reads one small file: its shard's.
-
-Layout (one directory per submission, ``<run dir>/manifest/<kind>-<n>/``; ``CURATOR_MANIFEST`` names it)::
-
-    manifest.json          shards, strategy, count, the sources record (count and digest of the ids, as
-                           in sources.json) and each shard's task count and bytes; written last, so a
-                           directory without it is not a manifest
-    shard-00000.parquet    the source tasks of shard 0: task_id, dataset_name, data (absolute paths),
-    shard-00001.parquet    sizes (each file's size when planned), metadata (JSON), weight
-    ...
-
-The assignment is made once, at submit, so every shard sees the same list by construction: ``balanced``
-(by bytes, the default with a manifest) is then as safe as ``hash``. A file's recorded size lets the reader
-notice an input that changed after the plan (see ``curator_slurm.stages.io.readers``); a file added after the
-plan is simply not in the manifest.
-
-Only source tasks that can be rebuilt exactly are kept in a manifest: :class:`FileGroupTask` with
-JSON-able metadata (what the file readers' partitioning makes), whose file names are text (an Arrow string
-cannot hold a name that is not UTF-8). Anything else makes ``plan_sources`` return None and the tasks list
-their input themselves, as before.
-"""
+"""Plan once: the source tasks of a submission, listed by ``curator-slurm submit`` and kept in
+``<run dir>/manifest/<kind>-<n>/``, so that array tasks load their shard's share instead of listing the input.
+Design: docs/design.md, "Plan once"; layout: docs/reference.md."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""How a run records progress and reacts to preemption: :class:`RunOptions`, a value, not Slurm-specific.
-
-It is defined with the other ``CURATOR_*`` settings in :mod:`curator_slurm.settings` (the one module that
-reads the environment) and re-exported here, where the run directory's code looks for it.
-"""
+"""How a run records progress and reacts to preemption: :class:`RunOptions`, defined with the other settings in
+:mod:`curator_slurm.settings` and re-exported here."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Live progress: what each process working in a run directory is doing now, one small JSON file per process in
-``<run dir>/progress/<host>-<pid>.json``, replaced atomically at most every ``interval`` seconds and removed as
-the process ends (a killed one's stays, and `status` finds its pid gone). `status` and `report` read them
-(:mod:`curator_slurm.runs.progress_read`)."""
+"""Live progress: one small JSON file per working process, ``<run dir>/progress/<host>-<pid>.json``, saying what it
+is doing now, replaced atomically at most every ``interval`` seconds and removed as the process ends (a killed
+one's stays). Read by :mod:`curator_slurm.runs.progress_read`."""
 
 from __future__ import annotations
 

@@ -201,7 +201,14 @@ def _damage_note(damaged: list[dict[str, Any]]) -> str:
 
 
 class ProgressLog:
-    """Logs progress at most every ``interval`` seconds, so long runs show they are alive."""
+    """Logs progress at most every ``interval`` seconds, so long runs show they are alive.
+
+    Args:
+        total: the number of source tasks the run has to do.
+        log: the logger the progress lines go to.
+        interval: least seconds between two lines.
+        clock: the clock that times them (monotonic seconds).
+    """
 
     def __init__(self, total: int, log: Any, interval: float = 30.0, clock: Callable[[], float] = time.monotonic):
         self.total, self.log, self.interval, self.clock = total, log, interval, clock

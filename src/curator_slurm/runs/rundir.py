@@ -1,18 +1,5 @@
-"""The run directory: which pipeline and inputs it belongs to, who works in it, and its ledger.
-
-Layout::
-
-    run.json              pipeline fingerprint (stage names and parameters), written once, atomically
-    sources.json          count and digest of the source task ids the first process saw
-    claims/               one file per shard being worked on (a second process of the same shard stops)
-    takeover/             claims of groups of source tasks, by owner or taker (:mod:`curator_slurm.runs.claims`)
-    refusals/             one file per Slurm task that the directory refused (why, for `failures`)
-    ledger/*.jsonl        the ledger (:mod:`curator_slurm.runs.ledger`)
-
-A process claims the directory with its pipeline's fingerprint (a different pipeline is refused, naming
-what differs), checks its source tasks against ``sources.json`` (inputs that changed are refused unless
-accepted), claims its shard, then reads the ledger for what is done and appends its own records.
-"""
+"""The run directory: which pipeline and inputs it belongs to, who works in it, and its ledger. Layout:
+docs/reference.md, "The run directory"."""
 
 from __future__ import annotations
 
@@ -133,7 +120,11 @@ def _write_once(path: str, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 class RunDir:
-    """A run directory: checks that it belongs to this pipeline and input set, and hands out the ledger."""
+    """A run directory: checks that it belongs to this pipeline and input set, and hands out the ledger.
+
+    Args:
+        path: a local (or shared POSIX) directory, created by :meth:`claim`; a URI is a RunDirError.
+    """
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = local_run_dir(path)

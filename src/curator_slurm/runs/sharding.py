@@ -1,14 +1,5 @@
-"""Which source tasks belong to which shard: pure functions, no environment.
-
-``hash`` (default): a task's shard is ``xxh64(task_id as UTF-8, seed=0) % count``. It needs nothing
-but the task's own id, so shards agree even if they list inputs at different times, and the hash is
-pinned by golden test vectors so it never changes between versions.
-
-``balanced``: every shard sorts the full list of (weight, id) the same way and assigns greedily to
-the lightest shard (longest-processing-time first, ties broken by shard index), so the heaviest shard
-is close to the mean even for skewed file sizes. It is only exactly-once if every shard sees the
-same list of source tasks, which is why it is opt-in.
-"""
+"""Which source tasks belong to which shard (``hash`` or ``balanced``): pure functions, no environment. Design:
+docs/design.md, "The one idea"."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Stop signals: the driver turns them into "start no new source task" with a grace period for the work in
-flight; workers leave them to the driver; handlers that a library replaces (``ray.init``) are put back.
-
-Handlers can be installed only in the main thread, so every helper here does nothing elsewhere (a driver
-run from a thread simply keeps the default behaviour).
-"""
+"""Stop signals: the driver turns them into "start no new source task" with a grace period for the work in flight;
+workers leave them to the driver; handlers that a library replaces (``ray.init``) are put back."""
 
 from __future__ import annotations
 
@@ -77,6 +73,10 @@ class StopSignal:
     stage's own code (``workers=1``), by a timer thread that sends the stop signal again to the main
     thread, whose handler then raises. SIGALRM is never used, so a stage may use it for its own time-outs.
     Handlers are installed only in the main thread and restored on exit.
+
+    Args:
+        grace: seconds the in-flight source tasks get after a stop signal.
+        log: the logger that says what the signal did.
     """
 
     SIGNALS = (*STOP_SIGNALS, signal.SIGINT)

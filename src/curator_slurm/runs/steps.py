@@ -1,19 +1,5 @@
-"""Scripts that run several pipelines (or workflows) and glue code between or after them (issue #24.5).
-
-A script may call ``Pipeline.run`` / ``Workflow.run`` several times and do other work ("glue": merge two
-outputs, write a report) with the results. Under `curator-slurm plan`, `local` and `submit` every such
-run call is one **step**, numbered in the order the script makes them:
-
-- in plan mode every step lists its work (one plan line each) and does none of it;
-- `local` and `submit` run each step as its own array (`submit`: each behind the one before,
-  ``afterok``), with ``CURATOR_PIPELINE=<step>`` in its tasks: there the other steps' run calls return
-  at once without doing anything, so each array task does its share of one step only;
-- glue must run once, after the steps, in the one process that sees all their results. Guard it with
-  :func:`is_driver`: it is False in plan mode and in every array task, True in a plain run of the script.
-  When a script asks (in plan mode), `local` and `submit` run the script once more after every step is
-  complete, as a plain process (a 1-task job on the cluster): its run calls find all their work done and
-  return at once, and the glue runs with their results.
-"""
+"""Scripts that run several pipelines (or workflows), each run call a numbered step, and glue code guarded by
+:func:`is_driver`. Design: docs/design.md, "Steps and glue"."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""What the done records of a run add up to, read file by file: the part of `status` that grows with
-the ledger (10 million records and more).
-
-Only the columns summed here are parsed, by pyarrow's JSON reader; a record's ``stages`` (for the funnel)
-only when the record counts. A ledger file is one writer's, so its records share one shard and one array
-task: each file adds to one shard's row. Each done source task counts once, with its last done record.
-"""
+"""What the done records of a run add up to, read file by file (each file adds to one shard's row): the part of
+`status` that grows with the ledger."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Whether what the ledger says was written is still there (issue #24.7): `status --verify` checks that the
-outputs of every done source task exist with the sizes recorded, and a re-run (or `retry`) does a source
-task again whose outputs are gone, instead of skipping it as done.
-
-A done record keeps ``written``: the absolute path and size of each output, taken as the task was
-recorded (after its files were published). Records written before it was kept cannot be checked.
-"""
+"""Whether what the ledger says was written (``written``: each output's path and size) is still there: for
+`status --verify`, and for a re-run that does again a source task whose outputs are gone."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The shard spec, the job identity and the environment's settings under their former home.
-
-They moved to the neutral core (:mod:`curator_slurm.shard`, :mod:`curator_slurm.settings`) so that
-runs, stages and backends need nothing from this package; this module re-exports them for scripts
-that import them from here. Code inside ``curator_slurm`` imports them from the core.
-"""
+"""The shard spec, the job identity and the environment's settings under their former home: re-exported from the
+neutral core (:mod:`curator_slurm.shard`, :mod:`curator_slurm.settings`) for scripts that import them from here."""
 
 from __future__ import annotations
 

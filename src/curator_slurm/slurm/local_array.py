@@ -159,7 +159,18 @@ def _local_manifest(table: Any, run_dir: str | None, shards: int, strategy: str 
 
 
 class LocalArray:
-    """Runs arrays of shard processes of one script, at most ``parallel`` at once (default: one per CPU)."""
+    """Runs arrays of shard processes of one script, at most ``parallel`` at once (default: one per CPU).
+
+    Args:
+        script: the pipeline script every shard process runs.
+        script_args: the script's own arguments.
+        logs: the directory of the shards' logs, ``<name>-<i>.log``.
+        parallel: shard processes running at once (None: one per CPU, at most the array's size).
+        strategy: ``CURATOR_SHARD_STRATEGY`` for every shard (None: the default).
+        out: where progress lines go.
+        err: where failures are reported.
+        steal: whether shards take over each other's unstarted work (False sets ``CURATOR_STEAL=0``).
+    """
 
     def __init__(
         self,

@@ -1,9 +1,6 @@
-"""The options of a submission, each declared once: a field of :class:`SubmitOptions` whose :class:`Option`
-metadata says how the user gives it (flag, help) and what it becomes in the sbatch script (a directive, an
-exported variable). The command line's parser, the mapping of parsed arguments back to fields, and
-:func:`~curator_slurm.slurm.submit.render_script` all derive from those fields, as submitit derives its valid
-parameters from one signature; a new option is one new field.
-"""
+"""The options of a submission, each declared once as a field of :class:`SubmitOptions` whose :class:`Option` says
+how the user gives it and what it becomes in the sbatch script; the parser and the script derive from those
+fields. Design: docs/design.md, "Slurm submission"."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""Submitting a workflow: one array (or several, under MaxArraySize) per phase, all at once, each phase's
-arrays depending on every array of the phase before (``--dependency=afterok``), so phase k+1 starts only
-when all of phase k's tasks completed. ``--kill-on-invalid-dep=yes`` cancels the later phases when a task of
-an earlier one fails, instead of leaving them pending forever; `curator-slurm retry` resubmits them.
-
-Each phase is an ordinary run: its own run directory (``<work dir>/.curator-run/<phase>``), plan, submissions
-and ledger, so ``status``, ``failures`` and ``retry`` work on a phase exactly as on a pipeline. The tasks of a
-phase run the same script with ``CURATOR_PHASE=<phase>``.
-"""
+"""Submitting a workflow: one array (or several) per phase, all at once, each phase behind every array of the phase
+before (``afterok``), each phase an ordinary run in its own run directory. Design: docs/design.md, "Slurm
+submission"."""
 
 from __future__ import annotations
 

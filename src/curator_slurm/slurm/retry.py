@@ -1,9 +1,5 @@
-"""Planning a retry: which source tasks of a submitted run are not done, with how many shards and which
-options to submit them again, and the frozen list (or manifest) of them that the retry's tasks take.
-
-A workflow is retried from its first incomplete phase on: that phase's done work is skipped by its ledger,
-and every later phase runs again behind it.
-"""
+"""Planning a retry: which source tasks of a submitted run are not done, with how many shards and which options to
+submit them again, and the frozen list (or manifest) of them; a workflow is retried from its first incomplete phase."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The progress of a run, as data and as the text `curator-slurm status` and `failures` print.
-
-Which source tasks are done or failed is the ledger's answer (:func:`~curator_slurm.runs.ledger.load_status`);
-this module adds what a person following a run wants besides: totals from the plan, throughput and ETA,
-a row per shard, the array tasks of every submission with their Slurm state and log, and whether the run is
-stalled (work pending, nothing queued or running).
-"""
+"""The progress of a run, as data: the ledger's done and failed tasks plus totals from the plan, throughput and ETA,
+a row per shard, the array tasks of every submission with their Slurm state and log, and whether it is stalled."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Submitting a script of several steps (pipelines or workflows, :mod:`curator_slurm.runs.steps`) and glue: each
-step its own array(s), behind the step before (``afterok``), its tasks told their step
-(``CURATOR_PIPELINE``); then, when the script guards glue with ``is_driver()``, one plain job behind the
-last step that runs the script once more: its steps find all their work done, and the glue runs once.
-
-Each step is an ordinary submission into its own run directory (plan, manifest, submissions, ledger), so
-`status`, `failures` and `retry` work on each as on any run.
-"""
+"""Submitting a script of several steps (:mod:`curator_slurm.runs.steps`) and glue: each step its own array(s) behind
+the step before, then, for glue, one plain job behind the last step. Design: docs/design.md, "Steps and glue"."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Rendering and submitting sbatch arrays: small pure functions plus the few calls to Slurm.
-
-A submission of N logical shards becomes one or more arrays whose indices stay below the cluster's
-``MaxArraySize`` (and within ``max_array_tasks``); every task of every array gets
-``CURATOR_NUM_SHARDS=N`` and its array's ``CURATOR_SHARD_OFFSET``, so shard = offset + array index.
-"""
+"""Rendering and submitting sbatch arrays: small pure functions plus the few calls to Slurm. Design: docs/design.md,
+"Slurm submission"."""
 
 from __future__ import annotations
 

@@ -1,19 +1,6 @@
-"""The hash shuffle that joins the phases of a workflow, through the shared filesystem.
-
-A phase that feeds a global step ends in a :class:`BucketWriter`: each batch of a source task writes ONE Parquet
-file, ``<dir>/<source id>.parquet`` (``<source id>-<k>.parquet`` for the k-th batch of a source task read in several,
-:func:`~curator_slurm.stages.io.writers.output_stem`), whose rows carry a ``bucket`` column (the key's hash modulo
-``buckets``) and are sorted by it, one row group per bucket. The next phase starts from a :class:`BucketSource`,
-whose source tasks are the buckets (ids from the phase name and bucket number, known before any file exists), and a
-:class:`BucketReader` that reads bucket ``b``'s row group from every file of the directory.
-
-Scale, stated: a shuffle phase creates one file per batch, usually one per source task (never one per batch and
-bucket); a bucket task opens every file of the directory once (O(source tasks of the phase before) opens, reading one
-row group of each, found from the footer's statistics) and holds one bucket in memory; the memory of a bucket is the
-phase's rows divided by ``buckets``, so choose ``buckets`` for the corpus (the dedup workflows default to 64 and take
-``buckets=``). File names derive from source task ids, and files are written atomically (hidden temporary name, then
-rename), so a re-run rewrites the same bytes.
-"""
+"""The hash shuffle that joins the phases of a workflow through the shared filesystem: :class:`BucketWriter` (rows
+sorted by bucket, one row group per bucket), :class:`BucketSource` (one task per bucket) and :class:`BucketReader`.
+Design: docs/design.md, "Deduplication"; format: docs/reference.md, "Workflows and deduplication"."""
 
 from __future__ import annotations
 
@@ -54,8 +41,14 @@ class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
     statistics in every row group, so a reader can pick the row groups of a value or a range from the footer.
     Row groups hold one value each (``group_rows=None``) or ``group_rows`` rows. A batch with no rows writes no
     file: the next phase reads what the ledger records, where that task is done with no output.
-    ``compression``: Parquet's codec; a shuffle of many small row groups that is read once may prefer
-    "lz4" (measured on fuzzy dedup's bands: 2x faster to write, 3x to read, 18 % larger than zstd)."""
+
+    Args:
+        path: the directory of the files (local, or a URI).
+        column: the column each file is sorted by, with its statistics in every row group.
+        group_rows: rows per row group; None: one row group per value of ``column``.
+        compression: Parquet's codec; a shuffle of many small row groups that is read once may prefer "lz4"
+            (measured on fuzzy dedup's bands: 2x faster to write, 3x to read, 18 % larger than zstd).
+    """
 
     name = "sorted_file_writer"
 
@@ -129,7 +122,12 @@ class SortedFileWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
 
 
 class BucketWriter(SortedFileWriter):
-    """The map side of the shuffle: a batch with a ``bucket`` column, one row group per bucket."""
+    """The map side of the shuffle: a batch with a ``bucket`` column, one row group per bucket.
+
+    Args:
+        path: the shuffle directory (local, or a URI).
+        compression: Parquet's codec (see :class:`SortedFileWriter`).
+    """
 
     name = "bucket_writer"
 
@@ -142,7 +140,14 @@ class BucketSource(ProcessingStage[EmptyTask, FileGroupTask]):
 
     Ids depend only on the shuffle's name and the bucket number, so they are known (for planning and
     submission) before the phase that writes the files has run. The files are those the ``upstream`` phase's
-    ledger records (never a listing of the directory), found when the task runs."""
+    ledger records (never a listing of the directory), found when the task runs.
+
+    Args:
+        path: the shuffle directory.
+        buckets: the number of buckets, at least 1: one source task each.
+        shuffle_name: names the tasks' ids, with the bucket number.
+        upstream: the phase that wrote the files, whose ledger says which.
+    """
 
     name = "bucket_source"
 

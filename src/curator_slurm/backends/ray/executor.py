@@ -1,5 +1,4 @@
-"""RayExecutor: the stages after the source run in pools of Ray actors (see the package's docstring for
-how). This module holds its arguments and the glue: get Ray, start the pools, run the scheduler, undo."""
+"""RayExecutor: its arguments and the glue of a run: get Ray, start the pools, run the scheduler, undo."""
 
 from __future__ import annotations
 
@@ -23,15 +22,19 @@ class RayExecutor(BaseExecutor):
     """Run the stages after the source in pools of Ray actors, one per group of stages with equal
     ``Resources`` (or one per stage with ``fuse=False``).
 
-    ``address``: a Ray cluster to join (default ``RAY_ADDRESS``; ``"local"`` forces a new local Ray).
-    ``num_cpus``: CPUs of a local Ray this executor starts (default: the CPUs this process may use).
-    ``max_in_flight``: source tasks active at once (default twice the cluster's CPUs).
-    ``max_actors_per_stage``: caps every pool (default: as many as the stage's resources fit).
-    ``fuse``: consecutive stages with equal ``Resources`` share one pool, each actor running all of
-    them (default); ``False`` gives every stage a pool of its own, its data passed on through Ray.
-    ``temp_dir``: where a local Ray keeps its sockets, logs and spilled objects.
-    ``node_wait_seconds``: joining a cluster with ``CURATOR_RAY_NODES`` set (a multi-node array task),
-    how long to wait for that many nodes; fewer is a :class:`RayNodesMissingError` naming them.
+    Args:
+        address: a Ray cluster to join (default ``RAY_ADDRESS``; ``"local"`` forces a new local Ray).
+        num_cpus: CPUs of a local Ray this executor starts (default: the CPUs this process may use).
+        max_in_flight: source tasks active at once (default twice the cluster's CPUs).
+        max_actors_per_stage: caps every pool (default: as many as the stage's resources fit).
+        retry_backoff: seconds before the first retry of a failed task, doubled with every failure.
+        progress_interval: seconds between progress lines in the log.
+        temp_dir: where a local Ray keeps its sockets, logs and spilled objects.
+        object_store_memory: bytes of a local Ray's object store (default: Ray's).
+        fuse: consecutive stages with equal ``Resources`` share one pool, each actor running all of them
+            (default); ``False`` gives every stage a pool of its own, its data passed on through Ray.
+        node_wait_seconds: joining a cluster with ``CURATOR_RAY_NODES`` set (a multi-node array task), how
+            long to wait for that many nodes; fewer is a :class:`RayNodesMissingError` naming them.
     """
 
     def __init__(

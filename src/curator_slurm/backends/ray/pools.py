@@ -31,7 +31,13 @@ class Pool:
 
 
 class ActorPools:
-    """Every actor of one run, by pool: start, record, replace, count deaths, end."""
+    """Every actor of one run, by pool: start, record, replace, count deaths, end.
+
+    Args:
+        shard: the run's shard, handed to every actor's adapters.
+        retry_backoff: seconds before the first retry of a failed task (in the actors, and after a death).
+        log: the logger of the run.
+    """
 
     def __init__(self, shard: ShardSpec, retry_backoff: float, log: Any) -> None:
         self.shard, self.retry_backoff, self.log = shard, retry_backoff, log

@@ -47,7 +47,16 @@ class _Call:
 
 
 class Run:
-    """The driver's scheduling state for one ``process_sources`` call."""
+    """The driver's scheduling state for one ``process_sources`` call.
+
+    Args:
+        actors: the run's pools, already started.
+        stages: the stages after the source, in pipeline order.
+        should_stop: whether to admit no new source task.
+        log: the logger of the run.
+        in_flight: source tasks active at once at most.
+        cpu_cap: CPUs that running calls may add up to (see :meth:`_dispatch`).
+    """
 
     def __init__(
         self,
@@ -58,8 +67,6 @@ class Run:
         in_flight: int,
         cpu_cap: float,
     ) -> None:
-        """``actors``: the run's pools, already started; ``in_flight``: source tasks active at once at most;
-        ``cpu_cap``: CPUs that running calls may add up to (see :meth:`_dispatch`)."""
         self.actors, self.stages, self.should_stop, self.log = actors, stages, should_stop, log
         self.pools: list[Pool] = actors.pools
         self.in_flight = in_flight

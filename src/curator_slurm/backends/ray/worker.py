@@ -1,8 +1,5 @@
-"""The Ray actor: the stages of one pool in one Ray worker process, and what the driver does to start one,
-read its set-up, tear it down, kill it, and tell its death from an error it raised.
-
-:class:`StageWorker` is a plain class, wrapped with ``ray.remote`` by the driver on first use, so this
-module imports without Ray."""
+"""The Ray actor (:class:`StageWorker`, a plain class the driver wraps with ``ray.remote``, so this imports without
+Ray): the stages of one pool in one worker process, and the driver's side of starting, ending and losing one."""
 
 from __future__ import annotations
 
@@ -34,7 +31,13 @@ class CallSummary:
 
 class StageWorker:
     """The stages of one pool in one Ray worker process: a :class:`BaseStageAdapter` each, set up once.
-    A call runs its tasks through all of them, depth-first, as a LocalExecutor worker does."""
+    A call runs its tasks through all of them, depth-first, as a LocalExecutor worker does.
+
+    Args:
+        stages: the pool's stages, in pipeline order.
+        shard: the run's shard.
+        retry_backoff: seconds before the first retry of a failed task, doubled with every failure.
+    """
 
     def __init__(self, stages: tuple[ProcessingStage, ...], shard: ShardSpec, retry_backoff: float) -> None:
         self.stages, self.shard, self.retry_backoff = stages, shard, retry_backoff

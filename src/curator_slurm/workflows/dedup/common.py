@@ -1,14 +1,6 @@
-"""What exact and fuzzy deduplication share: the list of documents to drop, and the stage that drops them.
-
-The "find" side of a dedup workflow writes, per bucket (or component partition), the documents that do not
-survive as a Parquet file sorted by document key (:mod:`curator_slurm.stages.positions`: ``file_index << 32 | row``,
-which sorts as (relative path, row) does), in row groups of :data:`ROW_GROUP` rows with key statistics.
-The "write" side re-reads the input with the same reader, so its source tasks and output names are those
-of a plain pipeline over the same input, and :class:`RemoveDuplicates` drops the listed documents: each
-task reads only the row groups whose key range overlaps its own files' keys. It is a filter
-(:class:`~curator_slurm.stages.filters.decide.BaseFilter`): with an ``exclusion_writer`` the removed documents
-are written with the document each one duplicated (its path and row, and its id where the list has one).
-"""
+"""What exact and fuzzy deduplication share: the list of documents to drop (Parquet sorted by document key, in row
+groups of :data:`ROW_GROUP` rows), the phases that write and read it, and :class:`RemoveDuplicates`, the filter
+that drops them. Design: docs/design.md, "Deduplication"."""
 
 from __future__ import annotations
 
@@ -39,7 +31,11 @@ ROW_GROUP = 65_536
 
 
 class SortedKeyWriter(SortedFileWriter):
-    """A list of documents (or edges) sorted by ``key``, in row groups of :data:`ROW_GROUP` rows."""
+    """A list of documents (or edges) sorted by ``key``, in row groups of :data:`ROW_GROUP` rows.
+
+    Args:
+        path: the directory of the lists (local, or a URI).
+    """
 
     name = "sorted_key_writer"
 

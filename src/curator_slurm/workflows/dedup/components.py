@@ -1,26 +1,5 @@
-"""Connected components over candidate edges that do not fit in memory, in memory O(nodes with edges).
-
-Fuzzy dedup's candidate pairs form a graph whose connected components are the groups of near-duplicates.
-On a large corpus there are tens of millions of edges, many more than documents that have any: holding
-every edge (as a dict of adjacency lists, or a scipy sparse matrix) is what runs out of memory. Here the
-edges are read twice, chunk by chunk, and only per-node arrays are kept:
-
-1. **Nodes**: the sorted unique doc keys that occur in any edge (merged chunk by chunk, each merge when
-   the pending keys outgrow the merged ones, so the total work is O(E log N)).
-2. **Union-find over compact ids**: a key's id is its rank among the nodes (``np.searchsorted``), so the
-   smallest id of a component is its smallest key, the survivor. Each chunk of edges is merged into a
-   ``parent`` array by vectorised rounds: find both ends' roots, hook the larger root under the smaller
-   (``np.minimum.at``, so conflicting hooks keep the smallest and ``parent[x] <= x`` always: no cycles),
-   pointer-jump the hooked roots (doubling: log(depth) numpy steps, so a chain of a million edges in one
-   chunk takes ~20 steps, not a million), and repeat with the edges whose ends still differ. After each
-   chunk every node is pointed straight at its root, so finds in the next chunk are one or two steps.
-
-Memory: the per-node arrays are 16 bytes a node (sorted keys, int64 parents); the peak, while the node
-list is merged and sorted, is about 60 bytes a node, plus about 150 bytes per edge of one chunk
-(``chunk_edges``) for its ids and temporaries. It does not grow with the number of edges. Measured
-(2 shared cores): 20 million edges over 5 million nodes, chunks of 2^20, in 37 s and 427 MiB peak RSS
-for the whole process; the edges alone, held as two int64 arrays, would be 320 MB before any work.
-"""
+"""Connected components over candidate edges that do not fit in memory, in memory O(nodes with edges): the edges
+are read twice, chunk by chunk, into per-node arrays. Design: docs/design.md, "Deduplication"."""
 
 from __future__ import annotations
 
@@ -151,7 +130,17 @@ def connected_components(edges: EdgeChunks, *, chunk_edges: int = DEFAULT_CHUNK_
     """Every node of the edge graph and the smallest key of its component: ``(keys, roots)``, int64,
     sorted by key. ``edges`` is read twice (see :data:`EdgeChunks`); keys are int64 doc keys.
 
-    Memory O(nodes), not O(edges): see the module docstring for the bound and how it is kept.
+    1. Nodes: the sorted unique keys that occur in any edge, merged chunk by chunk (each merge when the pending
+       keys outgrow the merged ones, so the work is O(E log N)).
+    2. Union-find over compact ids: a key's id is its rank among the nodes, so the smallest id of a component is
+       its smallest key, the survivor. Each chunk of edges is merged into ``parent`` by vectorised rounds: find
+       both ends' roots, hook the larger root under the smaller (``np.minimum.at``, so conflicting hooks keep
+       the smallest and ``parent[x] <= x`` always: no cycles), pointer-jump the hooked roots (log(depth) numpy
+       steps), and repeat with the edges whose ends still differ. After each chunk every node points straight
+       at its root, so finds in the next chunk take one or two steps.
+
+    Memory O(nodes), not O(edges): 16 bytes a node kept (sorted keys, int64 parents), about 60 at the peak
+    while the node list is merged, plus about 150 bytes per edge of one chunk (``chunk_edges``).
     """
     if chunk_edges < 1:
         raise ValueError(f"chunk_edges: must be at least 1, got {chunk_edges}")

@@ -1,31 +1,6 @@
-"""MinHash signatures and LSH banding for fuzzy deduplication, as whole-array computations.
-
-The fuzzy-dedup phases call these plain functions on a batch's text column; nothing here knows about
-files, shards or Slurm. Every step is vectorised over the batch (numpy over the bytes of ASCII texts,
-Arrow kernels for the others, numpy for arithmetic): there is no Python loop per shingle or per document
-(the one per-item Python step hashes the rare distinct words longer than 32 bytes), which is what makes
-the signature phase a large multiple of a per-document loop: text to band hashes, 20,000-25,000 docs/s
-of ~300 words per CPU second on bench row 13's corpus (14,500 before ASCII texts were split on their
-bytes and words hashed once per distinct word), against ~900 for a datasketch-style loop
-(benchmarks/run.py row 12; datatrove's tokenizer alone runs at ~56 docs/s).
-
-The chain, for ``n`` documents (the first two steps live in :mod:`.shingles` and are re-exported here)::
-
-    normalize(texts)                        -> NFKC, lowercase, punctuation as spaces, single spaces
-    shingle_hashes(texts, ngram, seed)      -> (offsets[n+1], hashes[S] uint32): word n-gram shingles, CSR
-    minhash_signatures(offsets, hashes, ..) -> (n, num_perm) uint32
-    band_hashes(signatures, bands, rows)    -> (n, bands) uint64: one bucket value per band
-    candidate_edges(band_ids, values, keys) -> (u, v): documents sharing a (band, value), as stars
-
-Every hash is a fixed function of the bytes and the seed (FNV-1a or xxh64, the murmur3 finaliser,
-multiply-add-shift with parameters drawn from splitmix64), never Python's ``hash`` or numpy's random
-generators, so every process, host and numpy version computes the same signatures for the same text:
-a requirement when phase 1 of a workflow runs as thousands of array tasks.
-
-Documents are identified by an int64 ``doc_key = (file_index << 32) | row`` (see
-:mod:`curator_slurm.stages.positions`): sorting keys sorts by (input path, row), so the survivor of a group of
-near-duplicates, the smallest key, is its first occurrence, the rule exact dedup uses.
-"""
+"""MinHash signatures and LSH banding for fuzzy deduplication: plain functions over a batch's text column,
+vectorised (no Python loop per shingle or document), every hash a fixed function of the bytes and the seed.
+Design: docs/design.md, "Deduplication"."""
 
 from __future__ import annotations
 
