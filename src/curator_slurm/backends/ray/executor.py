@@ -10,7 +10,6 @@ from curator_slurm.backends.ray.pools import ActorPools
 from curator_slurm.backends.ray.scheduler import Run
 from curator_slurm.backends.ray.session import SessionOptions, connect, disconnect
 from curator_slurm.backends.run import BaseExecutor, StopCheck
-from curator_slurm.extras import require
 from curator_slurm.logs import bound
 from curator_slurm.runs.queue import WorkQueue, work_ahead
 from curator_slurm.runs.results import SourceResult
@@ -37,6 +36,8 @@ class RayExecutor(BaseExecutor):
             long to wait for that many nodes; fewer is a :class:`RayNodesMissingError` naming them.
     """
 
+    requires = ("ray",)
+
     def __init__(
         self,
         address: str | None = None,
@@ -50,7 +51,6 @@ class RayExecutor(BaseExecutor):
         fuse: bool = True,
         node_wait_seconds: float = 300.0,
     ) -> None:
-        require("ray", "RayExecutor")
         for name, value in (
             ("num_cpus", num_cpus),
             ("max_in_flight", max_in_flight),

@@ -30,7 +30,7 @@ import pyarrow as pa
 import xxhash
 
 from curator_slurm.errors import InputError
-from curator_slurm.extras import load, require
+from curator_slurm.extras import load
 from curator_slurm.stages.base import PASSTHROUGH
 from curator_slurm.stages.filters.decide import BaseFilter, Decision
 from curator_slurm.stages.io.writers import BaseWriter
@@ -164,6 +164,8 @@ class FastTextClassifierFilter(BaseFilter):
     ``exclusion_writer`` (datatrove's) gets the removed documents, their text as it came in.
     """
 
+    requires = ("fasttext",)
+
     name = "fasttext_classifier_filter"
     fingerprint_exclude = frozenset({"_model"})  # loaded by setup(); model_path says which
 
@@ -178,7 +180,6 @@ class FastTextClassifierFilter(BaseFilter):
         text_field: str = "text",
         exclusion_writer: BaseWriter | None = None,
     ) -> None:
-        require("fasttext", "FastTextClassifierFilter")
         if keep_labels and remove_labels:
             raise ValueError("FastTextClassifierFilter: give keep_labels or remove_labels, not both (use two filters)")
         if filter_mode not in FILTER_MODES:
@@ -280,6 +281,8 @@ class FastTextQualityFilter(BaseFilter):
     the removed documents with their score.
     """
 
+    requires = ("fasttext",)
+
     name = "fasttext_quality_filter"
     fingerprint_exclude = frozenset({"_model"})  # loaded by setup(); model_path says which
 
@@ -293,7 +296,6 @@ class FastTextQualityFilter(BaseFilter):
         score_field: str | None = "fasttext_quality_score",
         exclusion_writer: BaseWriter | None = None,
     ) -> None:
-        require("fasttext", "FastTextQualityFilter")
         if alpha <= 0:
             raise ValueError(f"FastTextQualityFilter(alpha={alpha}): the Pareto shape must be > 0")
         self.model_path = check_model_file(model_path, "FastTextQualityFilter")

@@ -19,7 +19,6 @@ import pyarrow as pa
 
 from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import InputError
-from curator_slurm.extras import require
 from curator_slurm.stages.filters.decide import DatatroveFilter, Decision, first_reason
 from curator_slurm.stages.filters.score import DOCUMENT_FIELDS
 from curator_slurm.stages.io.writers import BaseWriter
@@ -85,6 +84,8 @@ class URLFilter(DatatroveFilter):
     ``metadata["url"]``); a document without one fails the batch, as datatrove's assertion does.
     """
 
+    requires = ("tldextract",)
+
     name = "url_filter"
     #: Lists read and the suffix-list extractor built on first use (their files are parameters).
     fingerprint_exclude = frozenset({"_lists", "_extract"})
@@ -102,7 +103,6 @@ class URLFilter(DatatroveFilter):
         url_field: str = "url",
         public_suffix_list: str | os.PathLike | None = None,
     ) -> None:
-        require("tldextract", "URLFilter", "fineweb")
         super().__init__(exclusion_writer, text_field=url_field)
         self.soft_word_threshold = soft_word_threshold
         self.url_field = url_field
