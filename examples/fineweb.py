@@ -26,14 +26,18 @@ uses only the block lists in ``--url-blocklist`` (datatrove's file names), as no
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import sys
 
-from curator_slurm import CuratorError, LocalExecutor, Pipeline, PipelineFailedError, configure_logging
+from curator_slurm import CuratorError, LocalExecutor, Pipeline, PipelineFailedError, configure_logging, fs
+from curator_slurm.errors import InputError
+from curator_slurm.runs.layout import DEFAULT_WORK_DIR_NAME
 from curator_slurm.stages import (
     JsonlWriter,
     JusTextExtractor,
     LanguageFilter,
+    MegatronTokenizerWriter,
     ProcessingStage,
     ResiliparseExtractor,
     TrafilaturaExtractor,
@@ -47,74 +51,117 @@ from curator_slurm.stages.datatrove import (
     PIIFormatter,
     URLFilter,
 )
+from curator_slurm.stages.io.megatron import configured_eos
 from curator_slurm.workflows.chain import PhaseOutputsReader
 from curator_slurm.workflows.dedup.fuzzy import FuzzyDuplicates
 from curator_slurm.workflows.dedup.minhash import FINEWEB_BANDS, FINEWEB_NGRAM, FINEWEB_ROWS
+from curator_slurm.workflows.tokenization import tokenization_phases
 from curator_slurm.workflows.workflow import Phase, Workflow
 
+#: Where the merged Megatron files go, inside OUTPUT (beside the JSONL corpus, which stays where it is).
+MEGATRON_DIR = "megatron"
 EXTRACTORS = {"trafilatura": TrafilaturaExtractor, "resiliparse": ResiliparseExtractor, "justext": JusTextExtractor}
 
 
 def base_stages(args: argparse.Namespace) -> list[ProcessingStage]:
     """What follows the reader in the ``base`` phase: FineWeb's filters, in FineWeb's order."""
-
-    def removed(n: int, name: str) -> JsonlWriter | None:  # datatrove's removed/<n>_<filter> directories
-        return JsonlWriter(os.path.join(args.output, "removed", f"{n}_{name}")) if args.exclusions else None
-
     stages: list[ProcessingStage] = []
     if not args.no_url_filter:
-        stages.append(URLFilter(blocklist_dir=args.url_blocklist, exclusion_writer=removed(1, "url")))
+        stages.append(URLFilter(blocklist_dir=args.url_blocklist, exclusion_writer=removed(args, 1, "url")))
     stages.append(EXTRACTORS[args.extractor](time_limit=args.time_limit))
     if not args.no_language_filter:
+        lang = removed(args, 2, "lang")
         if args.fasttext_model:
             stages.append(
-                LanguageFilter("en", backend="fasttext", model_path=args.fasttext_model, language_threshold=0.65)
+                LanguageFilter(
+                    "en",
+                    backend="fasttext",
+                    model_path=args.fasttext_model,
+                    language_threshold=0.65,
+                    exclusion_writer=lang,
+                )
             )
         else:
-            stages.append(LanguageFilter("en"))
+            stages.append(LanguageFilter("en", exclusion_writer=lang))
     stages += [
-        GopherRepetitionFilter(exclusion_writer=removed(3, "gopher_rep")),
-        GopherQualityFilter(exclusion_writer=removed(4, "gopher_qual")),
-        C4QualityFilter(filter_no_terminal_punct=False, exclusion_writer=removed(5, "c4")),
-        FineWebQualityFilter(exclusion_writer=removed(6, "fineweb_qual")),
+        GopherRepetitionFilter(exclusion_writer=removed(args, 3, "gopher_rep")),
+        GopherQualityFilter(exclusion_writer=removed(args, 4, "gopher_qual")),
+        C4QualityFilter(filter_no_terminal_punct=False, exclusion_writer=removed(args, 5, "c4")),
+        FineWebQualityFilter(exclusion_writer=removed(args, 6, "fineweb_qual")),
     ]
     return stages
 
 
+def removed(args: argparse.Namespace, n: int, name: str) -> JsonlWriter | None:
+    """With ``--exclusions``, the writer of step ``n``'s removed documents: ``OUTPUT/removed/<n>_<name>``
+    (datatrove's directory names)."""
+    return JsonlWriter(fs.join(fs.absolute(args.output), "removed", f"{n}_{name}")) if args.exclusions else None
+
+
+def inputs(args: argparse.Namespace) -> str | list[str]:
+    """``--input``, or with ``--input-list`` the files it lists (one a line, ``#`` comments; a ``.gz`` list is
+    read decompressed, as Common Crawl's ``warc.paths.gz``), relative lines taken under ``--input``."""
+    if not args.input_list:
+        return args.input
+    opener = gzip.open if args.input_list.endswith(".gz") else open
+    try:
+        with opener(args.input_list, "rt", encoding="utf-8") as f:
+            lines = [line.strip() for line in f]
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"--input-list {args.input_list}: cannot read it ({e})") from e
+    paths = [line for line in lines if line and not line.startswith("#")]
+    if not paths:
+        raise InputError(f"--input-list {args.input_list}: lists no file; give one path or s3:// URI a line")
+    return [p if "://" in p or os.path.isabs(p) or not args.input else fs.join(args.input, p) for p in paths]
+
+
 def build_workflow(args: argparse.Namespace) -> Workflow:
-    work = os.path.join(os.path.abspath(args.output), ".curator-work")
-    runs = os.path.join(work, ".curator-run")
-    base = Pipeline("fineweb-base").add_stage(WarcReader(args.input))
+    """The recipe's phases as one workflow, each later phase reading what the one before it recorded."""
+    work = fs.join(fs.absolute(args.output), DEFAULT_WORK_DIR_NAME)
+    base = Pipeline("fineweb-base").add_stage(WarcReader(inputs(args)))
     for stage in base_stages(args):
         base.add_stage(stage)
-    base_out = os.path.join(work, "base")
-    base.add_stage(JsonlWriter(base_out))
+    base.add_stage(JsonlWriter(fs.join(work, "base")))
     phases = [Phase("base", base)]
-    upstream, upstream_dir, upstream_out = base, os.path.join(runs, "base"), base_out
     if not args.no_dedup:
-        deduped = os.path.join(work, "deduped")
+        so_far = Workflow("fineweb", work, phases)
         dedup = FuzzyDuplicates(
-            reader=PhaseOutputsReader(base, upstream_dir, base_out),
-            writer=JsonlWriter(deduped),
+            reader=PhaseOutputsReader(base, so_far.run_dir("base"), so_far.output_of("base")),
+            writer=JsonlWriter(fs.join(work, "deduped")),
             work_dir=work,
             ngram=FINEWEB_NGRAM,
             bands=FINEWEB_BANDS,
             rows=FINEWEB_ROWS,
+            exclusion_writer=removed(args, 7, "dedup"),
         )
         phases += dedup.phases
-        upstream, upstream_dir, upstream_out = dedup.phases[-1].pipeline, os.path.join(runs, "write"), deduped
+    so_far = Workflow("fineweb", work, phases)
+    last = phases[-1]
     pii = (
         Pipeline("fineweb-pii")
-        .add_stage(PhaseOutputsReader(upstream, upstream_dir, upstream_out))
+        .add_stage(PhaseOutputsReader(last.pipeline, so_far.run_dir(last), so_far.output_of(last.name)))
         .add_stage(PIIFormatter())
         .add_stage(JsonlWriter(args.output))
     )
-    return Workflow("fineweb", work, [*phases, Phase("pii", pii)])
+    phases.append(Phase("pii", pii))
+    if args.tokenizer:
+        so_far = Workflow("fineweb", work, phases)
+        reader = PhaseOutputsReader(pii, so_far.run_dir("pii"), so_far.output_of("pii"), fields=["text"])
+        writer = MegatronTokenizerWriter(
+            fs.join(work, "tokens"), model_identifier=args.tokenizer, append_eod=not args.no_eos,
+            eod_token=args.eos_token,
+        )  # fmt: skip
+        megatron = fs.join(fs.absolute(args.output), MEGATRON_DIR)
+        phases += tokenization_phases(reader, writer, megatron, work, merge_tokens=args.merge_tokens, name="fineweb")
+    return Workflow("fineweb", work, phases)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--input", required=True, help="directory (or file) of .warc / .warc.gz files")
+    parser.add_argument("--input", default=None, help="directory (or file, or s3:// URI) of .warc / .warc.gz "
+                        "files; with --input-list, where its relative paths are (e.g. s3://commoncrawl/)")  # fmt: skip
+    parser.add_argument("--input-list", default=None, help="a file listing the WARC files, one path or s3:// URI a "
+                        "line (Common Crawl's warc.paths.gz as downloaded)")  # fmt: skip
     parser.add_argument("--output", required=True, help="directory for the corpus (JSONL)")
     parser.add_argument("--extractor", choices=sorted(EXTRACTORS), default="trafilatura")
     parser.add_argument("--time-limit", type=float, default=5.0, help="seconds per page before it is dropped")
@@ -125,9 +172,50 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     lang.add_argument("--no-language-filter", action="store_true", help="keep every language")
     lang.add_argument("--fasttext-model", default=None, help="a fastText language model (lid.176.bin) to use")
     parser.add_argument("--no-dedup", action="store_true", help="skip the MinHash deduplication")
-    parser.add_argument("--exclusions", action="store_true", help="write each filter's removed documents")
+    parser.add_argument("--exclusions", action="store_true", help="write each step's removed documents")
+    parser.add_argument("--tokenizer", default=None, help="a local tokenizer.json (or a directory with one): go on "
+                        f"to Megatron .bin/.idx files in OUTPUT/{MEGATRON_DIR}")  # fmt: skip
+    eos = parser.add_mutually_exclusive_group()
+    eos.add_argument("--eos-token", default=None, help="token appended to every document (default: the "
+                     "tokenizer directory's eos_token)")  # fmt: skip
+    eos.add_argument("--no-eos", action="store_true", help="append no end-of-document token")
+    parser.add_argument("--merge-tokens", type=int, default=None, help="tokens per merged file (default: one file)")
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all usable CPUs)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not args.input and not args.input_list:
+        parser.error("give --input (WARC files) or --input-list (a file listing them)")
+    if args.tokenizer is None:
+        given = [o for o, v in (("--eos-token", args.eos_token), ("--no-eos", args.no_eos),
+                                ("--merge-tokens", args.merge_tokens)) if v]  # fmt: skip
+        if given:
+            parser.error(f"{given[0]} applies to the token files: give --tokenizer too")
+    else:
+        problem = tokenizer_problem(args.tokenizer, args.eos_token, args.no_eos)
+        if problem:
+            parser.error(problem)
+    if args.merge_tokens is not None and args.merge_tokens < 1:
+        parser.error(f"--merge-tokens {args.merge_tokens}: give a number of tokens of at least 1")
+    return args
+
+
+def tokenizer_problem(tokenizer: str, eos_token: str | None, no_eos: bool) -> str | None:
+    """What is wrong with ``--tokenizer``/``--eos-token``/``--no-eos``, in those words, before any work."""
+    if not os.path.exists(tokenizer):
+        return (
+            f"--tokenizer {tokenizer}: no such file or directory (give a local tokenizer.json, or a directory with one)"
+        )
+    if eos_token or no_eos:
+        return None
+    try:
+        declared = configured_eos(tokenizer)
+    except InputError as e:
+        return f"--tokenizer {tokenizer}: {e}"
+    if declared is None:
+        return (
+            f"--tokenizer {tokenizer} declares no end-of-document token (a bare tokenizer.json has none): give "
+            "--eos-token T (e.g. '<|endoftext|>' or '</s>', whichever the tokenizer has), or --no-eos"
+        )
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

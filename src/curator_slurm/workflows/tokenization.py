@@ -158,10 +158,40 @@ class MegatronMerge(BaseWriter):
         raise TypeError("MegatronMerge merges token files; it writes no table")
 
 
+def tokenization_phases(
+    reader: ProcessingStage,
+    writer: MegatronTokenizerWriter,
+    output: str | os.PathLike,
+    work_dir: str | os.PathLike,
+    merge_tokens: int | None = None,
+    merge_tasks: int = 1,
+    prefix: str = "part",
+    name: str = "megatron-tokenize",
+) -> list[Phase]:
+    """The phases ``tokenize`` and ``merge`` (see the module docstring), for a workflow whose work directory is
+    ``work_dir``: appended to another workflow's phases, they tokenize what its last phase wrote when ``reader``
+    reads that phase's recorded outputs (:class:`~curator_slurm.workflows.chain.PhaseOutputsReader`)."""
+    from curator_slurm.pipeline import Pipeline
+
+    output = fs.absolute(output)
+    if fs.absolute(writer.path) == output:
+        raise ValueError(f"the writer's path and output are both {output}: give the per-task pairs their own")
+    merge = (
+        Pipeline(f"{name}-merge")
+        .add_stage(MergeSource(phase_upstream(work_dir, "tokenize"), merge_tasks, name))
+        .add_stage(MegatronMerge(output, merge_tokens, prefix))
+    )
+    return [
+        Phase("tokenize", Pipeline(f"{name}-tokenize").add_stage(reader).add_stage(writer)),
+        Phase("merge", merge, max_shards=merge_tasks),
+    ]
+
+
 class MegatronTokenization(Workflow):
     """Tokenize ``reader``'s documents with ``writer`` (one pair per source task in ``writer.path``), then merge
     the pairs into ``output`` as parts of about ``merge_tokens`` tokens (one part when None), by ``merge_tasks``
-    tasks. ``work_dir`` (default ``<output>/.curator-work``) holds the phases' run directories."""
+    tasks. ``work_dir`` (default ``<output>/.curator-work``) holds the phases' run directories. The same two
+    phases, for appending to another workflow: :func:`tokenization_phases`."""
 
     def __init__(
         self,
@@ -174,19 +204,7 @@ class MegatronTokenization(Workflow):
         work_dir: str | os.PathLike | None = None,
         name: str = "megatron-tokenize",
     ) -> None:
-        from curator_slurm.pipeline import Pipeline
-
         output = fs.absolute(output)
-        if fs.absolute(writer.path) == output:
-            raise ValueError(f"the writer's path and output are both {output}: give the per-task pairs their own")
         work = fs.absolute(work_dir) if work_dir is not None else fs.join(output, DEFAULT_WORK_DIR_NAME)
-        merge = (
-            Pipeline(f"{name}-merge")
-            .add_stage(MergeSource(phase_upstream(work, "tokenize"), merge_tasks, name))
-            .add_stage(MegatronMerge(output, merge_tokens, prefix))
-        )
-        phases = [
-            Phase("tokenize", Pipeline(f"{name}-tokenize").add_stage(reader).add_stage(writer)),
-            Phase("merge", merge, max_shards=merge_tasks),
-        ]
+        phases = tokenization_phases(reader, writer, output, work, merge_tokens, merge_tasks, prefix, name)
         super().__init__(name, work, phases)

@@ -148,8 +148,8 @@ class Workflow:
             return WorkflowResult(planned=True)
         if not_my_step(step, options.pipeline):  # a task of another step of this script: nothing to do here
             return WorkflowResult()
-        self._write_marker()
         todo = self.phases if options.phase is None else [self.phase(options.phase)]
+        self._write_marker(first=todo[0] is self.phases[0] and not spec.manifest)
         phase_options = dataclasses.replace(options, run_dir=None, phase=None)
         result = WorkflowResult()
         start = time.perf_counter()
@@ -250,7 +250,11 @@ class Workflow:
             "phases": phases,
         }
 
-    def _write_marker(self) -> None:
+    def _write_marker(self, first: bool = False) -> None:
+        """``workflow.json``; on the first start of the first phase (no marker yet), only once that phase's
+        inputs were listed: a start that fails on a missing input leaves no workflow behind for `status`."""
+        if first and not os.path.exists(os.path.join(self.run_root, WORKFLOW_FILE)):
+            list_sources(self.phases[0].pipeline.build()[0], ShardSpec.single())  # an InputError ends it here
         write_marker(self.run_root, self.name, [p.name for p in self.phases])
 
 
