@@ -1,8 +1,10 @@
-"""The FineWeb recipe, from WARC files to a deduplicated, PII-formatted corpus, as one script.
+"""The FineWeb recipe, from WARC files to a deduplicated, PII-formatted corpus (and Megatron token files), as one
+script.
 
-python examples/fineweb.py --input warcs/ --output corpus/ [--extractor trafilatura]
-    [--no-url-filter | --url-blocklist DIR] [--no-language-filter | --fasttext-model lid.176.bin]
-    [--no-dedup] [--exclusions] [--workers N]
+python examples/fineweb.py (--input warcs/ | --input-list warc.paths.gz [--input s3://commoncrawl/])
+    --output corpus/ [--extractor trafilatura] [--no-url-filter | --url-blocklist DIR]
+    [--no-language-filter | --fasttext-model lid.176.bin] [--no-dedup] [--exclusions]
+    [--tokenizer tokenizer.json [--eos-token T | --no-eos] [--merge-tokens N]] [--workers N]
 
 The phases, as datatrove's ``examples/fineweb.py`` runs them (each filter under datatrove's name, with its
 defaults and decisions):
@@ -13,7 +15,20 @@ defaults and decisions):
 2. MinHash deduplication of what ``base`` kept (5-word shingles, 14 bands x 8 rows: FineWeb's), the first
    occurrence in (WARC file, record) order surviving: phases ``signatures``, ``candidates``,
    ``components``, ``write``;
-3. ``pii``: PIIFormatter (emails and public IPs replaced) -> ``OUTPUT/<source id>.jsonl``.
+3. ``pii``: PIIFormatter (emails and public IPs replaced) -> ``OUTPUT/<source id>.jsonl``;
+4. with ``--tokenizer``: ``tokenize`` (the corpus's texts, one ``.bin``/``.idx`` pair per source task in
+   ``OUTPUT/.curator-work/tokens``) and ``merge`` (``OUTPUT/megatron/part_00000.bin``/``.idx``, ... of about
+   ``--merge-tokens`` tokens each; one pair without it): every document of the corpus once, its tokens then
+   the end-of-document token (``--eos-token``, or the tokenizer directory's ``eos_token``; none with
+   ``--no-eos``). A bare ``tokenizer.json`` declares no end-of-document token, so it needs one of the two.
+
+Each phase reads what the one before it *recorded* as written (``PhaseOutputsReader``), never a listing.
+``--exclusions`` writes every step's removed documents to ``OUTPUT/removed/<n>_<step>``, datatrove's names:
+``1_url``, ``2_lang``, ``3_gopher_rep``, ``4_gopher_qual``, ``5_c4``, ``6_fineweb_qual``, and ``7_dedup``
+(each removed duplicate with ``survivor_path``/``survivor_row``: the document it duplicated, among the files
+of ``OUTPUT/.curator-work/base``). ``--input-list`` reads the WARC files a list names, one path or
+``s3://`` URI a line (``.gz`` lists are read decompressed: Common Crawl's ``warc.paths.gz``), relative lines
+taken under ``--input``.
 
 Locally ``python examples/fineweb.py ...`` runs the phases in order; ``curator-slurm submit
 examples/fineweb.py --shards N -- ...`` submits one array per phase, each waiting for the one before;

@@ -48,14 +48,14 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         str(warc_dir / "d.warc.gz"), [(str(p), f"https://fr.example/{p.name}") for p in french], first_number=3000
     )
     blocked = sorted((html_root("python3.11-doc") / "library").glob("*.html"))[:3]
-    web_sample.write_warc(
-        str(warc_dir / "e.warc.gz"), [(str(p), f"https://blocked-pages.com/{p.name}") for p in blocked], first_number=4000
-    )
+    urls = [(str(p), f"https://blocked-pages.com/{p.name}") for p in blocked]
+    web_sample.write_warc(str(warc_dir / "e.warc.gz"), urls, first_number=4000)
     lists = root / "blocklist"
     lists.mkdir()
     (lists / "domains").write_text("blocked-pages.com\n", encoding="utf-8")
     tokenizer = train_tokenizer(root / "tokenizer.json", python_docs_text(), vocab_size=800)
-    return {"warcs": warc_dir, "copies": copies, "blocklist": lists, "tok": root / "tokenizer.json", "tokenizer": tokenizer}
+    tok = root / "tokenizer.json"
+    return {"warcs": warc_dir, "copies": copies, "blocklist": lists, "tok": tok, "tokenizer": tokenizer}
 
 
 def recipe_args(data: dict[str, Any], out: Path | str, *extra: str, input_: str | None = None) -> list[str]:
@@ -142,7 +142,8 @@ def test_unsharded_tokens_hold_the_corpus_and_every_step_writes_what_it_removed(
         survivor = json.loads(lines[r["survivor_row"]])
         assert survivor["url"] == r["url"].replace("https://mirror.example/", "https://docs.example/")
         assert survivor["url"] in kept_urls
-    status = run([sys.executable, "-m", "curator_slurm.cli", "status", str(reference / ".curator-work" / ".curator-run")])
+    runs = reference / ".curator-work" / ".curator-run"
+    status = run([sys.executable, "-m", "curator_slurm.cli", "status", str(runs)])
     for phase in PHASES:
         assert f"phase {phase}" in status.stdout, (phase, status.stdout)
 
