@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 
-from curator_slurm import CuratorError, LocalExecutor, PipelineFailedError, configure_logging
+from curator_slurm import CuratorError, LocalExecutor, PipelineFailedError, configure_logging, fs
 from curator_slurm.errors import InputError
 from curator_slurm.stages import JsonlReader, MegatronTokenizerWriter, ParquetReader
 from curator_slurm.stages.io.megatron import configured_eos
@@ -24,13 +24,10 @@ from curator_slurm.workflows.tokenization import MegatronTokenization
 
 
 def input_format(path: str) -> str:
-    """parquet when the input is (or holds) Parquet files, else jsonl."""
-    if os.path.isfile(path):
-        return "parquet" if path.endswith(".parquet") else "jsonl"
-    for _, _, files in os.walk(path):
-        if any(f.endswith(".parquet") and not f.startswith(".") for f in files):
-            return "parquet"
-    return "jsonl"
+    """parquet when the input is (or holds) Parquet files, else jsonl: the files the readers would list (hidden
+    ones, such as a workflow's own `.curator-work`, are not inputs), local or on object storage."""
+    listed = fs.list_tree([path], None).files
+    return "parquet" if any(fs.basename(f).endswith(".parquet") for f in listed) else "jsonl"
 
 
 def build_workflow(args: argparse.Namespace) -> MegatronTokenization:

@@ -143,3 +143,25 @@ def test_real_arrays_write_what_a_local_run_writes(
     for name, job in jobs.items():
         assert set(wait_for_job(job, timeout=600).values()) == {"COMPLETED"}, name
     assert token_files(out) == token_files(reference)
+
+
+def test_a_workflow_output_is_read_as_jsonl_whatever_its_hidden_work_directory_holds(
+    setup: tuple[Path, Path, object], tmp_path: Path
+) -> None:
+    """A FineWeb or dedup output holds JSONL beside a hidden `.curator-work` full of Parquet shuffle files: the
+    script reads what the readers would list (the JSONL), not the hidden files, and tokenizes every document."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data, tok, tokenizer = setup
+    corpus = tmp_path / "corpus"
+    shutil.copytree(data, corpus)
+    (corpus / ".curator-work" / "buckets").mkdir(parents=True)
+    pq.write_table(pa.table({"key": [1, 2]}), corpus / ".curator-work" / "buckets" / "part-0.parquet")
+    out = tmp_path / "out"
+    run([sys.executable, str(SCRIPT), "--input", str(corpus), "--output", str(out), "--tokenizer", str(tok),
+         "--eos-token", EOT, "--workers", "1"])  # fmt: skip
+    got = [s for p in pairs(out) for s in sequences_of(p)]
+    assert sorted(got) == sorted(expected_documents(data, tokenizer))
