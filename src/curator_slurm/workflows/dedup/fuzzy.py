@@ -58,7 +58,7 @@ pq = LazyModule("pyarrow.parquet")
 
 DEFAULT_BUCKETS = 64
 #: The shuffles' Parquet codec: a bands file is 64 small row groups read once each; lz4 wrote them 2x and
-#: read them 3x faster than zstd, for files 18 % larger (measured on bench row 13's corpus).
+#: read them 3x faster than zstd, for files 18 % larger (measured by make bench on its dedup corpus).
 SHUFFLE_COMPRESSION = "lz4"
 #: Bits of each signature value carried through the shuffle for verification (160 bytes a row at 8).
 VERIFY_BITS = 8
