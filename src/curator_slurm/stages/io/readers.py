@@ -30,8 +30,8 @@ from curator_slurm.tasks import DocumentBatch, FileGroupTask
 pq = LazyModule("pyarrow.parquet")
 
 #: The column in which readers name each document's source file (datatrove keeps it as ``metadata.file_path``):
-#: the path relative to the reader's input root for local files, the whole URI for ``s3://`` and ``http(s)://``
-#: ones. A document that already has it (read from an earlier phase's output) keeps its own.
+#: its path relative to the reader's input root, local or on an object store alike (as datatrove's is relative
+#: to its data folder). A document that already has it (read from an earlier phase's output) keeps its own.
 FILE_PATH = "file_path"
 
 #: A reader's ``schema``: a pyarrow schema, or field name -> pyarrow type or type name ("int64").
@@ -211,12 +211,16 @@ class FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
         return [f for f in self.fields if f != self.file_path_field]
 
     def source_name(self, task: FileGroupTask | DocumentBatch, path: str) -> str:
-        """What the source-file column says for ``path``: relative to the task's input root for a local file
-        (the same on every machine, shard and re-run), the whole URI otherwise."""
+        """What the source-file column says for ``path``: its path relative to the task's input root, with ``/``
+        (for an object store's URI too), so the same on every machine, mount point, shard, re-run and store (a
+        run on S3 writes what the same run on local disk writes); the path as given when there is no root."""
         root = task.metadata.get("root")
-        if not fs.is_local(path) or root is None or not fs.is_local(root):
+        if root is None:
             return path
-        return fs.relative(path, root)
+        try:
+            return fs.relative(path, root)
+        except ValueError:  # not under the root (another filesystem): the whole path or URI says it
+            return path
 
     def with_source(self, table: pa.Table, source: str, where: str) -> pa.Table:
         """``table`` with the source-file column (unless it has one: a document read from an earlier phase keeps

@@ -4,7 +4,7 @@
 ``.warc.gz`` (one gzip member per record, as Common Crawl writes them, or any other grouping) and ``.warc.zst``
 into the fields ``html`` (the payload decoded), ``url``, ``warc_record_id``, ``warc_date``, ``content_type``,
 ``http_status``, ``warc_offset`` (the byte offset of the record, or of the gzip member it starts in) and
-``file_path`` (the WARC file, relative to the input root, or its URI: :data:`~.readers.FILE_PATH`).
+``file_path`` (the WARC file, relative to the input root: :data:`~.readers.FILE_PATH`).
 Records that make no document are counted by cause (``stages.notes``); damaged bytes are skipped to the next
 record, each stretch noted with its file, offset and error; the task does not fail.
 
