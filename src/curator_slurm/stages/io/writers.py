@@ -114,6 +114,8 @@ def _holds_bytes(type_: pa.DataType) -> bool:
         return True
     if getattr(pa.types, "is_binary_view", lambda _: False)(type_):
         return True
+    if pa.types.is_dictionary(type_):
+        return _holds_bytes(type_.value_type)
     return any(_holds_bytes(type_.field(i).type) for i in range(type_.num_fields))
 
 
