@@ -61,7 +61,7 @@ def test_kept_documents_equal_a_brute_force_global_dedup(dup_corpus: Path, unsha
     assert kept_ids(unsharded) == sorted(kept)
     # Every other column comes through unchanged.
     table = pa.concat_tables(parquet_tables(unsharded).values())
-    assert set(table.column_names) == {"id", "text", "n"}
+    assert set(table.column_names) == {"id", "text", "n", "file_path"}
     assert all(int(i.split("-")[1]) == n for i, n in zip(table["id"].to_pylist(), table["n"].to_pylist(), strict=True))
 
 

@@ -33,6 +33,7 @@ from curator_slurm.stages.io.readers import row_group_start
 from curator_slurm.tasks import content_id
 from support.docfiles import (
     ROWS,
+    ROWS_READ,
     as_multiset,
     jsonl_input_fixture,  # noqa: F401 - a fixture
     leftovers,
@@ -40,6 +41,7 @@ from support.docfiles import (
     output_rows,
     partitions,
     run,
+    with_source,
     write_jsonl,
 )
 from support.helpers import read_tree
@@ -53,12 +55,12 @@ def test_jsonl_to_parquet_to_jsonl_preserves_every_row_and_field(jsonl_input: Pa
     parquet_out, jsonl_out = tmp_path / "pq", tmp_path / "js"
     first = run(Pipeline("to-parquet").add_stage(JsonlReader(jsonl_input)).add_stage(ParquetWriter(parquet_out)))
     assert len(first.output_files) == 3
-    assert as_multiset(output_rows(parquet_out)) == as_multiset(ROWS)
+    assert as_multiset(output_rows(parquet_out)) == as_multiset(ROWS_READ)  # each naming its JSONL file
 
     second = run(Pipeline("to-jsonl").add_stage(ParquetReader(parquet_out)).add_stage(JsonlWriter(jsonl_out)))
     assert len(second.output_files) == 3
     back = output_rows(jsonl_out)
-    assert as_multiset(back) == as_multiset(ROWS)
+    assert as_multiset(back) == as_multiset(ROWS_READ)  # the first file_path kept, not the Parquet file's
     assert {type(r["id"]) for r in back} == {int}
     assert {type(r["meta"]["score"]) for r in back if r["meta"]} == {float}
 
@@ -72,7 +74,7 @@ def test_strings_that_look_like_dates_stay_strings(tmp_path: Path) -> None:
     (parquet,) = output_files(tmp_path / "pq")
     assert pq.read_schema(parquet).field("date").type == pa.string()
     run(Pipeline("p").add_stage(JsonlReader(tmp_path / "in")).add_stage(JsonlWriter(tmp_path / "js")))
-    assert as_multiset(output_rows(tmp_path / "js")) == as_multiset(rows)
+    assert as_multiset(output_rows(tmp_path / "js")) == as_multiset(with_source(rows, "d.jsonl"))
 
 
 def test_reader_fields_select_and_order_columns(jsonl_input: Path, tmp_path: Path) -> None:
@@ -145,7 +147,7 @@ def test_pieces_of_a_split_file_read_every_line_exactly_once(
     path = tmp_path_factory.mktemp("split") / "f.jsonl"
     path.write_bytes(content.encode("utf-8"))
     blocksize = cut.draw(st.integers(1, len(content.encode("utf-8")) + 1), label="blocksize")
-    assert read_pieces(path, blocksize) == [{"i": i, "text": t} for i, t in enumerate(texts)]
+    assert read_pieces(path, blocksize) == [{"i": i, "text": t, "file_path": "f.jsonl"} for i, t in enumerate(texts)]
 
 
 def test_a_split_file_written_by_shards_holds_each_record_once(tmp_path: Path) -> None:
@@ -179,7 +181,7 @@ def test_pieces_of_a_split_parquet_file_read_every_row_group_exactly_once(
     pq.write_table(table, path, row_group_size=group, use_dictionary=dictionary)
     size = path.stat().st_size
     blocksize = cut.draw(st.integers(64, size + 1), label="blocksize")
-    assert read_pieces(path, blocksize, ParquetReader) == table.to_pylist()
+    assert read_pieces(path, blocksize, ParquetReader) == with_source(table.to_pylist(), "f.parquet")
     # Cuts placed on a row group's first byte, or one byte either side of it.
     with pq.ParquetFile(path) as f:
         starts = [row_group_start(f.metadata.row_group(i)) for i in range(f.metadata.num_row_groups)]

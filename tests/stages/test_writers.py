@@ -21,6 +21,7 @@ from curator_slurm.stages.io.writers import atomic_write
 from curator_slurm.tasks import content_id
 from support.docfiles import (
     ROWS,
+    ROWS_READ,
     as_multiset,
     jsonl_input_fixture,  # noqa: F401 - a fixture
     output_files,
@@ -28,6 +29,7 @@ from support.docfiles import (
     partitions,
     read_jsonl_rows,
     run,
+    with_source,
     write_jsonl,
 )
 from support.helpers import clean_env, read_tree
@@ -43,7 +45,7 @@ def test_jsonl_to_jsonl_keeps_rows_and_writes_utf8(jsonl_input: Path, tmp_path: 
     raw = only.read_text(encoding="utf-8")
     assert "日本語 🙂" in raw
     assert raw.endswith("\n") and raw.count("\n") == len(ROWS)
-    assert as_multiset(read_jsonl_rows(only)) == as_multiset(ROWS)
+    assert as_multiset(read_jsonl_rows(only)) == as_multiset(ROWS_READ)
 
 
 def test_writer_fields_select_columns(jsonl_input: Path, tmp_path: Path) -> None:
@@ -66,11 +68,10 @@ def test_jsonl_output_of_a_fully_filtered_partition_can_be_read_again(tmp_path: 
         .add_stage(JsonlWriter(tmp_path / "step1"))
     )
     assert [Path(f).name for f in first.output_files] == [Path(first.output_files[0]).name]
-    assert output_rows(tmp_path / "step1") == [{"text": "long enough to keep here"}], (
-        "no 0-byte file for the empty batch"
-    )
+    kept = [{"text": "long enough to keep here", "file_path": "long.jsonl"}]
+    assert output_rows(tmp_path / "step1") == kept, "no 0-byte file for the empty batch"
     run(Pipeline("p2").add_stage(JsonlReader(tmp_path / "step1")).add_stage(JsonlWriter(tmp_path / "step2")))
-    assert output_rows(tmp_path / "step2") == [{"text": "long enough to keep here"}]
+    assert output_rows(tmp_path / "step2") == kept
 
 
 # --- deterministic names --------------------------------------------------------------------------
@@ -268,7 +269,7 @@ def test_existing_output_name_is_overwritten_with_fresh_content(corpus: Path, tm
     text = (out / f"{group.task_id}.jsonl").read_text(encoding="utf-8")
     assert "stale" not in text
     assert as_multiset(read_jsonl_rows(out / f"{group.task_id}.jsonl")) == as_multiset(
-        read_jsonl_rows(corpus / "part-00000.jsonl")
+        with_source(read_jsonl_rows(corpus / "part-00000.jsonl"), "part-00000.jsonl")
     )
 
 

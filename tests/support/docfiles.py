@@ -15,6 +15,7 @@ import pytest
 from curator_slurm import EmptyTask, FileGroupTask, LocalExecutor, Pipeline, PipelineResult, ShardSpec
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.stages import FilePartitioningStage
+from curator_slurm.stages.io.jsonl import read_jsonl
 from curator_slurm.stages.io.writers import TMP_MARK
 
 #: Documents with unicode, escapes, nested structs, lists (empty, null, of structs), explicit nulls and
@@ -90,6 +91,8 @@ def output_rows(directory: Path) -> list[dict[str, Any]]:
             rows.extend(pq.read_table(p).to_pylist())
         elif p.suffix == ".jsonl":
             rows.extend(read_jsonl_rows(p))
+        elif p.name.endswith((".jsonl.gz", ".jsonl.zst")):
+            rows.extend(read_jsonl(str(p)).to_pylist())
     return rows
 
 
@@ -113,6 +116,15 @@ def leftovers(directory: Path) -> list[str]:
 
 def names(groups: list[FileGroupTask]) -> list[list[str]]:
     return [[os.path.basename(p) for p in g.data] for g in groups]
+
+
+def with_source(rows: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """``rows`` as a reader gives them from the file ``name`` (relative to the input root): with ``file_path``."""
+    return [{**r, "file_path": name} for r in rows]
+
+
+#: ROWS as read from the ``jsonl_input`` fixture's files: each naming its file.
+ROWS_READ = with_source(ROWS[:2], "a.jsonl") + with_source(ROWS[2:4], "b.jsonl") + with_source(ROWS[4:], "c.jsonl")
 
 
 @pytest.fixture(name="jsonl_input")

@@ -27,7 +27,14 @@ from curator_slurm.pipeline import Pipeline
 from curator_slurm.runs.upstream import Upstream, files_of, recorded
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
-from curator_slurm.stages.io.readers import FileReader, FileReaderStage, concat_tables, read_jsonl, read_parquet
+from curator_slurm.stages.io.readers import (
+    FILE_PATH,
+    FileReader,
+    FileReaderStage,
+    concat_tables,
+    read_jsonl,
+    read_parquet,
+)
 from curator_slurm.tasks import DocumentBatch, EmptyTask, FileGroupTask
 from curator_slurm.workflows.workflow import planned_ids
 
@@ -110,8 +117,9 @@ def _natural(path: str) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
 
 
-#: The outputs of an earlier phase that hold documents (not, e.g., token files).
-DATA_ENDINGS = (".jsonl", ".parquet")
+#: The outputs of an earlier phase that hold documents (not, e.g., token files): what the writers write,
+#: compressed JSONL too (``JsonlWriter(compression=...)``).
+DATA_ENDINGS = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet")
 
 
 def data_files(paths: list[str]) -> list[str]:
@@ -143,8 +151,14 @@ class PhaseOutputsReaderStage(FileReaderStage):
         files = self._files(task)
         if not files:  # every document of that task was filtered out: nothing to read, nothing to write
             return None
+        # Every field when the source-file column is asked for: the earlier phase's documents keep their own.
+        fields = None if self.file_fields() != self.fields else self.fields
         tables = [
-            read_parquet(p, self.fields) if p.endswith(".parquet") else read_jsonl(p, self.fields, schema=self._schema)
+            self.with_source(
+                read_parquet(p, fields) if p.endswith(".parquet") else read_jsonl(p, fields, schema=self._schema),
+                self.source_name(task, p),
+                p,
+            )
             for p in files
         ]
         table = concat_tables(tables, files)
@@ -169,6 +183,8 @@ class PhaseOutputsReader(FileReader):
         run_dir: str | os.PathLike,
         output_dir: str | os.PathLike,
         fields: list[str] | None = None,
+        *,
+        file_path_field: str | None = FILE_PATH,
     ) -> None:
         self.partitioner = PhaseOutputsSource(pipeline, run_dir, output_dir)  # type: ignore[assignment]
-        self.reader = PhaseOutputsReaderStage(fields)
+        self.reader = PhaseOutputsReaderStage(fields, file_path_field=file_path_field)

@@ -29,6 +29,11 @@ from curator_slurm.tasks import DocumentBatch, FileGroupTask
 
 pq = LazyModule("pyarrow.parquet")
 
+#: The column in which readers name each document's source file (datatrove keeps it as ``metadata.file_path``):
+#: its path relative to the reader's input root, local or on an object store alike (as datatrove's is relative
+#: to its data folder). A document that already has it (read from an earlier phase's output) keeps its own.
+FILE_PATH = "file_path"
+
 #: A reader's ``schema``: a pyarrow schema, or field name -> pyarrow type or type name ("int64").
 SchemaLike = pa.Schema | Mapping[str, "pa.DataType | str"]
 
@@ -67,6 +72,18 @@ def _require_fields(fields: list[str] | None, names: list[str], where: str) -> N
     missing = [f for f in fields or [] if f not in names]
     if missing:
         raise InputError(f"{where}: missing field(s) {missing}; the file has {names}")
+
+
+def _parquet_names(path: str) -> list[str]:
+    with _parquet_errors(path, path):
+        return list(pq.read_schema(_source(path)).names)
+
+
+def check_file_path_field(name: Any) -> str | None:
+    """A reader's ``file_path_field``: a column name, or None for no source-file column."""
+    if name is not None and (not isinstance(name, str) or not name):
+        raise ValueError(f"file_path_field={name!r}: give a column name (default 'file_path'), or None for none")
+    return name
 
 
 def read_parquet(path: str, fields: list[str] | None = None) -> pa.Table:
@@ -169,11 +186,55 @@ class FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
     #: only when set, so runs that keep the defaults keep their fingerprints.
     batch_bytes: int | None = DEFAULT_BATCH_BYTES
 
-    def __init__(self, fields: list[str] | None = None, schema: SchemaLike | None = None) -> None:
+    def __init__(
+        self, fields: list[str] | None = None, schema: SchemaLike | None = None, file_path_field: str | None = FILE_PATH
+    ) -> None:
         self.fields = list(fields) if fields else None
         self._schema = to_schema(schema) if schema is not None else None
         #: The declared types as text: what the run fingerprint records.
         self.schema = {f.name: str(f.type) for f in self._schema} if self._schema is not None else None
+        #: The column naming each document's source file (:data:`FILE_PATH`); None: no such column.
+        self.file_path_field = check_file_path_field(file_path_field)
+
+    # --- the source file of each document ---------------------------------------------------------------
+    def names_source(self) -> bool:
+        """Whether documents get the :attr:`file_path_field` column: always when every field is read, else
+        when ``fields`` asks for it."""
+        name = getattr(self, "file_path_field", None)
+        return bool(name) and (self.fields is None or name in self.fields)
+
+    def file_fields(self) -> list[str] | None:
+        """The fields to read from a file: ``fields`` without the source-file column, which a file need not
+        have (the reader makes it then)."""
+        if self.fields is None or not self.names_source():
+            return self.fields
+        return [f for f in self.fields if f != self.file_path_field]
+
+    def source_name(self, task: FileGroupTask | DocumentBatch, path: str) -> str:
+        """What the source-file column says for ``path``: its path relative to the task's input root, with ``/``
+        (for an object store's URI too), so the same on every machine, mount point, shard, re-run and store (a
+        run on S3 writes what the same run on local disk writes); the path as given when there is no root."""
+        root = task.metadata.get("root")
+        if root is None:
+            return path
+        try:
+            return fs.relative(path, root)
+        except ValueError:  # not under the root (another filesystem): the whole path or URI says it
+            return path
+
+    def with_source(self, table: pa.Table, source: str, where: str) -> pa.Table:
+        """``table`` with the source-file column (unless it has one: a document read from an earlier phase keeps
+        the file it came from), its columns those of ``fields`` in their order when given."""
+        if not self.names_source():
+            return table
+        name = self.file_path_field
+        assert name is not None
+        if name not in table.column_names:
+            table = table.append_column(name, pa.repeat(pa.scalar(source, pa.string()), table.num_rows))
+        if self.fields is None:
+            return table
+        _require_fields(self.fields, table.column_names, where)
+        return table.select(self.fields)
 
     @property
     def bound(self) -> BatchBound:
@@ -242,9 +303,11 @@ class FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
         for k, path in enumerate(task.data):
             first = 0
             cut = (int(byte_range[0]), int(byte_range[1])) if byte_range else None
+            source = self.source_name(task, path) if self.names_source() else ""
             for table in self.tables(path, cut, bound):
                 piece = table if isinstance(table, Piece) else Piece(k, table, first)
                 piece.file, piece.first_row = k, first
+                piece.table = self.with_source(piece.table, source, path)
                 yield piece
                 first += piece.table.num_rows
 
@@ -256,17 +319,23 @@ class JsonlReaderStage(FileReaderStage):
     #: the fingerprint they had before the option existed.
     max_line_bytes: int = MAX_LINE_BYTES
 
+    def _jsonl_fields(self) -> list[str] | None:
+        """The fields taken from a file's records: every one when ``fields`` asks for the source-file column
+        (kept if the file has it; :meth:`with_source` then selects ``fields``; parsing reads every field anyway)."""
+        return None if self.file_fields() != self.fields else self.fields
+
     def read_file(self, path: str) -> pa.Table:
-        table = read_jsonl(path, self.fields, schema=self._schema, max_line_bytes=self.max_line_bytes)
+        table = read_jsonl(path, self._jsonl_fields(), schema=self._schema, max_line_bytes=self.max_line_bytes)
         assert table is not None  # only a byte range can hold no record
         return table
 
     def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
-        return read_jsonl(path, self.fields, (start, end), self._schema, self.max_line_bytes)
+        return read_jsonl(path, self._jsonl_fields(), (start, end), self._schema, self.max_line_bytes)
 
     def tables(self, path: str, byte_range: tuple[int, int] | None, bound: BatchBound) -> Iterator[Any]:
         """A part of about ``bound.bytes`` of lines read and parsed at a time (:func:`iter_jsonl`)."""
-        parts = iter_jsonl(path, self.fields, byte_range, self._schema, self.max_line_bytes, bound.bytes)
+        fields = self._jsonl_fields()
+        parts = iter_jsonl(path, fields, byte_range, self._schema, self.max_line_bytes, bound.bytes)
         for table in parts:
             yield from slices(table, bound)
 
@@ -278,11 +347,19 @@ class JsonlReaderStage(FileReaderStage):
 class ParquetReaderStage(FileReaderStage):
     name = "parquet_reader"
 
+    def _parquet_fields(self, names: Any) -> list[str] | None:
+        """The columns read from a file whose columns are ``names`` (a callable giving them, asked only when
+        needed): ``fields``, with the source-file column only if the file has it."""
+        wanted = self.file_fields()
+        if wanted == self.fields:
+            return wanted
+        return [*(wanted or []), *([self.file_path_field] if self.file_path_field in names() else [])]
+
     def read_file(self, path: str) -> pa.Table:
-        return read_parquet(path, self.fields)
+        return read_parquet(path, self._parquet_fields(lambda: _parquet_names(path)))
 
     def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
-        return read_parquet_range(path, start, end, self.fields)
+        return read_parquet_range(path, start, end, self._parquet_fields(lambda: _parquet_names(path)))
 
     def tables(self, path: str, byte_range: tuple[int, int] | None, bound: BatchBound) -> Iterator[Any]:
         """A file (or piece) that fits one batch as :meth:`read_file` reads it; a larger one a row group at a
@@ -299,9 +376,10 @@ class ParquetReaderStage(FileReaderStage):
             if len(groups) <= 1 or bound.fits(sum(meta.row_group(i).num_rows for i in groups), size):
                 yield from super().tables(path, byte_range, bound)
                 return
-            _require_fields(self.fields, parquet.schema_arrow.names, where)
+            fields = self._parquet_fields(lambda: parquet.schema_arrow.names)
+            _require_fields(fields, parquet.schema_arrow.names, where)
             for i in groups:
-                yield from slices(parquet.read_row_group(i, columns=self.fields), bound)
+                yield from slices(parquet.read_row_group(i, columns=fields), bound)
 
     @classmethod
     def rows_before(cls, path: str, offset: int) -> int:
@@ -339,6 +417,7 @@ class FileReader(CompositeStage[FileGroupTask, DocumentBatch]):
         *,
         batch_rows: int | None = None,
         batch_bytes: int | str | None = DEFAULT_BATCH_BYTES,
+        file_path_field: str | None = FILE_PATH,
     ) -> None:
         if split_files and not self.can_split:
             raise ValueError(
@@ -362,6 +441,7 @@ class FileReader(CompositeStage[FileGroupTask, DocumentBatch]):
             wanted=fs.describe_names(wanted, self.decompresses) if wanted else "",
         )
         self.reader = self.reader_class(fields, schema)
+        self.reader.file_path_field = check_file_path_field(file_path_field)
         set_bound(self.reader, batch_rows, batch_bytes)
 
     def decompose(self) -> list[ProcessingStage]:
@@ -406,6 +486,7 @@ class JsonlReader(FileReader):
         *,
         batch_rows: int | None = None,
         batch_bytes: int | str | None = DEFAULT_BATCH_BYTES,
+        file_path_field: str | None = FILE_PATH,
     ) -> None:
         super().__init__(
             file_paths,
@@ -418,6 +499,7 @@ class JsonlReader(FileReader):
             schema,
             batch_rows=batch_rows,
             batch_bytes=batch_bytes,
+            file_path_field=file_path_field,
         )
         try:
             limit_bytes = parse_size(max_line_bytes)

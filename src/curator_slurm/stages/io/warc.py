@@ -3,7 +3,8 @@
 :class:`WarcReader` reads ``response`` records (``resource``/``conversion`` on request) of ``.warc``,
 ``.warc.gz`` (one gzip member per record, as Common Crawl writes them, or any other grouping) and ``.warc.zst``
 into the fields ``html`` (the payload decoded), ``url``, ``warc_record_id``, ``warc_date``, ``content_type``,
-``http_status`` and ``warc_offset`` (the byte offset of the record, or of the gzip member it starts in).
+``http_status``, ``warc_offset`` (the byte offset of the record, or of the gzip member it starts in) and
+``file_path`` (the WARC file, relative to the input root: :data:`~.readers.FILE_PATH`).
 Records that make no document are counted by cause (``stages.notes``); damaged bytes are skipped to the next
 record, each stretch noted with its file, offset and error; the task does not fail.
 
@@ -25,7 +26,7 @@ from curator_slurm.stages.io import warc_http as wh
 from curator_slurm.stages.io import warc_records as wr
 from curator_slurm.stages.io.batching import DEFAULT_BATCH_BYTES, BatchBound, Piece, set_bound
 from curator_slurm.stages.io.partitioning import parse_size
-from curator_slurm.stages.io.readers import FileReader, FileReaderStage
+from curator_slurm.stages.io.readers import FILE_PATH, FileReader, FileReaderStage, check_file_path_field
 
 #: Payload media types read as HTML.
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -90,7 +91,8 @@ class WarcReaderStage(FileReaderStage):
         stage that needs a field nothing makes (``language`` with no extractor) is refused then."""
         if self.fields is not None:
             return ["data"], list(self.fields)
-        return ["data"], [*self.schema_of.names, *(["content"] if self.keep_non_html else [])]
+        source = [self.file_path_field] if self.file_path_field else []
+        return ["data"], [*self.schema_of.names, *(["content"] if self.keep_non_html else []), *source]
 
     # --- what a record becomes ------------------------------------------------------------------------
     def _document(self, record: wr.Record, counts: dict[str, int], decode: bool = True) -> dict[str, Any] | None:
@@ -179,11 +181,12 @@ class WarcReaderStage(FileReaderStage):
             schema = schema.append(pa.field("content", pa.binary()))
         # Column by column: a page's HTML is copied into Arrow once, without a row dict lookup per field.
         table = pa.table({f.name: pa.array([r.get(f.name) for r in rows], f.type) for f in schema}, schema=schema)
-        if self.fields is not None:
-            missing = [f for f in self.fields if f not in table.column_names]
+        fields = self.file_fields()  # the source-file column is added by the base (FileReaderStage.with_source)
+        if fields is not None:
+            missing = [f for f in fields if f not in table.column_names]
             if missing:
                 raise InputError(f"{path}: {type(self).__name__} has no field(s) {missing}; it has {schema.names}")
-            table = table.select(self.fields)
+            table = table.select(fields)
         if damaged:
             counts[DAMAGED] = counts.get(DAMAGED, 0) + len(damaged)
         return Piece(0, table, 0, [{"counts": counts, "damaged": [d.as_dict() for d in damaged]}])
@@ -310,12 +313,14 @@ class WarcReader(FileReader):
         *,
         batch_rows: int | None = None,
         batch_bytes: int | str | None = DEFAULT_BATCH_BYTES,
+        file_path_field: str | None = FILE_PATH,
     ) -> None:
         super().__init__(file_paths, files_per_partition, blocksize, None, file_extensions, limit, split_files)
         self.partitioner.splittable_endings = self.splittable_endings
         self.reader = WarcReaderStage(
             fields, record_types=tuple(record_types), keep_non_html=keep_non_html, max_record_bytes=max_record_bytes
         )
+        self.reader.file_path_field = check_file_path_field(file_path_field)
         set_bound(self.reader, batch_rows, batch_bytes)
 
 
@@ -342,8 +347,10 @@ class WetReader(FileReader):
         *,
         batch_rows: int | None = None,
         batch_bytes: int | str | None = DEFAULT_BATCH_BYTES,
+        file_path_field: str | None = FILE_PATH,
     ) -> None:
         super().__init__(file_paths, files_per_partition, blocksize, None, file_extensions, limit, split_files)
         self.partitioner.splittable_endings = self.splittable_endings
         self.reader = WetReaderStage(fields, max_record_bytes=max_record_bytes)
+        self.reader.file_path_field = check_file_path_field(file_path_field)
         set_bound(self.reader, batch_rows, batch_bytes)

@@ -18,15 +18,20 @@ the setting; a spawned or remote worker starts without it and syncs its own file
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import io
 import json
+import math
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from typing import Any, BinaryIO
 
 import pyarrow as pa
 
 from curator_slurm import fs
 from curator_slurm._lazy import LazyModule
+from curator_slurm.errors import OutputError
 from curator_slurm.fs import TMP_MARK, atomic_write, remove_temporaries
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import DocumentBatch, FileGroupTask, Task
@@ -89,9 +94,71 @@ def output_sync_deferred() -> bool:
 
 
 def _json_default(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    return str(value)
+    return str(value)  # dates, times, decimals: their text (bytes never get here: columns of bytes are refused)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN and infinite float inside it (lists, dicts) made None: JSON has no NaN."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _holds_bytes(type_: pa.DataType) -> bool:
+    """Whether a column of ``type_`` holds bytes anywhere (itself, or a field of a struct, list or map)."""
+    if pa.types.is_binary(type_) or pa.types.is_large_binary(type_) or pa.types.is_fixed_size_binary(type_):
+        return True
+    if getattr(pa.types, "is_binary_view", lambda _: False)(type_):
+        return True
+    if pa.types.is_dictionary(type_):
+        return _holds_bytes(type_.value_type)
+    return any(_holds_bytes(type_.field(i).type) for i in range(type_.num_fields))
+
+
+#: What :class:`JsonlWriter` takes for ``compression``: the file ending of each.
+JSONL_COMPRESSIONS = {None: ".jsonl", "gzip": ".jsonl.gz", "zstd": ".jsonl.zst"}
+#: The gzip level of compressed JSONL (zlib's own default: about datatrove's size, at a third of level 9's time).
+GZIP_LEVEL = 6
+
+
+class _Unclosable(io.RawIOBase):
+    """``f`` for a compressing stream that closes what it wraps: writes go through, a close leaves ``f`` open (the
+    atomic write still flushes, measures and renames it)."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self._f = f
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        return self._f.write(data)
+
+    def flush(self) -> None:
+        self._f.flush()
+
+
+@contextlib.contextmanager
+def compressed(f: BinaryIO, compression: str | None) -> Iterator[Any]:
+    """A stream writing into ``f``, compressed with ``compression`` (None: ``f`` itself), always the same bytes
+    for the same data however it is written in pieces: gzip with no file name and time 0 in its header
+    (:data:`GZIP_LEVEL`); zstd one frame from pyarrow's streaming compressor at its fixed default level, with
+    no content size in the header."""
+    if compression is None:
+        yield f
+    elif compression == "gzip":
+        with gzip.GzipFile(filename="", mode="wb", fileobj=f, compresslevel=GZIP_LEVEL, mtime=0) as stream:
+            yield stream
+    else:
+        stream = pa.CompressedOutputStream(_Unclosable(f), compression)
+        try:
+            yield stream
+        finally:
+            stream.close()
 
 
 class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
@@ -135,6 +202,9 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
     def write_table(self, table: pa.Table, f: BinaryIO) -> None:
         raise NotImplementedError
 
+    def check(self, table: pa.Table) -> None:
+        """Refuse a table this format cannot hold, before any file is made (nothing by default)."""
+
     #: Whether a batch with no rows still gets a file (Parquet keeps the schema; JSONL would be 0 bytes).
     write_empty = True
 
@@ -143,6 +213,7 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
         final = self.output_path(task)
         written, sizes = [final], []
         if table.num_rows or self.write_empty:
+            self.check(table)
             fs.makedirs(self.path)
             # The sink's outputs are the ones a run ledger records, so it may leave their fsync to the ledger.
             sync = not (self.is_sink_stage and output_sync_deferred())
@@ -160,18 +231,52 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
 
 
 class JsonlWriter(BaseWriter):
-    """Write each batch as a ``.jsonl`` file (UTF-8, one compact JSON object per line)."""
+    """Write each batch as a ``.jsonl`` file (UTF-8, one compact JSON object per line), or compressed:
+    ``compression="gzip"`` (``.jsonl.gz``) or ``"zstd"`` (``.jsonl.zst``), the same bytes in every run.
+
+    A NaN or infinite float is written as ``null`` (JSON has none; pandas' ``to_json`` does the same). A column
+    of bytes is refused, naming it: decode it to text first, or write Parquet."""
 
     name = "jsonl_writer"
     extension = ".jsonl"
     write_empty = False  # an empty .jsonl carries nothing, and readers refuse 0-byte files
 
+    def __init__(
+        self, path: str | os.PathLike, fields: list[str] | None = None, compression: str | None = None
+    ) -> None:
+        super().__init__(path, fields)
+        if compression not in JSONL_COMPRESSIONS:
+            raise ValueError(
+                f"JsonlWriter(compression={compression!r}): give 'gzip' (.jsonl.gz), 'zstd' (.jsonl.zst) or None"
+            )
+        if compression is not None:  # set only when given: uncompressed runs keep their fingerprint
+            self.compression = compression
+            self.extension = JSONL_COMPRESSIONS[compression]
+
+    compression: str | None = None
+
+    def check(self, table: pa.Table) -> None:
+        binary = [field.name for field in table.schema if _holds_bytes(field.type)]
+        if binary:
+            raise OutputError(
+                f"{self.path}: column(s) {binary} hold bytes, which JSON cannot; decode them to text in a stage "
+                "before the writer, leave them out (the writer's fields=[...]), or write Parquet (ParquetWriter)"
+            )
+
     def write_table(self, table: pa.Table, f: BinaryIO) -> None:
-        dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default).encode
-        for batch in table.to_batches(max_chunksize=8192):
-            lines = [dumps(row) for row in batch.to_pylist()]
-            if lines:
-                f.write(("\n".join(lines) + "\n").encode("utf-8"))
+        self.check(table)
+        encode = json.JSONEncoder(
+            ensure_ascii=False, separators=(",", ":"), default=_json_default, allow_nan=False
+        ).encode
+        with compressed(f, self.compression) as out:
+            for batch in table.to_batches(max_chunksize=8192):
+                rows = batch.to_pylist()
+                try:
+                    lines = [encode(row) for row in rows]
+                except ValueError:  # a NaN or infinity somewhere in the batch: null, as pandas writes it
+                    lines = [encode(_finite(row)) for row in rows]
+                if lines:
+                    out.write(("\n".join(lines) + "\n").encode("utf-8"))
 
 
 class ParquetWriter(BaseWriter):
