@@ -3,7 +3,7 @@ script.
 
 python examples/fineweb.py (--input warcs/ | --input-list warc.paths.gz [--input s3://commoncrawl/])
     --output corpus/ [--extractor trafilatura] [--no-url-filter | --url-blocklist DIR]
-    [--no-language-filter | --fasttext-model lid.176.bin] [--no-dedup] [--exclusions]
+    [--no-language-filter | --fasttext-model lid.176.bin] [--no-dedup] [--exclusions] [--compression gzip|zstd]
     [--tokenizer tokenizer.json [--eos-token T | --no-eos] [--merge-tokens N]] [--workers N]
 
 The phases, as datatrove's ``examples/fineweb.py`` runs them (each filter under datatrove's name, with its
@@ -110,7 +110,8 @@ def base_stages(args: argparse.Namespace) -> list[ProcessingStage]:
 def removed(args: argparse.Namespace, n: int, name: str) -> JsonlWriter | None:
     """With ``--exclusions``, the writer of step ``n``'s removed documents: ``OUTPUT/removed/<n>_<name>``
     (datatrove's directory names)."""
-    return JsonlWriter(fs.join(fs.absolute(args.output), "removed", f"{n}_{name}")) if args.exclusions else None
+    where = fs.join(fs.absolute(args.output), "removed", f"{n}_{name}")
+    return JsonlWriter(where, compression=args.compression) if args.exclusions else None
 
 
 def inputs(args: argparse.Namespace) -> str | list[str]:
@@ -136,13 +137,13 @@ def build_workflow(args: argparse.Namespace) -> Workflow:
     base = Pipeline("fineweb-base").add_stage(WarcReader(inputs(args)))
     for stage in base_stages(args):
         base.add_stage(stage)
-    base.add_stage(JsonlWriter(fs.join(work, "base")))
+    base.add_stage(JsonlWriter(fs.join(work, "base"), compression=args.compression))
     phases = [Phase("base", base)]
     if not args.no_dedup:
         so_far = Workflow("fineweb", work, phases)
         dedup = FuzzyDuplicates(
             reader=PhaseOutputsReader(base, so_far.run_dir("base"), so_far.output_of("base")),
-            writer=JsonlWriter(fs.join(work, "deduped")),
+            writer=JsonlWriter(fs.join(work, "deduped"), compression=args.compression),
             work_dir=work,
             ngram=FINEWEB_NGRAM,
             bands=FINEWEB_BANDS,
@@ -156,7 +157,7 @@ def build_workflow(args: argparse.Namespace) -> Workflow:
         Pipeline("fineweb-pii")
         .add_stage(PhaseOutputsReader(last.pipeline, so_far.run_dir(last), so_far.output_of(last.name)))
         .add_stage(PIIFormatter())
-        .add_stage(JsonlWriter(args.output))
+        .add_stage(JsonlWriter(args.output, compression=args.compression))
     )
     phases.append(Phase("pii", pii))
     if args.tokenizer:
@@ -188,6 +189,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     lang.add_argument("--fasttext-model", default=None, help="a fastText language model (lid.176.bin) to use")
     parser.add_argument("--no-dedup", action="store_true", help="skip the MinHash deduplication")
     parser.add_argument("--exclusions", action="store_true", help="write each step's removed documents")
+    parser.add_argument("--compression", choices=["gzip", "zstd"], default=None,
+                        help="compress every JSONL file written (.jsonl.gz / .jsonl.zst; default: none)")  # fmt: skip
     parser.add_argument("--tokenizer", default=None, help="a local tokenizer.json (or a directory with one): go on "
                         f"to Megatron .bin/.idx files in OUTPUT/{MEGATRON_DIR}")  # fmt: skip
     eos = parser.add_mutually_exclusive_group()

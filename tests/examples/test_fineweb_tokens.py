@@ -236,3 +236,34 @@ def test_a_start_with_a_missing_input_leaves_no_workflow_marker(data: dict[str, 
     marker = json.loads((out / ".curator-work" / ".curator-run" / "workflow.json").read_text())
     assert marker["phases"] == ["base", "pii", "tokenize", "merge"]
     assert_tokens_are_the_corpus(out, data["tokenizer"])
+
+
+def test_compressed_output_holds_the_same_documents_and_tokens(
+    data: dict[str, Any], reference: Path, tmp_path: Path
+) -> None:
+    """--compression gzip: every JSONL file of the recipe (corpus, exclusions, intermediates) is .jsonl.gz,
+    the documents are those of the plain run (each naming its WARC file), and the token files are the same."""
+    out = tmp_path / "out"
+    run([sys.executable, str(FINEWEB), *recipe_args(data, out, "--compression", "gzip")])
+    written = [p for p in out.rglob("*.jsonl") if ".curator-run" not in p.parts]  # ledgers are the run's own
+    assert not written, f"every JSONL file is compressed: {written}"
+
+    def rows(root: Path, pattern: str, opener: Any) -> list[dict[str, Any]]:
+        return [json.loads(line) for p in sorted(root.glob(pattern)) for line in opener(p).splitlines()]
+
+    plain = rows(reference, "*.jsonl", lambda p: p.read_text())
+    packed = rows(out, "*.jsonl.gz", lambda p: gzip.decompress(p.read_bytes()).decode())
+    assert sorted(packed, key=json.dumps) == sorted(plain, key=json.dumps) and packed
+    warcs = {p.name for p in data["warcs"].glob("*.warc.gz")}
+    assert {r["file_path"] for r in packed} <= warcs
+    for step in STEPS:  # a duplicate names its survivor's file: the base phase's, compressed here
+        got = rows(out / "removed", f"{step}/*.jsonl.gz", lambda p: gzip.decompress(p.read_bytes()).decode())
+        for r in got:
+            if "survivor_path" in r:
+                assert r["survivor_path"].endswith(".jsonl.gz")
+                r["survivor_path"] = r["survivor_path"].removesuffix(".gz")
+        want = rows(reference / "removed", f"{step}/*.jsonl", lambda p: p.read_text())
+        assert sorted(got, key=json.dumps) == sorted(want, key=json.dumps), step
+    assert {k: v for k, v in results(out).items() if k.startswith("megatron/")} == {
+        k: v for k, v in results(reference).items() if k.startswith("megatron/")
+    }
