@@ -134,7 +134,11 @@ def test_limit_caps_the_number_of_partitions(corpus: Path, tmp_path: Path) -> No
 
 def test_partitions_of_a_pipeline_cover_every_input_row_once(corpus: Path, tmp_path: Path) -> None:
     """files_per_partition=5 over 12 files writes 3 files holding each input document exactly once."""
-    result = run(Pipeline("p").add_stage(JsonlReader(corpus, files_per_partition=5)).add_stage(ParquetWriter(tmp_path)))
+    result = run(
+        Pipeline("p")
+        .add_stage(JsonlReader(corpus, files_per_partition=5, file_path_field=None))
+        .add_stage(ParquetWriter(tmp_path))
+    )
     assert len(result.output_files) == 3
     expected = [row for p in sorted(corpus.glob("*.jsonl")) for row in read_jsonl_rows(p)]
     assert as_multiset(output_rows(tmp_path)) == as_multiset(expected)

@@ -102,7 +102,8 @@ def rows_before(path: str, offset: int, counter: RowCounter | None = None) -> in
         return 0
     if counter is not None:
         return int(counter.rows_before(path, offset))
-    from curator_slurm.stages.io.readers import jsonl_rows_before, parquet_rows_before
+    from curator_slurm.stages.io.jsonl import jsonl_rows_before
+    from curator_slurm.stages.io.parquet import parquet_rows_before
 
     return parquet_rows_before(path, offset) if path.lower().endswith(".parquet") else jsonl_rows_before(path, offset)
 

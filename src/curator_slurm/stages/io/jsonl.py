@@ -178,7 +178,7 @@ def iter_jsonl(
     if size == 0:  # also refuses a FIFO, a dangling link: named, not "empty"
         raise InputError(f"{path}: file is empty (0 bytes); remove it or regenerate it")
     if size is not None and size <= chunk_bytes and not fs.compression_of(path):  # one part: read it whole
-        yield parse_jsonl(path, None, path, 1, fields, schema, max_line_bytes, part=False)  # type: ignore[misc]
+        yield parse_jsonl(path, None, path, 1, fields, schema, max_line_bytes, part=False)
         return
     where = path if byte_range is None else f"{path} (bytes {byte_range[0]}-{byte_range[1]})"
     parts = _file_parts(path, chunk_bytes) if byte_range is None else _range_parts(path, *byte_range, chunk_bytes)

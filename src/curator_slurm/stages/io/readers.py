@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 
@@ -24,6 +23,16 @@ from curator_slurm.stages.io.batching import (
     slices,
 )
 from curator_slurm.stages.io.jsonl import MAX_LINE_BYTES, iter_jsonl, jsonl_rows_before, read_jsonl
+from curator_slurm.stages.io.parquet import (
+    parquet_errors,
+    parquet_names,
+    parquet_rows_before,
+    parquet_source,
+    read_parquet,
+    read_parquet_range,
+    require_fields,
+    row_group_start,
+)
 from curator_slurm.stages.io.partitioning import FilePartitioningStage, parse_size
 from curator_slurm.tasks import DocumentBatch, FileGroupTask
 
@@ -35,7 +44,7 @@ pq = LazyModule("pyarrow.parquet")
 FILE_PATH = "file_path"
 
 #: A reader's ``schema``: a pyarrow schema, or field name -> pyarrow type or type name ("int64").
-SchemaLike = pa.Schema | Mapping[str, "pa.DataType | str"]
+SchemaLike: TypeAlias = "pa.Schema | Mapping[str, pa.DataType | str]"
 
 
 def to_schema(schema: SchemaLike) -> pa.Schema:
@@ -57,92 +66,11 @@ def to_schema(schema: SchemaLike) -> pa.Schema:
     return pa.schema(fields)
 
 
-@contextlib.contextmanager
-def _parquet_errors(path: str, where: str) -> Iterator[None]:
-    """pyarrow's low-level errors while reading a Parquet file, as one InputError that names it."""
-    try:
-        yield
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
-        if isinstance(e, FileNotFoundError):
-            raise InputError(f"{path}: no such file; was it removed after the run started?") from e
-        raise InputError(f"{where}: not a readable Parquet file ({e}); it may be truncated or not Parquet") from e
-
-
-def _require_fields(fields: list[str] | None, names: list[str], where: str) -> None:
-    missing = [f for f in fields or [] if f not in names]
-    if missing:
-        raise InputError(f"{where}: missing field(s) {missing}; the file has {names}")
-
-
-def _parquet_names(path: str) -> list[str]:
-    with _parquet_errors(path, path):
-        return list(pq.read_schema(_source(path)).names)
-
-
 def check_file_path_field(name: Any) -> str | None:
     """A reader's ``file_path_field``: a column name, or None for no source-file column."""
     if name is not None and (not isinstance(name, str) or not name):
         raise ValueError(f"file_path_field={name!r}: give a column name (default 'file_path'), or None for none")
     return name
-
-
-def read_parquet(path: str, fields: list[str] | None = None) -> pa.Table:
-    """Read one Parquet file, turning pyarrow's low-level errors into one that names the file."""
-    with _parquet_errors(path, path):
-        if fields is not None:
-            _require_fields(fields, pq.read_schema(_source(path)).names, path)
-        return pq.read_table(_source(path), columns=fields)
-
-
-def _source(path: str) -> Any:
-    """What pyarrow's Parquet functions read: a local path as it is (a name that is not UTF-8 opened by its
-    bytes), a URI opened through the layer (its row groups and footer then come by ranged reads)."""
-    return fs.native_source(path) if fs.is_local(path) else fs.open_input(path)
-
-
-def parquet_rows_before(path: str, offset: int) -> int:
-    """How many rows of a Parquet file lie in the row groups that start before byte ``offset``."""
-    if offset <= 0:
-        return 0
-    with pq.ParquetFile(_source(path)) as f:
-        meta = f.metadata
-        groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
-        return sum(g.num_rows for g in groups if row_group_start(g) < offset)
-
-
-def row_group_start(group: Any) -> int:
-    """The offset of a row group's first byte: its earliest column chunk page (a dictionary page comes
-    before the data pages)."""
-    starts = []
-    for i in range(group.num_columns):
-        column = group.column(i)
-        starts.append(column.data_page_offset)
-        if column.has_dictionary_page and column.dictionary_page_offset:
-            starts.append(column.dictionary_page_offset)
-    return min(starts, default=0)
-
-
-def read_parquet_range(path: str, start: int, end: int, fields: list[str] | None = None) -> pa.Table | None:
-    """The row groups of a Parquet file that start in ``[start, end)``; None when none does (row groups
-    are not cut, so a range smaller than one row group may hold none)."""
-    where = f"{path} (bytes {start}-{end})"
-    with _parquet_errors(path, where), pq.ParquetFile(_source(path)) as parquet:
-        _require_fields(fields, parquet.schema_arrow.names, where)
-        meta = parquet.metadata
-        # A start at or past the end (metadata that is off) belongs to the last piece, so no row is lost.
-        last = end >= fs.size(path)
-        starts = [row_group_start(meta.row_group(i)) for i in range(meta.num_row_groups)]
-        groups = [i for i, at in enumerate(starts) if start <= at and (at < end or last)]
-        if not groups:
-            return None
-        return parquet.read_row_groups(groups, columns=fields)
-
-
-def _select(table: pa.Table, fields: list[str] | None, path: str) -> pa.Table:
-    if fields is None:
-        return table
-    _require_fields(fields, table.column_names, path)
-    return table.select(fields)
 
 
 def _check_planned_sizes(task: FileGroupTask) -> None:
@@ -233,7 +161,7 @@ class FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
             table = table.append_column(name, pa.repeat(pa.scalar(source, pa.string()), table.num_rows))
         if self.fields is None:
             return table
-        _require_fields(self.fields, table.column_names, where)
+        require_fields(self.fields, table.column_names, where)
         return table.select(self.fields)
 
     @property
@@ -353,19 +281,20 @@ class ParquetReaderStage(FileReaderStage):
         wanted = self.file_fields()
         if wanted == self.fields:
             return wanted
-        return [*(wanted or []), *([self.file_path_field] if self.file_path_field in names() else [])]
+        column = self.file_path_field
+        return [*(wanted or []), *([column] if column is not None and column in names() else [])]
 
     def read_file(self, path: str) -> pa.Table:
-        return read_parquet(path, self._parquet_fields(lambda: _parquet_names(path)))
+        return read_parquet(path, self._parquet_fields(lambda: parquet_names(path)))
 
     def read_range(self, path: str, start: int, end: int) -> pa.Table | None:
-        return read_parquet_range(path, start, end, self._parquet_fields(lambda: _parquet_names(path)))
+        return read_parquet_range(path, start, end, self._parquet_fields(lambda: parquet_names(path)))
 
     def tables(self, path: str, byte_range: tuple[int, int] | None, bound: BatchBound) -> Iterator[Any]:
         """A file (or piece) that fits one batch as :meth:`read_file` reads it; a larger one a row group at a
         time, each cut to the bound."""
         where = path if byte_range is None else f"{path} (bytes {byte_range[0]}-{byte_range[1]})"
-        with _parquet_errors(path, where), pq.ParquetFile(_source(path)) as parquet:
+        with parquet_errors(path, where), pq.ParquetFile(parquet_source(path)) as parquet:
             meta = parquet.metadata
             groups = list(range(meta.num_row_groups))
             if byte_range is not None:
@@ -377,7 +306,7 @@ class ParquetReaderStage(FileReaderStage):
                 yield from super().tables(path, byte_range, bound)
                 return
             fields = self._parquet_fields(lambda: parquet.schema_arrow.names)
-            _require_fields(fields, parquet.schema_arrow.names, where)
+            require_fields(fields, parquet.schema_arrow.names, where)
             for i in groups:
                 yield from slices(parquet.read_row_group(i, columns=fields), bound)
 
