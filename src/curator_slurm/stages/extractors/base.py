@@ -207,8 +207,9 @@ class TrafilaturaExtractor(PageLanguage, HtmlExtractor):
     """Trafilatura's ``extract`` with FineWeb's options (``favor_precision=True, include_comments=False,
     deduplicate=True``; other ``extract`` keywords in ``options``). Trafilatura's duplicate-paragraph cache is
     one per source task (a fresh ``LRUCache`` handed to ``deduplicate``), so a page's text does not depend on
-    which pages a worker saw before: shards agree with an unsharded run. Adds ``language`` (the page's, as NeMo
-    Curator's extraction names it)."""
+    which pages a worker saw before: shards agree with an unsharded run. ``add_language=True`` adds ``language``
+    (the page's, as NeMo Curator's extraction names it; datatrove's Trafilatura adds none, nor does this by
+    default)."""
 
     library = "trafilatura"
 
@@ -218,11 +219,12 @@ class TrafilaturaExtractor(PageLanguage, HtmlExtractor):
         include_comments: bool = False,
         deduplicate: bool = True,
         options: dict[str, Any] | None = None,
+        add_language: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         extras.require("lxml_html_clean", type(self).__name__, "web")  # trafilatura 2.x fails to import without
-        self.require_cld2(type(self).__name__)
+        self.language_on(add_language)
         self.favor_precision = favor_precision
         self.include_comments = include_comments
         self.deduplicate = deduplicate
@@ -239,7 +241,7 @@ class TrafilaturaExtractor(PageLanguage, HtmlExtractor):
 
             self._cache = LRUCache(maxsize=LRU_SIZE)
 
-    def extract(self, html: str) -> tuple[str, dict[str, Any]] | None:
+    def extract(self, html: str) -> str | tuple[str, dict[str, Any]] | None:
         text = self._module.extract(
             html,
             favor_precision=self.favor_precision,
@@ -252,20 +254,26 @@ class TrafilaturaExtractor(PageLanguage, HtmlExtractor):
 
 class ResiliparseExtractor(PageLanguage, HtmlExtractor):
     """Resiliparse's ``extract_plain_text`` with the options NeMo Curator uses (``main_content=True,
-    alt_texts=False``; other keywords in ``options``). Adds ``language`` (the page's, as NeMo names it)."""
+    alt_texts=False``; other keywords in ``options``). ``add_language=True`` adds ``language`` (the page's, as NeMo
+    names it)."""
 
     library = "resiliparse.extract.html2text"
 
     def __init__(
-        self, main_content: bool = True, alt_texts: bool = False, options: dict[str, Any] | None = None, **kwargs: Any
+        self,
+        main_content: bool = True,
+        alt_texts: bool = False,
+        options: dict[str, Any] | None = None,
+        add_language: bool = False,
+        **kwargs: Any,
     ):
         super().__init__(**kwargs)
-        self.require_cld2(type(self).__name__)
+        self.language_on(add_language)
         self.main_content = main_content
         self.alt_texts = alt_texts
         self.options = dict(options or {})
 
-    def extract(self, html: str) -> tuple[str, dict[str, Any]] | None:
+    def extract(self, html: str) -> str | tuple[str, dict[str, Any]] | None:
         text = self._module.extract_plain_text(
             html, main_content=self.main_content, alt_texts=self.alt_texts, **self.options
         )
