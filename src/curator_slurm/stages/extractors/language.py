@@ -31,12 +31,11 @@ def detect_language(html: str) -> str:
 class PageLanguage:
     """Mixin of an extractor whose library gives the text only: with ``add_language`` (set by
     :meth:`language_on`), :meth:`with_language` adds the page's language (detected only for a page that has text,
-    which is all the output keeps), declared in ``extra_fields`` so a pipeline knows it when it is built."""
+    which is all the output keeps), declared by :meth:`added_fields` so a pipeline knows it when it is built."""
 
     add_language: bool = False
 
-    @property
-    def extra_fields(self) -> dict[str, pa.DataType]:
+    def added_fields(self) -> dict[str, pa.DataType]:
         return LANGUAGE_FIELDS if self.add_language else {}
 
     def language_on(self, add_language: bool) -> None:
