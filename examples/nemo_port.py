@@ -1,13 +1,13 @@
-"""A NeMo Curator 1.x script ported by changing only its import lines and its executor lines (each changed line
-follows a ``# NeMo:`` comment holding the original): Common Crawl extraction of WARC files already on disk, NeMo's
-heuristic filters with a custom DocumentFilter and a custom DocumentModifier, exact deduplication, and Megatron
-tokenization.
+"""Common Crawl extraction of WARC files already on disk, heuristic filters with a custom DocumentFilter and a custom
+DocumentModifier, exact deduplication, and Megatron tokenization.
 
-    python examples/nemo_port.py --warc-dir WARCS --output-dir OUT --tokenizer tokenizer.json
-
-Everything below the imports is NeMo user code: the same classes, parameters and calls. The imports keep the
-original's one-per-module layout, so that each sits under the line it replaced (hence no import sorting here).
+    python examples/nemo_port.py --warc-dir WARCS --output-dir OUT --tokenizer TOKENIZER
 """
+# A NeMo Curator 1.x script ported by changing only its import lines and its executor lines: each changed line follows
+# a "# NeMo:" comment holding the original, and tests/examples/nemo_original.py.txt is the whole original, which
+# tests/examples/test_nemo_port.py compares with this file. Everything else is NeMo user code: the same classes,
+# parameters and calls. The imports keep the original's one-per-module layout, so that each sits under the line it
+# replaced (hence no import sorting here).
 # ruff: noqa: I001
 
 import argparse
@@ -172,8 +172,8 @@ def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="A NeMo Curator script, ported.")
+    parser = argparse.ArgumentParser(description="Extract, filter, deduplicate and tokenize Common Crawl WARC files.")
     parser.add_argument("--warc-dir", required=True, help="a directory of .warc.gz files")
     parser.add_argument("--output-dir", required=True)
-    parser.add_argument("--tokenizer", required=True, help="the tokenizer (a local tokenizer.json)")
+    parser.add_argument("--tokenizer", required=True, help="the tokenizer")
     main(parser.parse_args())

@@ -128,7 +128,7 @@ def test_single_stage_pipeline_is_both_source_and_sink(tmp_path: Path) -> None:
 
 def test_filter_on_a_field_the_reader_does_not_read_fails_build(tmp_path: Path) -> None:
     """A ScoreFilter on a field outside the reader's fields=[...] fails build, naming the pipeline, the
-    stage and its position, the missing field, the stage before it and what that stage produces."""
+    stage and its position, the missing field, and which stage produces each field that does reach it."""
     pipeline = (
         Pipeline("curate")
         .add_stage(JsonlReader(tmp_path, fields=["id", "text"]))
@@ -141,8 +141,7 @@ def test_filter_on_a_field_the_reader_does_not_read_fails_build(tmp_path: Path) 
     assert "pipeline 'curate'" in message
     assert "stage 2 'score_filter[word_count]'" in message
     assert "['body']" in message
-    assert "'jsonl_reader'" in message
-    assert "produces id, text" in message
+    assert "'jsonl_reader' produces id, text" in message
     assert "fields=[...]" in message
 
 
@@ -163,8 +162,8 @@ def test_build_error_happens_before_any_data_is_read_or_written(tmp_path: Path) 
 
 
 def test_second_filter_names_the_filter_before_it_as_producer(tmp_path: Path) -> None:
-    """When the missing field is needed after a filter, the message names that filter (the stage whose
-    output lacks the field) and the fields that do pass through it."""
+    """When the missing field is needed after a filter, the message names each field that reaches the stage with
+    the stage that made it: the reader's fields and the filter's score."""
     pipeline = (
         Pipeline("p")
         .add_stage(JsonlReader(tmp_path, fields=["text"]))
@@ -176,8 +175,7 @@ def test_second_filter_names_the_filter_before_it_as_producer(tmp_path: Path) ->
     message = str(info.value)
     assert "stage 3 'score_filter[symbol_ratio]'" in message
     assert "['title']" in message
-    assert "'score_filter[word_count]'" in message
-    assert "produces text, words" in message
+    assert "'jsonl_reader' produces text; 'score_filter[word_count]' produces words" in message
 
 
 def test_writer_fields_are_checked_against_what_reaches_it(tmp_path: Path) -> None:

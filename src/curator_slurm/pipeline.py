@@ -57,29 +57,26 @@ class Pipeline:
         flat: list[ProcessingStage] = []
         for stage in self.stages:
             flat.extend(_decompose(stage))
-        names = [s.name for s in flat]
         for i, stage in enumerate(flat):
             stage.is_source_stage = i == 0
             stage.is_sink_stage = i == len(flat) - 1
-        available: set[str] | None = None
+        # The fields known to reach each stage, each with the stage that made it (None: unknown until run time,
+        # e.g. a JSONL reader without ``fields``: nothing is refused then).
+        available: dict[str, str] | None = None
         for i, stage in enumerate(flat):
             if i > 0 and available is not None:
                 _, needed = stage.inputs()
                 missing = [f for f in needed if f not in available]
                 if missing:
-                    have = ", ".join(sorted(available)) or "no fields"
-                    raise PipelineBuildError(
-                        f"pipeline {self.name!r}: stage {i} {stage.name!r} needs field(s) {missing}, but the stage "
-                        f"before it, {names[i - 1]!r}, produces {have}. Read the field (e.g. fields=[...] on the "
-                        f"reader) or point the stage at an existing field."
-                    )
+                    raise PipelineBuildError(_missing_fields(self.name, i, stage.name, missing, available))
             _, produced = stage.outputs()
             if produced is None:
                 available = None
             elif PASSTHROUGH in produced:
-                available = None if available is None else available | {f for f in produced if f != PASSTHROUGH}
+                if available is not None:
+                    available = {**available, **{f: stage.name for f in produced if f != PASSTHROUGH}}
             else:
-                available = set(produced)
+                available = {f: stage.name for f in produced}
         return flat
 
     def run(
@@ -203,6 +200,20 @@ def _nothing(spec: ShardSpec, directory: str | os.PathLike | None, total: int = 
         failed=[],
         seconds=0.0,
         run_dir=os.fspath(directory) if directory else None,
+    )
+
+
+def _missing_fields(pipeline: str, index: int, stage: str, missing: list[str], available: dict[str, str]) -> str:
+    """The build-time refusal of a stage that needs fields no earlier stage makes: the stage, the fields, and
+    which stage makes each field that does reach it."""
+    by_stage: dict[str, list[str]] = {}
+    for name, maker in available.items():
+        by_stage.setdefault(maker, []).append(name)
+    made = "; ".join(f"{maker!r} produces {', '.join(sorted(names))}" for maker, names in by_stage.items())
+    return (
+        f"pipeline {pipeline!r}: stage {index} {stage!r} needs field(s) {missing}, which no stage before it produces "
+        f"({made or 'no fields reach it'}). Read the field (e.g. fields=[...] on the reader), add a stage that makes "
+        "it (an extractor with add_language=True makes 'language'), or point the stage at an existing field."
     )
 
 

@@ -1,11 +1,12 @@
-"""examples/nemo_port.py: a NeMo Curator 1.x script whose only changes are its import and executor lines runs, on
-real WARC files (the Debian Handbook's pages, a third of them in both files), and gives NeMo's columns,
-the filters' decisions, an exact deduplication equal to a brute-force one, and Megatron files of the
-deduplicated documents."""
+"""examples/nemo_port.py: a NeMo Curator 1.x script (nemo_original.py.txt) whose only changes are its import and
+executor lines runs, on real WARC files (the Debian Handbook's pages, a third of them in both files), and gives
+NeMo's columns, the filters' decisions, an exact deduplication equal to a brute-force one (its list in one file),
+and Megatron files of the deduplicated documents."""
 
 from __future__ import annotations
 
 import ast
+import difflib
 import json
 import subprocess
 import sys
@@ -19,6 +20,8 @@ from support.megatron_files import EOT, pairs, python_docs_text, sequences_of, t
 from support.webfixtures import build_warc, html_root
 
 SCRIPT = REPO / "examples" / "nemo_port.py"
+#: The NeMo Curator script it was ported from, as a NeMo user has it (the imports checked against NeMo 1.x's code).
+ORIGINAL = Path(__file__).parent / "nemo_original.py.txt"
 #: What a changed line may be: NeMo's imports and its Ray client and executor set-up.
 NEMO_EXECUTOR_LINES = (
     "ray_client = RayClient()",
@@ -28,25 +31,51 @@ NEMO_EXECUTOR_LINES = (
 )
 
 
-def test_only_import_and_executor_lines_differ_from_nemo_code() -> None:
-    """Each ``# NeMo:`` comment holds an original line; the lines it replaced are imports from this package or
-    the executor; no other line of the script names this package."""
-    lines = SCRIPT.read_text().splitlines()
-    originals = [line.strip().removeprefix("# NeMo: ") for line in lines if line.strip().startswith("# NeMo: ")]
-    assert originals, "the script says what it changed"
-    for original in originals:
-        assert original.startswith("from nemo_curator.") or original in NEMO_EXECUTOR_LINES, original
+def _changes(original: list[str], port: list[str]) -> tuple[list[str], list[str]]:
+    """The lines of ``original`` that ``port`` replaced or removed, and the lines ``port`` has instead."""
+    removed: list[str] = []
+    added: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=original, b=port, autojunk=False).get_opcodes():
+        if tag != "equal":
+            removed.extend(original[i1:i2])
+            added.extend(port[j1:j2])
+    return removed, added
+
+
+def test_only_import_and_executor_lines_differ_from_the_nemo_original() -> None:
+    """The script against the NeMo original it was ported from (kept beside this test): every line it removed is an
+    import from NeMo Curator or NeMo's Ray client and executor set-up; every line it has instead is an import from
+    this package, the executor, a comment or a blank line; each ``# NeMo:`` comment holds a line it removed."""
+    original = ORIGINAL.read_text().splitlines()
+    port = SCRIPT.read_text().splitlines()
+    assert "curator_slurm" not in ORIGINAL.read_text() and "nemo_curator" not in "".join(
+        line for line in port if not line.strip().startswith("#")
+    )
+    removed, added = _changes(original, port)
+    assert removed, "the port changed something"
+    for line in removed:
+        assert line.strip().startswith("from nemo_curator.") or line.strip() in NEMO_EXECUTOR_LINES, line
+    for line in added:
+        code = line.strip()
+        assert (
+            not code
+            or code.startswith("#")
+            or code.startswith("from curator_slurm")
+            or code == "executor = LocalExecutor()"
+        ), line
+    kept = [line for line in port if line.strip() and not line.strip().startswith("#")]
+    assert len(kept) == len([line for line in original if line.strip()]) - len(removed) + len(
+        [line for line in added if line.strip() and not line.strip().startswith("#")]
+    )
+    originals = [line.strip().removeprefix("# NeMo: ") for line in port if line.strip().startswith("# NeMo: ")]
+    assert sorted(originals) == sorted(line.strip() for line in removed), "each change names the line it replaced"
     tree = ast.parse(SCRIPT.read_text())
     ours = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module.startswith("curator")]
     assert {n.module for n in ours} == {"curator_slurm", "curator_slurm.nemo"}
-    changed = {n.lineno for n in ours}
-    for number, line in enumerate(lines, start=1):
-        code = line.split("#")[0]
-        if "curator_slurm" in code or "LocalExecutor" in code:
-            assert number in changed or code.strip() == "executor = LocalExecutor()", (number, line)
-            assert lines[number - 2].strip().startswith("# NeMo: "), f"line {number} changed without its original"
-    nemo_imports = [o for o in originals if o.startswith("from nemo_curator.")]
-    assert len(nemo_imports) == len(ours) + 1, "one import per NeMo import (RayClient's goes with the executor)"
+    nemo_tree = ast.parse(ORIGINAL.read_text())
+    nemo_imports = [n for n in ast.walk(nemo_tree) if isinstance(n, ast.ImportFrom) and n.module.startswith("nemo")]
+    names = {alias.name for n in nemo_imports for alias in n.names} - {"RayClient"}  # the executor's, gone with it
+    assert names - {"XennaExecutor"} == {alias.name for n in ours for alias in n.names} - {"LocalExecutor"}
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +131,8 @@ def test_filters_modifier_and_dedup_decide_as_written(ported_run: Path) -> None:
     tables = [pq.read_table(p) for p in (ported_run / "deduplicated").glob("*.parquet")]
     deduplicated = [i for t in tables for i in t["warc_id"].to_pylist()]
     assert sorted(deduplicated) == sorted(expected) and len(expected) < len(filtered)
-    assert (ported_run / "exact_dedup" / "ExactDuplicateIds").is_dir()
+    listed = list((ported_run / "exact_dedup" / "ExactDuplicateIds").glob("*.parquet"))
+    assert len(listed) == 1, "one input task (NeMo's blocksize): one partition, one file of duplicates"
+    assert sum(pq.read_metadata(p).num_rows for p in listed) == len(filtered) - len(expected)
     sequences = [s for prefix in pairs(ported_run / "tokens") for s in sequences_of(prefix)]
     assert len(sequences) == len(deduplicated), "one sequence per deduplicated document"

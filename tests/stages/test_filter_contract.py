@@ -237,7 +237,12 @@ def test_a_field_no_stage_makes_is_refused_when_the_pipeline_is_built(tmp_path: 
     english = Filter(lambda language: language == "ENGLISH", filter_field="language")
     with pytest.raises(PipelineBuildError, match=r"needs field\(s\) \['language'\].*'warc_reader'"):
         pipeline(english).build()
-    assert [s.name for s in pipeline(ResiliparseExtractor(), english).build()][-2] == "filter[<lambda>]"
+    with pytest.raises(
+        PipelineBuildError, match=r"needs field\(s\) \['language'\].*'resiliparse_extractor' produces text"
+    ):
+        pipeline(ResiliparseExtractor(), english).build()  # as datatrove's, no language unless asked
+    with_language = pipeline(ResiliparseExtractor(add_language=True), english).build()
+    assert [s.name for s in with_language][-2] == "filter[<lambda>]"
     with pytest.raises(PipelineBuildError, match=r"needs field\(s\) \['language'\]"):
         Pipeline("q").add_stage(JsonlReader(tmp_path, fields=["text"])).add_stage(english).build()
 

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from curator_slurm import DocumentBatch
 from curator_slurm import stages as stages_module
+from curator_slurm.errors import FilterError
 from curator_slurm.stages import (
     BoilerPlateStringFilter,
     BulletsFilter,
@@ -439,6 +440,38 @@ def test_score_and_filter_take_functions_as_nemo_does_and_refuse_what_is_not_one
         Score(3, score_field="n")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="Filter needs a DocumentFilter instance, got the class WordCountFilter; write"):
         Filter(WordCountFilter, filter_field="n")  # type: ignore[arg-type]
+
+
+def test_functions_get_the_fields_value_and_lists_apply_in_order_as_in_nemo() -> None:
+    """As NeMo's pandas ``apply`` on the column: a function gets each value of its field (never the row); a list
+    of functions with one field each applies in order (a later one sees only what the earlier kept)."""
+    seen: list[object] = []
+    kept = Filter(lambda text: seen.append(text) or True, filter_field="text").process(batch(WEB))
+    assert seen == WEB and kept.data.num_rows == len(WEB)
+    scored = Score([len, lambda t: t.count(" ")], score_field=["chars", "spaces"]).process(batch(WEB))
+    assert scored.data.column("chars").to_pylist() == [len(t) for t in WEB]
+    assert scored.data.column("spaces").to_pylist() == [t.count(" ") for t in WEB]
+    calls: list[int] = []
+    chain = Filter([lambda n: n > 40, lambda s: calls.append(s) or s > 5], filter_field=["chars", "spaces"])
+    out = chain.process(scored).data.column("id").to_pylist()
+    assert out == [i for i, t in enumerate(WEB) if len(t) > 40 and t.count(" ") > 5]
+    assert calls == [t.count(" ") for t in WEB if len(t) > 40], "the second sees only what the first kept"
+
+
+def test_a_filter_function_that_returns_a_score_fails_naming_it() -> None:
+    """NeMo's Filter uses what the function returns as a mask: a number is not one; here the task fails at once
+    naming the function and the value, instead of NeMo's pandas KeyError."""
+    with pytest.raises(FilterError, match=r"the function <lambda> returned 0\.5 .*return a bool"):
+        Filter(lambda text: 0.5, filter_field="text").process(batch(WEB))
+
+
+def test_score_filter_refuses_a_function_naming_score_and_filter() -> None:
+    """NeMo's ScoreFilter calls score_document and keep_document, so a plain function fails it when it runs;
+    here it is refused when built, with the stages that take a function."""
+    with pytest.raises(TypeError, match=r"got the function <lambda>: use Filter\(<lambda>, filter_field=\.\.\.\)"):
+        ScoreFilter(lambda text: len(text) > 3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"Score\(len, score_field=\.\.\.\)"):
+        ScoreFilter([WordCountFilter(), len], score_field=["a", "b"])  # type: ignore[list-item]
 
 
 class _ImportRecorder:

@@ -72,11 +72,15 @@ class HtmlExtractor(ProcessingStage[DocumentBatch, DocumentBatch]):
         self._pool: PagePool | None = None
         self._pool_owner: int | None = None
 
+    def added_fields(self) -> dict[str, pa.DataType]:
+        """The fields this extractor adds beside the text (by default ``extra_fields``)."""
+        return self.extra_fields
+
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], [self.html_field]
 
     def outputs(self) -> tuple[list[str], list[str] | None]:
-        return ["data"], [PASSTHROUGH, self.text_field, *self.extra_fields]
+        return ["data"], [PASSTHROUGH, self.text_field, *self.added_fields()]
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         self.load()
@@ -91,7 +95,7 @@ class HtmlExtractor(ProcessingStage[DocumentBatch, DocumentBatch]):
         """Called before the pages of each batch (a source task): reset per-task state."""
 
     def extract(self, html: str) -> str | tuple[str, dict[str, Any]] | Rejected | None:
-        """The text of one page (and the values of ``extra_fields``), or None when the library finds none."""
+        """The text of one page (and the values of ``added_fields()``), or None when the library finds none."""
         raise NotImplementedError
 
     def process(self, task: DocumentBatch) -> DocumentBatch:
@@ -99,7 +103,8 @@ class HtmlExtractor(ProcessingStage[DocumentBatch, DocumentBatch]):
         pages = _column(task, self.html_field, "extract text from", "html_field").to_pylist()
         urls = task.data.column("url").to_pylist() if "url" in task.data.column_names else [None] * len(pages)
         texts: list[str | None] = [None] * len(pages)
-        extra: dict[str, list[Any]] = {name: [None] * len(pages) for name in self.extra_fields}
+        added = self.added_fields()
+        extra: dict[str, list[Any]] = {name: [None] * len(pages) for name in added}
         keep = [False] * len(pages)
         counts: dict[str, int] = {}
         todo = []  # the pages handed to the library: (row, html)
@@ -115,11 +120,11 @@ class HtmlExtractor(ProcessingStage[DocumentBatch, DocumentBatch]):
                 counts[cause] = counts.get(cause, 0) + 1
                 continue
             keep[row], texts[row] = True, text
-            for name in self.extra_fields:
+            for name in added:
                 extra[name][row] = values.get(name)
         table = task.data
         columns = {self.text_field: pa.array(texts, pa.string())}
-        columns.update({name: pa.array(extra[name], kind) for name, kind in self.extra_fields.items()})
+        columns.update({name: pa.array(extra[name], kind) for name, kind in added.items()})
         for name, values in columns.items():
             at = table.column_names.index(name) if name in table.column_names else -1
             table = table.set_column(at, name, values) if at >= 0 else table.append_column(name, values)
@@ -207,8 +212,9 @@ class TrafilaturaExtractor(PageLanguage, HtmlExtractor):
     """Trafilatura's ``extract`` with FineWeb's options (``favor_precision=True, include_comments=False,
     deduplicate=True``; other ``extract`` keywords in ``options``). Trafilatura's duplicate-paragraph cache is
     one per source task (a fresh ``LRUCache`` handed to ``deduplicate``), so a page's text does not depend on
-    which pages a worker saw before: shards agree with an unsharded run. Adds ``language`` (the page's, as NeMo
-    Curator's extraction names it)."""
+    which pages a worker saw before: shards agree with an unsharded run. ``add_language=True`` adds ``language``
+    (the page's, as NeMo Curator's extraction names it; datatrove's Trafilatura adds none, nor does this by
+    default)."""
 
     library = "trafilatura"
 
@@ -218,11 +224,12 @@ class TrafilaturaExtractor(PageLanguage, HtmlExtractor):
         include_comments: bool = False,
         deduplicate: bool = True,
         options: dict[str, Any] | None = None,
+        add_language: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         extras.require("lxml_html_clean", type(self).__name__, "web")  # trafilatura 2.x fails to import without
-        self.require_cld2(type(self).__name__)
+        self.language_on(add_language)
         self.favor_precision = favor_precision
         self.include_comments = include_comments
         self.deduplicate = deduplicate
@@ -239,7 +246,7 @@ class TrafilaturaExtractor(PageLanguage, HtmlExtractor):
 
             self._cache = LRUCache(maxsize=LRU_SIZE)
 
-    def extract(self, html: str) -> tuple[str, dict[str, Any]] | None:
+    def extract(self, html: str) -> str | tuple[str, dict[str, Any]] | None:
         text = self._module.extract(
             html,
             favor_precision=self.favor_precision,
@@ -252,20 +259,26 @@ class TrafilaturaExtractor(PageLanguage, HtmlExtractor):
 
 class ResiliparseExtractor(PageLanguage, HtmlExtractor):
     """Resiliparse's ``extract_plain_text`` with the options NeMo Curator uses (``main_content=True,
-    alt_texts=False``; other keywords in ``options``). Adds ``language`` (the page's, as NeMo names it)."""
+    alt_texts=False``; other keywords in ``options``). ``add_language=True`` adds ``language`` (the page's, as NeMo
+    names it)."""
 
     library = "resiliparse.extract.html2text"
 
     def __init__(
-        self, main_content: bool = True, alt_texts: bool = False, options: dict[str, Any] | None = None, **kwargs: Any
+        self,
+        main_content: bool = True,
+        alt_texts: bool = False,
+        options: dict[str, Any] | None = None,
+        add_language: bool = False,
+        **kwargs: Any,
     ):
         super().__init__(**kwargs)
-        self.require_cld2(type(self).__name__)
+        self.language_on(add_language)
         self.main_content = main_content
         self.alt_texts = alt_texts
         self.options = dict(options or {})
 
-    def extract(self, html: str) -> tuple[str, dict[str, Any]] | None:
+    def extract(self, html: str) -> str | tuple[str, dict[str, Any]] | None:
         text = self._module.extract_plain_text(
             html, main_content=self.main_content, alt_texts=self.alt_texts, **self.options
         )

@@ -1,10 +1,12 @@
 """The language of a web page as NeMo Curator's HTML extraction names it: CLD2's first guess on the whole decoded
-page (markup included), upper-cased (``ENGLISH``), every extractor's ``language`` field."""
+page (markup included), upper-cased (``ENGLISH``): jusText's ``language`` field (it needs the language for its stop
+list), and Trafilatura's and Resiliparse's with ``add_language=True``, which NeMo's ``CommonCrawlHTMLExtractor``
+sets for every algorithm (datatrove's extractors, which this project's follow by default, add none)."""
 
 from __future__ import annotations
 
 import unicodedata
-from typing import Any, ClassVar
+from typing import Any
 
 import pyarrow as pa
 
@@ -27,15 +29,22 @@ def detect_language(html: str) -> str:
 
 
 class PageLanguage:
-    """Mixin of an extractor whose library gives the text only: :meth:`with_language` adds the page's language
-    (detected only for a page that has text, which is all the output keeps)."""
+    """Mixin of an extractor whose library gives the text only: with ``add_language`` (set by
+    :meth:`language_on`), :meth:`with_language` adds the page's language (detected only for a page that has text,
+    which is all the output keeps), declared by :meth:`added_fields` so a pipeline knows it when it is built."""
 
-    extra_fields: ClassVar[dict[str, pa.DataType]] = LANGUAGE_FIELDS
+    add_language: bool = False
 
-    @staticmethod
-    def require_cld2(owner: str) -> None:
-        extras.require("pycld2", owner, "web")
+    def added_fields(self) -> dict[str, pa.DataType]:
+        return LANGUAGE_FIELDS if self.add_language else {}
 
-    @staticmethod
-    def with_language(text: str | None, html: str) -> tuple[str, dict[str, Any]] | None:
-        return (text, {"language": detect_language(html)}) if text else None
+    def language_on(self, add_language: bool) -> None:
+        """Add the ``language`` field (CLD2, the ``web`` extra) or not."""
+        if add_language:
+            extras.require("pycld2", type(self).__name__, "web")
+        self.add_language = bool(add_language)
+
+    def with_language(self, text: str | None, html: str) -> str | tuple[str, dict[str, Any]] | None:
+        if not text:
+            return None
+        return (text, {"language": detect_language(html)}) if self.add_language else text

@@ -6,6 +6,7 @@ after a ``FilePartitioningStage``, giving NeMo's columns (``url``, ``warc_id``, 
 
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any
 
@@ -15,6 +16,7 @@ import pyarrow as pa
 from curator_slurm.stages.base import PASSTHROUGH, CompositeStage, ProcessingStage
 from curator_slurm.stages.extractors.base import HtmlExtractor, ResiliparseExtractor, TrafilaturaExtractor
 from curator_slurm.stages.extractors.justext import JusTextExtractor
+from curator_slurm.stages.extractors.language import PageLanguage
 from curator_slurm.stages.io.warc import WarcReaderStage
 from curator_slurm.stages.text.compute import _compute, call
 from curator_slurm.tasks import DocumentBatch, FileGroupTask
@@ -52,6 +54,8 @@ class CommonCrawlWarcIterator:
 class CommonCrawlHTMLExtractor:
     """NeMo's HTML extractor of a record: ``algorithm`` (``"justext"``, the default, ``"resiliparse"``,
     ``"trafilatura"``, or an extractor built here) with ``algorithm_kwargs``, and jusText's ``stop_lists``.
+    Every algorithm adds ``language``, as NeMo's extractor does (an extractor given without ``add_language=True``
+    is used as a copy with it).
 
     Args:
         algorithm: the extraction algorithm, by NeMo's name or as an extractor (``JusTextExtractor()``).
@@ -77,6 +81,9 @@ class CommonCrawlHTMLExtractor:
             algorithm = cls(**kwargs)
         elif not isinstance(algorithm, HtmlExtractor):
             raise TypeError(f"CommonCrawlHTMLExtractor(algorithm={algorithm!r}): a name or an extractor")
+        if isinstance(algorithm, PageLanguage) and not algorithm.add_language:
+            algorithm = copy.copy(algorithm)
+            algorithm.language_on(True)
         self.algorithm = algorithm
 
     def output_columns(self) -> list[str]:

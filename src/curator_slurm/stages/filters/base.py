@@ -106,6 +106,14 @@ def not_a_filter(wrapper: str, given: object, callables: bool = False) -> str:
         return f"{wrapper} needs a DocumentFilter; {type(given).__name__} is a stage: add it to the pipeline itself"
     if isinstance(given, type):
         return f"{wrapper} needs a DocumentFilter instance, got the class {given.__name__}; write {given.__name__}()"
+    if callable(given) and not callables:
+        name = getattr(given, "__name__", type(given).__name__)
+        return (
+            f"{wrapper} needs a DocumentFilter (it scores with score_document and decides with keep_document; NeMo "
+            f"Curator's {wrapper} fails on a plain function when it runs), got the function {name}: use "
+            f"Filter({name}, filter_field=...) for a function that returns True to keep a document, or "
+            f"Score({name}, score_field=...) and then a Filter on that score"
+        )
     return f"{wrapper} needs a DocumentFilter instance{' or a function' if callables else ''}, got {given!r}"
 
 

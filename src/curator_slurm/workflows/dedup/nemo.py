@@ -17,6 +17,7 @@ from curator_slurm.runs.layout import DEFAULT_WORK_DIR_NAME
 from curator_slurm.runs.upstream import Upstream
 from curator_slurm.stages.io.readers import FileReader, JsonlReader, ParquetReader
 from curator_slurm.stages.io.writers import BaseWriter, JsonlWriter, ParquetWriter
+from curator_slurm.tasks import EmptyTask
 from curator_slurm.workflows.dedup.common import RemoveDuplicates
 from curator_slurm.workflows.dedup.exact import ExactDuplicates
 
@@ -69,9 +70,11 @@ def input_description(reader: FileReader) -> dict[str, Any]:
 class ExactDeduplicationWorkflow:
     """NeMo's ``ExactDeduplicationWorkflow``: the exact duplicates of ``text_field`` in ``input_path`` listed in
     ``<output_path>/ExactDuplicateIds`` (each with the document it duplicates), ``exact_id_generator.json`` beside
-    it. NeMo's GPU settings (``rmm_pool_size``, ``spill_memory_limit``, ``use_async_memory``, ``total_nparts``,
-    ``env_vars``, ``identification_batchsize``) are accepted and mean nothing on CPUs; ``perform_removal=True``
-    is refused, as in NeMo (use :class:`TextDuplicatesRemovalWorkflow`).
+    it. ``total_nparts`` is the number of partitions of the identification, as in NeMo: the tasks of the find
+    phase, so at most that many files list the duplicates (None: NeMo's choice, a third of the input's tasks, at
+    least one). NeMo's GPU settings (``rmm_pool_size``, ``spill_memory_limit``, ``use_async_memory``, ``env_vars``,
+    ``identification_batchsize``) are accepted and mean nothing on CPUs; ``perform_removal=True`` is refused, as
+    in NeMo (use :class:`TextDuplicatesRemovalWorkflow`).
 
     Args:
         output_path: where the list goes.
@@ -111,12 +114,16 @@ class ExactDeduplicationWorkflow:
         _refuse(read_kwargs=read_kwargs, write_kwargs=write_kwargs)
         self.output_path = os.fspath(output_path)
         self.reader = _reader(input_filetype, input_path, input_file_extensions, blocksize=input_blocksize)
+        if total_nparts is None:
+            total_nparts = len(self.reader.partitioner.process(EmptyTask())) // 3
+        self.total_nparts = max(1, int(total_nparts))
         self.workflow = ExactDuplicates(
             self.reader,
             ParquetWriter(fs.join(self.output_path, IDS_DIR)),
             text_field=text_field,
             id_field=None if assign_id else id_field,
             identify_only=True,
+            buckets=self.total_nparts,
             work_dir=fs.join(self.output_path, DEFAULT_WORK_DIR_NAME),
             name="exact_deduplication",
         )
