@@ -212,7 +212,7 @@ def _column(task: DocumentBatch, field: str, purpose: str, parameter: str) -> pa
     """The batch's column ``field``, or an error naming the batch's files, the field and the fix."""
     table = task.data
     if field not in table.column_names:
-        where = ", ".join(task.metadata.get("files", [])) or task.task_id
+        where = task.where()
         raise InputError(
             f"{where}: no field {field!r} to {purpose}; the data has {table.column_names}. "
             f"Set {parameter}= to one of them."

@@ -110,7 +110,7 @@ def language_scores(
 def _texts(task: DocumentBatch, field: str, feature: str) -> list[str]:
     table = task.data
     if field not in table.column_names:
-        where = ", ".join(task.metadata.get("files", [])) or task.task_id
+        where = task.where()
         raise InputError(
             f"{where}: no field {field!r} for {feature} to classify; the data has {table.column_names}. "
             "Set text_field= to one of them."

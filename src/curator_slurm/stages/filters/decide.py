@@ -138,7 +138,7 @@ class BaseFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
         """The batch's column ``name``, or an error naming the batch's files, the field and the fix."""
         table = task.data
         if name not in table.column_names:
-            where = ", ".join(task.metadata.get("files", [])) or task.task_id
+            where = task.where()
             raise InputError(
                 f"{where}: {type(self).__name__} needs the field {name!r}; the data has {table.column_names}. "
                 f"Set {parameter}= to one of them."

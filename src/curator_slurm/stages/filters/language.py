@@ -226,7 +226,7 @@ class LanguageFilter(BaseFilter):
     def texts(self, task: DocumentBatch) -> pa.ChunkedArray:
         table = task.data
         if self.text_field not in table.column_names:
-            where = ", ".join(task.metadata.get("files", [])) or task.task_id
+            where = task.where()
             raise InputError(
                 f"{where}: no field {self.text_field!r} to identify the language of; the data has "
                 f"{table.column_names}. Set text_field= to one of them."

@@ -159,7 +159,7 @@ class URLFilter(DatatroveFilter):
         raw = task.data.column(self.url_field)
         empty = to_numpy(call("equal", urls, "")) | to_numpy(call("is_null", raw))
         if empty.any():
-            where = ", ".join(task.metadata.get("files", [])) or task.task_id
+            where = task.where()
             raise InputError(f"{where}: URLFilter: row {int(np.flatnonzero(empty)[0])} has no {self.url_field!r}")
         lists = self.lists()
         domain, host = self._domains(urls.to_pylist())

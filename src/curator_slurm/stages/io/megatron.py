@@ -218,7 +218,7 @@ class MegatronTokenizerWriter(BaseWriter):
         """The non-empty texts of the batch, in order (empty and null ones get no sequence)."""
         table = task.data
         if self.text_field not in table.column_names:
-            where = ", ".join(task.metadata.get("files", [])) or task.task_id
+            where = task.where()
             raise InputError(f"{where}: no field {self.text_field!r} to tokenize; the data has {table.column_names}")
         column = table.column(self.text_field)
         if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):

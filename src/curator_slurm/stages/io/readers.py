@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Iterator, Mapping
-from typing import Any, TypeAlias
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -22,6 +22,7 @@ from curator_slurm.stages.io.batching import (
     set_bound,
     slices,
 )
+from curator_slurm.stages.io.columns import FILE_PATH, SchemaLike, check_file_path_field, to_schema
 from curator_slurm.stages.io.jsonl import MAX_LINE_BYTES, iter_jsonl, jsonl_rows_before, read_jsonl
 from curator_slurm.stages.io.parquet import (
     parquet_errors,
@@ -33,44 +34,10 @@ from curator_slurm.stages.io.parquet import (
     require_fields,
     row_group_start,
 )
-from curator_slurm.stages.io.partitioning import FilePartitioningStage, parse_size
+from curator_slurm.stages.io.partitioning import FilePartitioningStage, input_root, list_inputs, parse_size
 from curator_slurm.tasks import DocumentBatch, FileGroupTask
 
 pq = LazyModule("pyarrow.parquet")
-
-#: The column in which readers name each document's source file (datatrove keeps it as ``metadata.file_path``):
-#: its path relative to the reader's input root, local or on an object store alike (as datatrove's is relative
-#: to its data folder). A document that already has it (read from an earlier phase's output) keeps its own.
-FILE_PATH = "file_path"
-
-#: A reader's ``schema``: a pyarrow schema, or field name -> pyarrow type or type name ("int64").
-SchemaLike: TypeAlias = "pa.Schema | Mapping[str, pa.DataType | str]"
-
-
-def to_schema(schema: SchemaLike) -> pa.Schema:
-    """A pyarrow schema from a schema or a mapping of field names to types or type names; an unknown
-    type name is a ValueError naming the field."""
-    if isinstance(schema, pa.Schema):
-        return schema
-    fields = []
-    for name, type_ in schema.items():
-        if isinstance(type_, str):
-            try:
-                type_ = pa.type_for_alias(type_)
-            except ValueError:
-                raise ValueError(
-                    f"schema field {name!r}: unknown type {type_!r}; use a pyarrow type or a name such as "
-                    "'string', 'int64', 'float64', 'bool' or 'timestamp[s]'"
-                ) from None
-        fields.append(pa.field(name, type_))
-    return pa.schema(fields)
-
-
-def check_file_path_field(name: Any) -> str | None:
-    """A reader's ``file_path_field``: a column name, or None for no source-file column."""
-    if name is not None and (not isinstance(name, str) or not name):
-        raise ValueError(f"file_path_field={name!r}: give a column name (default 'file_path'), or None for none")
-    return name
 
 
 def _check_planned_sizes(task: FileGroupTask) -> None:
@@ -320,7 +287,7 @@ class FileReader(CompositeStage[FileGroupTask, DocumentBatch]):
     files under ``file_paths`` and groups them into source tasks with deterministic ids) and a
     :class:`FileReaderStage` (``reader_class``) that reads each group. A subclass sets ``reader_class``,
     ``default_extensions`` and whether it ``can_split`` files into byte ranges; deduplication workflows take
-    any such reader (they call :meth:`with_fields` and use ``partitioner``)."""
+    any such reader (they call :meth:`with_fields`, :meth:`input_files` and :meth:`input_root`)."""
 
     #: The endings listed when no ``file_extensions`` is given. What the run fingerprint records (as the
     #: partitioner's ``file_extensions``); the names actually taken are :attr:`read_extensions`.
@@ -375,6 +342,14 @@ class FileReader(CompositeStage[FileGroupTask, DocumentBatch]):
 
     def decompose(self) -> list[ProcessingStage]:
         return [self.partitioner, self.reader]
+
+    def input_files(self) -> list[str]:
+        """The files this reader reads, as it lists them (sorted; their order numbers the documents)."""
+        return list_inputs(self.partitioner.file_paths, self.partitioner.patterns).files
+
+    def input_root(self) -> str:
+        """The directory its files' ids, positions and ``file_path`` are relative to."""
+        return input_root(self.partitioner.file_paths)
 
     def with_fields(self, fields: list[str]) -> FileReader:
         """A copy of this reader that reads only ``fields`` (e.g. a dedup hash phase needs only the text)."""

@@ -120,7 +120,7 @@ class Modify(ProcessingStage[DocumentBatch, DocumentBatch]):
         for modifier, fields, target in zip(self.modifiers, self.input_fields, self.output_fields, strict=True):
             missing = [f for f in fields if f not in table.column_names]
             if missing:
-                where = ", ".join(task.metadata.get("files", [])) or task.task_id
+                where = task.where()
                 raise InputError(
                     f"{where}: no field {missing[0]!r} for {type(modifier).__name__} to modify; the data has "
                     f"{table.column_names}. Set input_fields= to one of them."

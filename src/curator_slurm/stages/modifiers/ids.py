@@ -84,7 +84,7 @@ class AddId(ProcessingStage[DocumentBatch, DocumentBatch]):
         table = task.data
         exists = self.id_field in table.column_names
         if exists and not self.overwrite:
-            where = ", ".join(task.metadata.get("files", [])) or task.task_id
+            where = task.where()
             raise InputError(
                 f"{where}: the data already has a field {self.id_field!r}; give AddId another id_field, or "
                 "overwrite=True to replace it"

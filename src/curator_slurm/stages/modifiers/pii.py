@@ -128,7 +128,7 @@ class PIIFormatter(ProcessingStage[DocumentBatch, DocumentBatch]):
         if self.text_field not in table.column_names:
             from curator_slurm.errors import InputError
 
-            where = ", ".join(task.metadata.get("files", [])) or task.task_id
+            where = task.where()
             raise InputError(
                 f"{where}: PIIFormatter needs the field {self.text_field!r}; the data has {table.column_names}. "
                 "Set text_field= to one of them."

@@ -100,7 +100,7 @@ class ExactHash(ProcessingStage[DocumentBatch, DocumentBatch]):
         table = task.data
         for name in (self.text_field, self.id_field):
             if name and name not in table.column_names:
-                where = ", ".join(task.metadata.get("files", [])) or task.task_id
+                where = task.where()
                 raise InputError(f"{where}: no field {name!r}; the data has {table.column_names}")
         positions = document_positions(task)
         texts = table.column(self.text_field)

@@ -101,7 +101,7 @@ class MinHashBands(ProcessingStage[DocumentBatch, DocumentBatch]):
     def process(self, task: DocumentBatch) -> DocumentBatch:
         table = task.data
         if self.text_field not in table.column_names:
-            where = ", ".join(task.metadata.get("files", [])) or task.task_id
+            where = task.where()
             raise InputError(
                 f"{where}: no field {self.text_field!r} to deduplicate on; the data has {table.column_names}"
             )

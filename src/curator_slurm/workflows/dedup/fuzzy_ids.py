@@ -58,7 +58,7 @@ class ListedIds(ProcessingStage[DocumentBatch, DocumentBatch]):
     def process(self, task: DocumentBatch) -> DocumentBatch:
         table = task.data
         if self.id_field not in table.column_names:
-            where = ", ".join(task.metadata.get("files", [])) or task.task_id
+            where = task.where()
             raise InputError(
                 f"{where}: no field {self.id_field!r} (FuzzyDuplicates' id_field) to list; the data has "
                 f"{table.column_names}. Set id_field= to one of them, or None."

@@ -58,11 +58,7 @@ def _refuse(**given: Any) -> None:
 def input_description(reader: FileReader) -> dict[str, Any]:
     """What a list of duplicates is tied to: the input's files (their count and the first and last names
     relative to the root), whose order numbers the documents."""
-    from curator_slurm.stages.io.partitioning import input_root, list_inputs
-
-    part = reader.partitioner
-    files = list_inputs(part.file_paths, part.patterns).files
-    root = input_root(part.file_paths)
+    files, root = reader.input_files(), reader.input_root()
     names = [fs.relative(f, root) for f in files]
     return {"ids": "document positions (file index << 32 | row)", "files": len(names), "names": names[:1] + names[-1:]}
 

@@ -96,7 +96,7 @@ class EdgeShingles(ProcessingStage[DocumentBatch, DocumentBatch]):
     def process(self, task: DocumentBatch) -> DocumentBatch:
         table = task.data
         if self.text_field not in table.column_names:
-            where = ", ".join(task.metadata.get("files", [])) or task.task_id
+            where = task.where()
             raise InputError(f"{where}: no field {self.text_field!r} to check; the data has {table.column_names}")
         keys = document_positions(task).keys
         if len(keys):
