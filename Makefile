@@ -50,6 +50,7 @@ test-pyarrow-floor: $(FLOOR_VENV)/.installed
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 # The types of src/ ([tool.mypy] in pyproject.toml says which files and how strictly).
 typecheck: venv
