@@ -1,12 +1,5 @@
-"""Bounded batches of a file reader: the documents of one source task handed on a batch at a time, each of at
-most ``batch_rows`` documents and about ``batch_bytes`` bytes, with what document positions need.
-
-A batch's metadata says which files its rows come from (``files``, with ``file_indices`` and ``root`` as the
-source task gives them), how many rows each gave (``file_rows``) and the row of each file's first document in
-the batch (``first_rows``, counted from the first record the source task reads in that file: a piece of a
-split file adds the records before its ``byte_range``). A source task that fits one batch gets exactly the
-batch it always had (every file of the group, ``first_rows`` all 0), so its output keeps its name.
-"""
+"""Bounded batches of a file reader: the documents of one source task handed on a batch at a time (at most
+``batch_rows`` documents, about ``batch_bytes`` bytes), each with the metadata document positions need."""
 
 from __future__ import annotations
 

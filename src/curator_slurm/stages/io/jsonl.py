@@ -1,12 +1,5 @@
-"""Reading JSONL: whole files (any compression the layer decodes) or the lines that start in a byte range,
-with errors that name the file and line, and lines of any length up to a limit.
-
-pyarrow's JSON reader parses blocks of ``block_size`` bytes, and a line longer than a block fails the whole
-file ("straddling object"). Blocks stay small (16 MiB: type inference per block is fast and steady, memory
-stays low); only when a file has a longer line is it read again with a block that holds its longest line,
-up to ``max_line_bytes`` (256 MiB by default). A line longer than that fails its task naming the file, the
-line and the limit (the reader's ``max_line_bytes`` raises it).
-"""
+"""Reading JSONL: whole files (any compression the layer decodes) or the lines that start in a byte range, in small
+blocks read again with a larger one for a long line, up to ``max_line_bytes``; errors name the file and line."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Naming the line of a JSONL file that pyarrow refused to read.
-
-pyarrow's JSON reader fails a whole block with a message that gives no line. Only once it has failed,
-these functions read the same bytes again line by line with Python's ``json`` to find the first line
-that is not UTF-8, not JSON, not an object, or whose field changes type or does not fit the declared
-schema, and say how to fix it.
-"""
+"""Naming the line of a JSONL file that pyarrow refused to read: the same bytes read again line by line, to find the
+first line that is not UTF-8, not a JSON object, or does not fit the schema, and say how to fix it."""
 
 from __future__ import annotations
 

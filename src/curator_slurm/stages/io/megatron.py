@@ -1,32 +1,6 @@
-"""Tokenize documents into Megatron indexed datasets (``.bin``/``.idx``, see :mod:`.megatron_format`).
-
-:class:`MegatronTokenizerWriter` keeps NeMo Curator's name and parameters where they apply
-(``model_identifier``, ``text_field``, ``tokenization_batch_size``, ``append_eod``); it differs on purpose:
-
-- the tokenizer is a local file or directory, loaded with Hugging Face ``tokenizers`` and never downloaded
-  (compute nodes are often offline); NeMo's ``cache_dir`` and ``hf_token`` have nothing to do here;
-- ``append_eod`` is on by default (a document boundary the model can see is what pre-training wants), with
-  the token named by ``eod_token`` or else the tokenizer directory's own ``eos_token``; ``bos_token``
-  optionally opens every document;
-- like NeMo, the tokenizer's post-processor is not applied (``add_special_tokens=False``): the sequence of
-  a document is ``[bos] + tokenizer.encode(text, add_special_tokens=False).ids + [eod]``;
-- a document whose text is empty or null gets no sequence: a sequence of nothing but EOS teaches nothing.
-  The writer's ``rows`` (the funnel) count the documents written, so they show as dropped by this stage.
-
-Outputs are named by lineage like every writer's (``<source id>.bin`` and ``.idx``), each written to a hidden
-temporary name and renamed, the ``.bin`` first, so an ``.idx`` under its final name always has its ``.bin``.
-A source task whose texts are all empty still gets its (empty) pair. The task's token count goes into its
-metadata (``tokens``), from there into its ledger record, and the ``status`` command sums it.
-
-Threads: ``tokenizers`` encodes a batch on a pool of Rust threads that by default has one thread per core,
-in every process. With one worker per core that is cores x cores threads fighting over the caches. So the
-writer sets the pool of its own process in :meth:`setup`, before the first encode: ``tokenizer_threads=1``
-(the default) sets ``TOKENIZERS_PARALLELISM=false`` (the batch is encoded on the calling thread; the speed
-comes from one worker per core), ``tokenizer_threads=k>1`` sets ``RAYON_NUM_THREADS=k`` (for few workers
-per node, e.g. one worker per node of ``k`` cores), through ``settings.limit_tokenizer_threads``, only in the
-process that runs the stage. ``tokenization_batch_size`` (1000, NeMo's) bounds memory: an encoding
-holds its tokens' strings and offsets, a few hundred bytes per token, for one batch at a time.
-"""
+"""Tokenize documents into Megatron indexed datasets (``.bin``/``.idx``, see :mod:`.megatron_format`):
+:class:`MegatronTokenizerWriter`, NeMo Curator's name and parameters, and where it differs on purpose.
+Design: docs/design.md, section Tokenization."""
 
 from __future__ import annotations
 
@@ -156,7 +130,18 @@ def resolve_tokenizer(
 class MegatronTokenizerWriter(BaseWriter):
     """Tokenize ``text_field`` of each batch and write ``<source id>.bin``/``.idx`` (Megatron's indexed dataset,
     one sequence per document) into ``path``; ``model_identifier`` is a local ``tokenizer.json`` or tokenizer
-    directory. The task's token count is in its metadata and ledger record (``tokens``)."""
+    directory. The task's token count is in its metadata and ledger record (``tokens``).
+
+    Args:
+        path: the output directory, local or ``s3://``.
+        model_identifier: a local ``tokenizer.json``, or a directory holding one; never downloaded.
+        text_field: the field tokenized.
+        tokenization_batch_size: texts encoded per call (bounds memory).
+        append_eod: end every document's sequence with the EOD token.
+        eod_token: the EOD token (default: the directory's ``eos_token``).
+        bos_token: a token that opens every sequence (default none).
+        tokenizer_threads: the Rust threads that encode, in each process running the stage.
+    """
 
     name = "megatron_tokenizer_writer"
     extension = ".bin"

@@ -1,26 +1,6 @@
-"""Megatron's indexed dataset on disk: a ``.bin`` of token ids and the ``.idx`` that cuts it into sequences.
-
-The layout is the one Megatron-LM's (and NeMo's) ``IndexedDataset`` reads (``megatron/core/datasets/
-indexed_dataset.py``), little-endian throughout:
-
-``.idx``::
-
-    b"MMIDIDX\\x00\\x00"          9 bytes, the magic
-    version                       int64, 1
-    dtype code                    uint8: 1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, 6 float64, 7 float32, 8 uint16
-    sequence count S              int64
-    document count D              int64 (entries of the document index below, i.e. documents + 1)
-    sequence lengths              S x int32, tokens per sequence
-    sequence pointers             S x int64, byte offset of each sequence in the .bin
-    document indices              D x int64, the sequence each document starts at, then S
-
-``.bin``: the token ids of every sequence, one after another, in the dtype of the code.
-
-This writer makes one sequence per document, so the document index is ``0, 1, ..., S``. The dtype is
-uint16 when every id the tokenizer can give fits (ids 0..65535), else int32, as NeMo Curator's
-writer and Megatron's ``DType.optimal_dtype`` choose. :func:`merge_pairs` concatenates pairs without
-decoding tokens, streaming each section in chunks, so its memory does not grow with the corpus.
-"""
+"""Megatron's indexed dataset on disk: a ``.bin`` of token ids and the ``.idx`` that cuts it into sequences, as
+Megatron-LM's ``IndexedDataset`` reads them (layout: docs/reference.md, "The format"); :func:`merge_pairs`
+concatenates pairs without decoding tokens, streaming each section in chunks."""
 
 from __future__ import annotations
 

@@ -287,7 +287,21 @@ class FileReader(CompositeStage[FileGroupTask, DocumentBatch]):
     files under ``file_paths`` and groups them into source tasks with deterministic ids) and a
     :class:`FileReaderStage` (``reader_class``) that reads each group. A subclass sets ``reader_class``,
     ``default_extensions`` and whether it ``can_split`` files into byte ranges; deduplication workflows take
-    any such reader (they call :meth:`with_fields`, :meth:`input_files` and :meth:`input_root`)."""
+    any such reader (they call :meth:`with_fields`, :meth:`input_files` and :meth:`input_root`).
+
+    Args:
+        file_paths: a file, a directory (listed recursively) or a list of them, local or ``s3://``.
+        files_per_partition: files per source task (not with ``blocksize``); default one file per task.
+        blocksize: the size of a source task's files together, e.g. ``"512MiB"`` (not with ``files_per_partition``).
+        fields: the fields to read (default all).
+        file_extensions: the endings or globs to take instead of the reader's own.
+        limit: read only the first this many source tasks.
+        split_files: cut files larger than ``blocksize`` into record-aligned byte ranges.
+        schema: the types of the fields, for formats whose types come from the data.
+        batch_rows: the most documents in a batch (None: no bound).
+        batch_bytes: about the most bytes in a batch, e.g. ``"256MiB"`` (None: no bound).
+        file_path_field: the column naming each document's file (None: no such column).
+    """
 
     #: The endings listed when no ``file_extensions`` is given. What the run fingerprint records (as the
     #: partitioner's ``file_extensions``); the names actually taken are :attr:`read_extensions`.
@@ -365,8 +379,12 @@ class JsonlReader(FileReader):
 
     Takes ``.jsonl``, ``.json`` and ``.ndjson`` in any case, plain or compressed (gz, bz2, xz, zst/zstd, lz4,
     br); other files under the path are skipped and listed in one log line (``file_extensions`` takes endings
-    or globs instead). ``max_line_bytes`` is the longest line read (256 MiB by default); a longer one fails
-    its task naming the file and line."""
+    or globs instead). The arguments not below are :class:`FileReader`'s.
+
+    Args:
+        max_line_bytes: the longest line read (256 MiB by default); a longer one fails its task naming the file
+            and line.
+    """
 
     name = "jsonl_reader"
     default_extensions = (".jsonl", ".json", ".jsonl.gz", ".jsonl.zst", ".json.gz")
@@ -417,7 +435,8 @@ class JsonlReader(FileReader):
 
 class ParquetReader(FileReader):
     """Read Parquet files into document batches, one batch per file group, or per piece of a file with
-    ``split_files=True`` and ``blocksize``: a piece reads the row groups that start in it."""
+    ``split_files=True`` and ``blocksize``: a piece reads the row groups that start in it. Its arguments are
+    :class:`FileReader`'s."""
 
     name = "parquet_reader"
     default_extensions = (".parquet",)

@@ -1,17 +1,6 @@
-"""WARC and WET readers: web archives in, one document per record out, on the public reader base.
-
-:class:`WarcReader` reads ``response`` records (``resource``/``conversion`` on request) of ``.warc``,
-``.warc.gz`` (one gzip member per record, as Common Crawl writes them, or any other grouping) and ``.warc.zst``
-into the fields ``html`` (the payload decoded), ``url``, ``warc_record_id``, ``warc_date``, ``content_type``,
-``http_status``, ``warc_offset`` (the byte offset of the record, or of the gzip member it starts in) and
-``file_path`` (the WARC file, relative to the input root: :data:`~.readers.FILE_PATH`).
-Records that make no document are counted by cause (``stages.notes``); damaged bytes are skipped to the next
-record, each stretch noted with its file, offset and error; the task does not fail.
-
-A document's position is (file relative to the reader's root, record number), the record number counting the
-documents this reader makes of the file, in file order. Large files can be read as record-aligned byte ranges
-(``split_files=True``); split or not, a file gives the same documents (``warc_records``).
-"""
+"""WARC and WET readers: web archives in, one document per record out (``html``, ``url``, ``warc_record_id``,
+``warc_date``, ``content_type``, ``http_status``, ``warc_offset``, ``file_path``), whole or split into
+record-aligned byte ranges. Design: docs/design.md, section WARC reading and proven boundaries."""
 
 from __future__ import annotations
 
@@ -289,7 +278,15 @@ class WetReaderStage(WarcReaderStage):
 
 class WarcReader(FileReader):
     """Read WARC files (``.warc``, ``.warc.gz``, ``.warc.zst``): one document per HTML record, one source task
-    per file (or per group of files, or per record-aligned piece of a large file with ``split_files``)."""
+    per file (or per group of files, or per record-aligned piece of a large file with ``split_files``). The
+    arguments not below are :class:`~.readers.FileReader`'s (it takes no ``schema``).
+
+    Args:
+        record_types: the WARC record types that make documents (``"response"``, ``"resource"``,
+            ``"conversion"``).
+        keep_non_html: also make documents of non-HTML payloads (their bytes in ``content``).
+        max_record_bytes: the largest record read, e.g. ``"64MiB"``; a larger one is skipped and noted.
+    """
 
     name = "warc_reader"
     default_extensions = wr.WARC_ENDINGS
@@ -326,7 +323,8 @@ class WarcReader(FileReader):
 
 class WetReader(FileReader):
     """Read Common Crawl's WET files (``.warc.wet.gz``): the text of each ``conversion`` record, same fields
-    as :class:`WarcReader` with ``text`` for ``html``; the cheap path when Common Crawl's extraction will do."""
+    as :class:`WarcReader` with ``text`` for ``html``; the cheap path when Common Crawl's extraction will do.
+    Its arguments are :class:`WarcReader`'s but ``record_types`` and ``keep_non_html``."""
 
     name = "wet_reader"
     default_extensions = (".wet", ".wet.gz", ".warc.wet", ".warc.wet.gz", ".wet.zst")

@@ -1,14 +1,5 @@
 """WARC records out of a file or a piece of one, read the same whether the file is split or not; damage noted
-and skipped to the next record, never raised.
-
-A ``.warc.gz`` is inflated member by member (:mod:`.warc_feeds`), so a record's offset is the gzip member it
-starts in, and a member that fails costs only the records in it: reading goes on at the next member that
-:func:`proven` shows to start records. A plain ``.warc`` is walked record by record from its start (headers
-only before the piece), so its pieces cut exactly where the whole read has records. ``.warc.zst`` (and any
-file whose bytes are zstd) is read from its start by the piece that starts at byte 0.
-
-File access goes through :func:`open_input`, :func:`read_at` and :func:`input_size`, over the filesystem layer.
-"""
+and skipped to the next record, never raised. Design: docs/design.md, section WARC reading and proven boundaries."""
 
 from __future__ import annotations
 

@@ -1,20 +1,6 @@
-"""JSONL and Parquet writers.
-
-Each batch becomes one file named by its lineage: the id of the source task it descends from plus its
-position among that source task's outputs (see :func:`output_stem`), never an id a stage happened to
-give it, so a re-run names every output the same way. A file is written under a hidden temporary name
-in the same directory and renamed into place (:func:`fs.atomic_write`; on an object store, one
-whole-object write). So a crash never leaves a
-partial file under a final name, a re-run overwrites the same names with the same bytes, and many
-independent processes can write into one directory. Writers never delete anything.
-
-Durability: a file is fsynced before its rename, unless a run ledger in this process has taken that
-over (:func:`defer_output_sync`; the ``LedgerWriter`` of ``runs.ledger`` does while it is open). The
-ledger then makes the outputs of a window of source tasks durable together before it records them done,
-which costs one flush per window instead of one per file. Only the sink writer defers (its files are the
-outputs the ledger records), and only in this process and the workers it forks afterwards (they inherit
-the setting; a spawned or remote worker starts without it and syncs its own files).
-"""
+"""JSONL and Parquet writers: one file per batch, named by its lineage (:func:`output_stem`), written under a
+hidden temporary name and renamed, fsynced unless the run ledger took that over (:func:`defer_output_sync`).
+Design: docs/design.md, section Readers and writers."""
 
 from __future__ import annotations
 
@@ -162,7 +148,12 @@ def compressed(f: BinaryIO, compression: str | None) -> Iterator[Any]:
 
 
 class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
-    """One output file per batch, named by its lineage (:func:`output_stem`), written atomically into ``path``."""
+    """One output file per batch, named by its lineage (:func:`output_stem`), written atomically into ``path``.
+
+    Args:
+        path: the output directory, local or ``s3://``.
+        fields: the fields written (default all).
+    """
 
     extension = ""
 
@@ -235,7 +226,13 @@ class JsonlWriter(BaseWriter):
     ``compression="gzip"`` (``.jsonl.gz``) or ``"zstd"`` (``.jsonl.zst``), the same bytes in every run.
 
     A NaN or infinite float is written as ``null`` (JSON has none; pandas' ``to_json`` does the same). A column
-    of bytes is refused, naming it: decode it to text first, or write Parquet."""
+    of bytes is refused, naming it: decode it to text first, or write Parquet.
+
+    Args:
+        path: the output directory, local or ``s3://``.
+        fields: the fields written (default all).
+        compression: None, ``"gzip"`` or ``"zstd"``.
+    """
 
     name = "jsonl_writer"
     extension = ".jsonl"
@@ -280,7 +277,13 @@ class JsonlWriter(BaseWriter):
 
 
 class ParquetWriter(BaseWriter):
-    """Write each batch as a ``.parquet`` file."""
+    """Write each batch as a ``.parquet`` file.
+
+    Args:
+        path: the output directory, local or ``s3://``.
+        fields: the fields written (default all).
+        compression: Parquet's codec (``"snappy"``, ``"zstd"``, ``"gzip"``, ``"none"``, ...).
+    """
 
     name = "parquet_writer"
     extension = ".parquet"
