@@ -1,12 +1,5 @@
-"""NeMo Curator's ``DocumentFilter``: a filter written as a score and a decision on it, which is a stage itself.
-
-A :class:`DocumentFilter` scores a column of texts and decides which to keep. The built-in filters score
-whole columns at once (Arrow kernels and numpy over the column's bytes), so filtering costs about what a
-hand-written pyarrow loop would; a custom filter may implement just ``score_document``/``keep_document`` on
-plain strings. A filter is a stage of its own (``pipeline.add_stage(WordCountFilter())``, on ``text``) with
-the filter contract's exclusions (:class:`.decide.BaseFilter`); NeMo's :class:`.score.ScoreFilter`,
-:class:`.score.Score` and :class:`.score.Filter` apply one with NeMo's options.
-"""
+"""NeMo Curator's ``DocumentFilter``: a filter written as a score and a decision on it (whole columns, or
+``score_document``/``keep_document`` on plain strings), which is a stage itself."""
 
 from __future__ import annotations
 

@@ -1,23 +1,5 @@
-"""fastText classifiers as stages, with a model file the user provides (never downloaded).
-
-Compute nodes are often offline, so a model (``lid.176.bin`` for language identification, or a quality or
-domain classifier the user trained) is a path given to the stage: the constructor checks that the file
-exists (a typo fails on the driver, before any work), each worker loads it once in :meth:`setup`, and
-nothing is fetched at run time. ``fasttext`` is the extra ``[fasttext]`` (the ``fasttext-numpy2-wheel``
-package, which builds offline).
-
-Three users of one prediction step, each keeping its peer's names and decisions:
-
-- :class:`.language.LanguageFilter` with ``backend="fasttext"``: datatrove's ``LanguageFilter``
-  (backend ``"ft176"``) through :func:`language_scores` (newlines made spaces, every label scored).
-- :class:`FastTextClassifierFilter`: datatrove's classifier filter (``keep_labels`` / ``remove_labels`` with
-  minimum scores, per document or per paragraph, each label's score as a column).
-- :class:`FastTextQualityFilter`: NeMo Curator's (the score of ``label``, kept when a Pareto draw beats
-  ``1 - score``).
-
-Prediction goes through fastText's multi-line call (one C++ call per batch, not one Python call per
-document); the probabilities are those ``model.predict(text, k=-1)`` gives for each text (a test compares).
-"""
+"""fastText classifiers as stages, with a model file the user provides (never downloaded): the prediction step
+(:func:`language_scores`) and datatrove's and NeMo Curator's classifier filters. Design: docs/design.md, Filters."""
 
 from __future__ import annotations
 
@@ -154,14 +136,21 @@ class FastTextClassifierFilter(BaseFilter):
     model and keep it when **at least one** of ``keep_labels`` has a score at or above its minimum, or when
     **none** of ``remove_labels`` does (give one of the two, or neither to only score).
 
-    ``keep_labels`` / ``remove_labels``: ``("hq", 0.9)`` or a list of such (label without ``__label__``, min
-    score) pairs; every label must be one of the model's (checked when the model loads). Before predicting,
-    each unit is stripped and its newlines replaced by ``newline_replacement`` (datatrove's default: ``""``).
-    ``filter_mode="PARAGRAPH"`` keeps only the paragraphs that pass (the text is rewritten) and drops the
-    documents left blank; ``"DOCUMENT"`` decides on the whole text (a blank text is dropped, as datatrove
-    does). ``save_labels_in_metadata`` writes each of the model's labels as a float64 column named as
-    datatrove names the metadata key (``__label__hq``), the mean over the units in paragraph mode.
-    ``exclusion_writer`` (datatrove's) gets the removed documents, their text as it came in.
+    Before predicting, each unit (document or paragraph) is stripped and its newlines replaced. In paragraph
+    mode only the paragraphs that pass are kept (the text is rewritten) and the documents left blank dropped;
+    in document mode a blank text is dropped, as datatrove does.
+
+    Args:
+        model_path: the fastText model file; never downloaded.
+        keep_labels: ``("hq", 0.9)`` or a list of (label without ``__label__``, min score) pairs, each one of the
+            model's labels (checked when the model loads).
+        remove_labels: the same, for labels that remove a document (not with ``keep_labels``).
+        save_labels_in_metadata: write each of the model's labels as a float64 column named as datatrove names
+            the metadata key (``__label__hq``), the mean over the units in paragraph mode.
+        newline_replacement: what a unit's newlines become before predicting (datatrove's default ``""``).
+        filter_mode: ``"DOCUMENT"`` or ``"PARAGRAPH"``.
+        text_field: the field classified.
+        exclusion_writer: a writer for the removed documents, their text as it came in (None: none).
     """
 
     requires = ("fasttext",)
@@ -277,8 +266,16 @@ class FastTextQualityFilter(BaseFilter):
     One difference, for reproducibility: NeMo draws from numpy's global generator seeded once per process, so
     which documents survive depends on the order they reach each worker; here each document's draw is a
     fixed function of ``seed`` and its text (the Pareto variate by inverting its CDF), so the same documents
-    survive in every shard layout, with NeMo's keep probability for every score. ``exclusion_writer`` gets
-    the removed documents with their score.
+    survive in every shard layout, with NeMo's keep probability for every score.
+
+    Args:
+        model_path: the fastText model file; never downloaded.
+        label: the label whose probability is the score.
+        alpha: the Pareto shape (> 0).
+        seed: the seed of every document's draw.
+        text_field: the field classified.
+        score_field: the column of the score (None: not written).
+        exclusion_writer: a writer for the removed documents, with their score (None: none).
     """
 
     requires = ("fasttext",)

@@ -1,18 +1,5 @@
-"""The one filter contract: a filter decides for a whole batch at once, and its base does the rest.
-
-A filter answers, for a batch, which documents it keeps, why each other one goes, and, for a filter that
-rewrites what it keeps (C4's line removal), their new texts: a :class:`Decision`. :class:`BaseFilter` applies
-it the same way for every filter (NeMo Curator's ``DocumentFilter``\\ s and ``ScoreFilter``, datatrove's
-filters, the language and fastText filters, the URL filter, the sampler, deduplication's removal): it keeps
-the accepted rows, notes why the others went when the filter gives reasons (the funnel's causes), notes the
-characters it removed, and hands the removed documents, each with its reason in the column ``filter_reason``
-(datatrove's metadata key), to the ``exclusion_writer`` when one is given (datatrove's parameter).
-
-The excluded documents of a batch become one file of the exclusion writer named as the batch's own output
-would be (source task id plus lineage, :func:`..io.writers.output_stem`), written atomically: a retried or
-re-run source task rewrites the same file with the same documents, so each excluded document is in exactly
-one file however often its task ran. Give each filter its own directory.
-"""
+"""The one filter contract: a filter decides for a whole batch at once (:class:`Decision`), and :class:`BaseFilter`
+does the rest (keeps, notes reasons and removed characters, writes exclusions). Design: docs/design.md, Filters."""
 
 from __future__ import annotations
 

@@ -1,20 +1,6 @@
-"""Language identification offline: CLD2 through ``pycld2`` (the default: its model is compiled into the
-package), or a fastText model file the user gives (``backend="fasttext"``, datatrove's ``ft176`` semantics).
-
-Why CLD2 (pycld2): its model is part of the compiled extension, so nothing is downloaded at run time
-(an array task on a compute node often cannot reach the internet, and NeMo Curator's fastText filter
-needs a model file fetched beforehand); it installs from wheels (gcld3 has none for Python 3.11 here
-and needs protobuf; langid.py is pure Python on numpy and slower); it identifies 80+ languages at
-10-25 MB/s per core here, nearly all of it in CLD2 itself; and its import takes about 2 ms, paid
-only when a language stage first runs (never when this package is imported).
-
-The score of a document is the fraction of its text (by bytes, as CLD2 counts them) that is in its
-most likely language, 0 to 1. CLD2 answers ``"un"`` (unknown) with score 0 for text it cannot call
-reliably (very short text, digits, symbols) unless ``best_effort`` is set.
-
-With ``backend="fasttext"`` (extra ``[fasttext]``) the model is a file such as ``lid.176.bin`` that the
-user downloaded (:mod:`.fasttext`); the decision is datatrove's (see :class:`LanguageFilter`).
-"""
+"""Language identification offline: CLD2 through ``pycld2`` (the default; its model is compiled into the package),
+or a fastText model file the user gives (``backend="fasttext"``, datatrove's ``ft176`` semantics).
+Design: docs/design.md, section Filters."""
 
 from __future__ import annotations
 
@@ -83,24 +69,28 @@ class LanguageFilter(BaseFilter):
     """Identify each document's language; keep the languages asked for, and write the language and its
     score as columns.
 
-    ``backend="cld2"`` (default, extra ``[lang]``): CLD2, offline with no model file; a document is kept when
-    its most likely language is in ``languages`` and its score is at least ``min_score`` (0.3). Codes are
-    CLD2's ("en", "de", "zh", "zh-Hant", ...; any case); ``best_effort`` lets CLD2 guess on short text it
-    would otherwise call unknown.
+    With CLD2 (the default, extra ``[lang]``; offline, no model file) a document is kept when its most likely
+    language is in ``languages`` and its score is at least ``min_score``; codes are CLD2's ("en", "de", "zh",
+    "zh-Hant", ...; any case). With fastText (extra ``[fasttext]``) the decision is datatrove's: every label is
+    scored on the text with newlines made spaces, and a document is kept when **any** of ``languages`` scores
+    strictly above ``language_threshold`` (with ``languages=None``, when the best label does). The columns then
+    hold the best label over all the model's labels and its score (as datatrove's metadata does), so a kept
+    document's column may name another language when the threshold is low; codes are the model's labels
+    without ``__label__`` ("en" for lid.176, "eng_Latn" for GlotLID; any case; each must be the model's).
 
-    ``backend="fasttext"`` (or datatrove's name ``"ft176"``; extra ``[fasttext]``): the fastText model in
-    ``model_path`` (e.g. ``lid.176.bin``, or GlotLID's model; never downloaded), loaded once per worker, with
-    datatrove's decision: every label is scored on the text with newlines made spaces; with ``languages``,
-    a document is kept when **any** of them scores strictly above ``language_threshold`` (0.65); with
-    ``languages=None``, when the best label does. The columns hold the best label over all the model's
-    labels and its score (as datatrove's metadata does), so a kept document's column may name another
-    language when ``language_threshold`` is low. Codes are the model's labels without ``__label__``
-    ("en" for lid.176, "eng_Latn" for GlotLID; matched ignoring case; each must be one of the model's).
-
-    Both: ``languages`` is one code or several, or None; with ``label_only`` (datatrove's) every document is
-    kept and only the columns are written; for CLD2, ``languages=None`` does the same. ``language_field``
-    and ``score_field`` name the columns (None: not written); ``invert`` keeps the documents that fail;
-    ``exclusion_writer`` gets the removed documents with their columns (datatrove's ``removed/2_lang``).
+    Args:
+        languages: the code or codes kept; None keeps every document (CLD2) or those whose best label passes.
+        min_score: CLD2's least score kept (default 0.3).
+        text_field: the field identified.
+        language_field: the column of the language (None: not written).
+        score_field: the column of its score (None: not written).
+        invert: keep the documents that fail instead.
+        best_effort: let CLD2 guess on short text it would otherwise call unknown.
+        backend: ``"cld2"``, or ``"fasttext"`` (datatrove's name ``"ft176"`` too).
+        model_path: the fastText model file (e.g. ``lid.176.bin``), for ``backend="fasttext"``; never downloaded.
+        language_threshold: fastText's score a language must exceed (default 0.65).
+        label_only: keep every document and only write the columns (datatrove's).
+        exclusion_writer: a writer for the removed documents, with their columns (None: none).
     """
 
     name = "language_filter"

@@ -1,11 +1,5 @@
-"""NeMo Curator's ``ScoreFilter``, ``Score`` and ``Filter``, spelled as NeMo spells them.
-
-Each takes one :class:`.base.DocumentFilter` or a list of them (``Score`` and ``Filter`` also plain functions
-and lambdas), with one field, score field and ``invert`` for all or one per filter, as NeMo normalises them.
-A list is applied in order: a later filter scores only the documents the earlier ones kept. ``ScoreFilter``
-and ``Filter`` are filters (:class:`.decide.BaseFilter`): an ``exclusion_writer`` gets what they remove, each
-document with the name of the filter that removed it.
-"""
+"""NeMo Curator's ``ScoreFilter``, ``Score`` and ``Filter``, spelled as NeMo spells them: one filter or a list, applied
+in order, a later filter scoring only what the earlier ones kept."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""datatrove's ``URLFilter`` (``url_filter.py``): drop documents by their URL, from block lists the user gives.
-
-datatrove ships its lists (a tarball of 4.5 million domains and 20,000 URLs, and three word lists) inside
-its package and unpacks them on first use; they are not ours to ship. Here the lists come from
-``blocklist_dir`` (files named as datatrove names them: ``domains``, ``urls``, ``banned_words.txt``,
-``banned_subwords.txt``, ``soft_banned_words.txt``; e.g. datatrove's own, unpacked) and from the
-``extra_*`` arguments, as datatrove adds those to its lists. Domains come from ``tldextract`` with the Public
-Suffix List snapshot it ships (``public_suffix_list`` names another file); nothing is downloaded.
-"""
+"""datatrove's ``URLFilter``: drop documents by their URL, from block lists the user gives (``blocklist_dir``) and
+domains from ``tldextract``'s bundled Public Suffix List; nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -82,6 +75,19 @@ class URLFilter(DatatroveFilter):
     in the URL with those characters removed, lowercased (``blacklisted_subword``). Word lists are
     normalised as datatrove normalises them. The URL is the column ``url_field`` (datatrove's
     ``metadata["url"]``); a document without one fails the batch, as datatrove's assertion does.
+
+    Args:
+        soft_word_threshold: the soft-banned words a URL may hold before it goes.
+        extra_domains: blocked domains, added to the lists'.
+        extra_urls: blocked URLs, added to the lists'.
+        banned_words: banned words, added to the lists'.
+        banned_subwords: banned subwords, added to the lists'.
+        soft_banned_words: soft-banned words, added to the lists'.
+        blocklist_dir: a directory of lists named as datatrove names them (``domains``, ``urls``,
+            ``banned_words.txt``, ``banned_subwords.txt``, ``soft_banned_words.txt``), e.g. datatrove's unpacked.
+        exclusion_writer: a writer for the removed documents (None: none).
+        url_field: the column of the URL.
+        public_suffix_list: a Public Suffix List file to use instead of the one ``tldextract`` ships.
     """
 
     requires = ("tldextract",)

@@ -1,10 +1,5 @@
-"""NeMo Curator's character-ratio filters, and this project's SymbolRatioFilter: the share of a
-text's characters that are of one class.
-
-Same names, parameters, defaults, scores and decisions as NeMo's
-(``nemo_curator/stages/text/filters/heuristic/string.py``); the package docstring says what that means.
-Empty text scores the value that drops it (NeMo divides by zero); each docstring names it.
-"""
+"""NeMo Curator's character-ratio filters, and this project's SymbolRatioFilter: the share of a text's characters
+that are of one class. Design: docs/design.md, section Filters."""
 
 from __future__ import annotations
 

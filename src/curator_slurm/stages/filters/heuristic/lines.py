@@ -1,12 +1,5 @@
-"""NeMo Curator's line and paragraph filters: bullet lines, lines without an end mark, lines ending
-in an ellipsis, boilerplate paragraphs.
-
-Same names, parameters, defaults, scores and decisions as NeMo's
-(``nemo_curator/stages/text/filters/heuristic/string.py``); the package docstring says what that means.
-
-Lines are NeMo's "sentences": the non-blank pieces of ``text.split("\\n")``. Text without non-blank
-lines scores the value that drops it (NeMo divides by zero).
-"""
+"""NeMo Curator's line and paragraph filters (bullet lines, lines without an end mark, lines ending in an ellipsis,
+boilerplate paragraphs), with its names, parameters, defaults and decisions. Design: docs/design.md, Filters."""
 
 from __future__ import annotations
 

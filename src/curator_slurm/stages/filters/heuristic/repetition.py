@@ -1,15 +1,5 @@
-"""NeMo Curator's repetition filters, with its names, parameters, defaults and decisions.
-
-Each class mirrors the class of the same name in NeMo Curator's
-``nemo_curator/stages/text/filters/heuristic/repetition/repetition.py`` (after Gopher, Rae et al.
-2021). Mind the parameter names: NeMo's ``max_repeated_line_fraction`` and the three like it are
-LOWER bounds on the share of *unique* lines or paragraphs (or of their characters): a document is
-kept when its score is at least the value. The n-gram filters' parameters are upper bounds on the
-share of characters in repeated n-grams.
-
-Lines are NeMo's "sentences": the pieces of ``text.split("\\n")`` that are not blank, compared
-unstripped. Paragraphs are the pieces of ``text.split("\\n\\n")``, empty ones included.
-"""
+"""NeMo Curator's repetition filters, with its names, parameters, defaults and decisions (mind the names: the
+``max_repeated_*`` ones are lower bounds on the share of *unique* lines or paragraphs; each class says)."""
 
 from __future__ import annotations
 

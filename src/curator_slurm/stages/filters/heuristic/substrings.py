@@ -1,9 +1,5 @@
-"""NeMo Curator's URL and substring filters: the share of a text inside URLs, URLs containing
-"porn", a given substring at the start, the end or anywhere.
-
-Same names, parameters, defaults, scores and decisions as NeMo's
-(``nemo_curator/stages/text/filters/heuristic/string.py``); the package docstring says what that means.
-"""
+"""NeMo Curator's URL and substring filters: the share of a text inside URLs, URLs containing "porn", a given
+substring at the start, the end or anywhere. Design: docs/design.md, section Filters."""
 
 from __future__ import annotations
 

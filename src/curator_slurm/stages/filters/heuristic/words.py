@@ -1,14 +1,5 @@
-"""NeMo Curator's word filters: word count, mean and longest word length, symbol words, words
-without letters, common English words.
-
-Same names, parameters, defaults, scores and decisions as NeMo's
-(``nemo_curator/stages/text/filters/heuristic/string.py``); the package docstring says what that means.
-
-Words are split on whitespace (``text.split()``), as NeMo does for every language but Chinese
-(``lang="zh"``, jieba) and Japanese (``lang="ja"``, MeCab), which these filters refuse. Where NeMo
-cannot score a text without words (it divides by zero, or takes the ``max`` of no words) these filters
-give the score that drops it; each docstring names the value.
-"""
+"""NeMo Curator's word filters (word count, mean and longest word length, symbol words, words without letters,
+common English words), with its names, parameters, defaults and decisions. Design: docs/design.md, Filters."""
 
 from __future__ import annotations
 

@@ -53,6 +53,21 @@ class C4QualityFilter(DatatroveFilter):
     ``min_num_sentences`` sentences (spaCy's sentencizer; -1: no minimum), else its text becomes the kept
     lines joined by newlines (by spaces without ``split_paragraph``), stripped. Reasons: ``lorem_ipsum``,
     ``curly_bracket``, ``too_few_sentences``.
+
+    Args:
+        exclusion_writer: a writer for the removed documents, with their reason (None: none).
+        split_paragraph: judge the lines of the text (else spaCy's sentences).
+        remove_citations: remove citations such as ``[1]`` from each line.
+        filter_no_terminal_punct: drop lines without terminal punctuation, or ending in ``...``.
+        min_num_sentences: the fewest sentences in the kept lines (-1: no minimum).
+        min_words_per_line: the fewest words in a kept line.
+        max_word_length: the longest word in a kept line.
+        filter_lorem_ipsum: drop documents with "lorem ipsum".
+        filter_javascript: drop lines with "javascript".
+        filter_curly_bracket: drop documents with a ``{``.
+        filter_policy: drop lines with a policy phrase.
+        language: the language of the words; English only (spaCy's tokenizer).
+        text_field: the field judged and rewritten.
     """
 
     name = "c4_quality_filter"
@@ -213,6 +228,16 @@ class C4BadWordsFilter(DatatroveFilter):
     without a file fails the batch, naming the file, unless ``fail_on_missing_language`` is False (then its
     documents are kept, as datatrove keeps a language it has no list for). The draws for ``keep_fraction`` come
     from ``seed`` and the batch's lineage (see :func:`~.base.batch_seed`).
+
+    Args:
+        badwords_dir: the directory of the word lists, one file per language code.
+        keep_fraction: the share of documents with a bad word kept at random.
+        fail_on_missing_language: fail a batch with a language that has no file (else keep its documents).
+        seed: the seed of the ``keep_fraction`` draws.
+        default_language: the language of a document without one.
+        exclusion_writer: a writer for the removed documents, with their reason (None: none).
+        language_field: the column of each document's language.
+        text_field: the field judged.
     """
 
     name = "c4_badwords_filter"

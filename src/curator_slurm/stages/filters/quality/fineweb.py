@@ -27,6 +27,18 @@ class FineWebQualityFilter(DatatroveFilter):
     characters long, when repeated lines hold more than ``char_duplicates_ratio`` of the characters (newlines
     not counted), or when there are more than ``new_line_ratio`` newlines per word (spaCy's words). Reasons:
     ``empty``, ``line_punct_ratio``, ``short_line_ratio``, ``char_dup_ratio``, ``list_ratio``.
+
+    Args:
+        exclusion_writer: a writer for the removed documents, with their reason (None: none).
+        line_punct_thr: the least share of lines ending with one of ``stop_chars``.
+        line_punct_exclude_zero: let a share of 0 pass.
+        stop_chars: the terminal punctuation (default datatrove's).
+        short_line_thr: the largest share of short lines.
+        short_line_length: the most characters of a short line.
+        char_duplicates_ratio: the largest share of the characters in repeated lines.
+        new_line_ratio: the most newlines per word.
+        language: the language of the words; English only (spaCy's tokenizer).
+        text_field: the field judged.
     """
 
     name = "fineweb_quality_filter"

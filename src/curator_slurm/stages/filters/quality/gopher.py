@@ -1,11 +1,5 @@
-"""datatrove's Gopher filters (``gopher_quality_filter.py``, ``gopher_repetition_filter.py``): the rules of
-the Gopher paper (Rae et al. 2021, appendix A1) as datatrove applies them, counted over spaCy's English
-words (:mod:`._words`).
-
-Each rule is checked for every document of the batch at once and a document goes for the first rule it
-fails, in datatrove's order, with datatrove's reason. A rule whose threshold is ``None`` (or, where
-datatrove writes ``if self.x and ...``, 0) is off, as in datatrove.
-"""
+"""datatrove's Gopher filters (quality and repetition): the rules of the Gopher paper as datatrove applies them,
+over spaCy's English words, a document going for the first rule it fails, with datatrove's reason."""
 
 from __future__ import annotations
 
@@ -41,6 +35,22 @@ class GopherQualityFilter(DatatroveFilter):
     set, and the word-count and mean-length bounds count those. ``max_non_alpha_words_ratio`` is, as in
     datatrove, the *minimum* fraction of words with an alphabetic character. A document with no words at all
     (reachable only with ``min_doc_words`` off), where datatrove divides by zero, goes as ``gopher_short_doc``.
+    A rule whose threshold is ``None`` (or, where datatrove writes ``if self.x and ...``, 0) is off.
+
+    Args:
+        min_doc_words: the fewest non-symbol words kept.
+        max_doc_words: the most non-symbol words kept.
+        min_avg_word_length: the least mean length of the non-symbol words.
+        max_avg_word_length: the greatest mean length of the non-symbol words.
+        max_symbol_word_ratio: the most ``#``, and the most ellipses, per word.
+        max_bullet_lines_ratio: the largest share of lines starting with a bullet.
+        max_ellipsis_lines_ratio: the largest share of lines ending with an ellipsis.
+        max_non_alpha_words_ratio: the *least* share of words with an alphabetic character (datatrove's name).
+        min_stop_words: the fewest distinct ``stop_words`` a document must hold.
+        stop_words: the stop words (default datatrove's).
+        exclusion_writer: a writer for the removed documents, with their reason (None: none).
+        language: the language of the words; English only (spaCy's tokenizer).
+        text_field: the field judged.
     """
 
     name = "gopher_quality_filter"
@@ -142,7 +152,19 @@ class GopherRepetitionFilter(DatatroveFilter):
     duplicated n-grams are counted as datatrove counts them: words joined without spaces, and after a
     repeat the scan jumps past it. Repeated paragraphs and lines, and the top n-gram, are counted by the
     kernels NeMo Curator's repetition filters use (:mod:`..text.counts`); what differs from those filters is
-    what a line, a paragraph and a word are, and what each share is of (see ``docs/catalogue.md``).
+    what a line, a paragraph and a word are, and what each share is of (see ``docs/catalogue.md``). A rule
+    whose threshold is ``None`` (or 0) is off.
+
+    Args:
+        dup_line_frac: the largest share of lines that repeat an earlier line.
+        dup_para_frac: the largest share of paragraphs that repeat an earlier one.
+        dup_line_char_frac: the largest share of the characters in repeated lines.
+        dup_para_char_frac: the largest share of the characters in repeated paragraphs.
+        top_n_grams: (n, largest share of the characters in the most frequent n-gram) pairs.
+        dup_n_grams: (n, largest share of the characters in duplicated n-grams) pairs.
+        exclusion_writer: a writer for the removed documents, with their reason (None: none).
+        language: the language of the words; English only (spaCy's tokenizer).
+        text_field: the field judged.
     """
 
     name = "gopher_repetition_filter"
