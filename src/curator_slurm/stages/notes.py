@@ -1,16 +1,6 @@
-"""Notes a stage leaves on the tasks it makes: what it skipped or dropped and why, and damaged inputs.
-
-A funnel row says how many documents a stage dropped; a note says why (``"non-HTML payload": 12``,
-``"time limit (2.0 s)": 1``), and names an input file that was damaged and where (the records before the
-damage were kept, the task did not fail). A stage puts them in its output task's metadata under
-:data:`NOTES_KEY` with :func:`add_notes`; the adapter takes them off each output as it leaves the stage that
-made them (so a later ``derive`` does not count them twice), sums them per source task, and the run ledger
-records them beside the funnel, where the `status` and `failures` commands show them.
-
-A filtering stage also notes the characters it removed from a batch (:func:`note_removed_chars`): those of the
-documents it dropped and, for a stage that rewrites the documents it keeps (C4's line removal), those the
-rewriting took out. The adapter takes them off the same way; the funnel shows them beside the documents.
-"""
+"""Notes a stage leaves on the tasks it makes: what it skipped or dropped and why, damaged inputs
+(:func:`add_notes`, under :data:`NOTES_KEY`), and the characters a filter removed (:func:`note_removed_chars`).
+Design: docs/design.md, section Stage parameters and notes."""
 
 from __future__ import annotations
 

@@ -1,17 +1,6 @@
-"""A stage's parameters as the run fingerprint records them: plain JSON that is the same in every process,
-on every host and under every ``PYTHONHASHSEED``.
-
-Every shard of an array computes its pipeline's fingerprint on its own and compares it with the one the
-first process recorded, so anything whose form depends on the process (the iteration order of a ``set``
-of strings, a memory address in a ``repr``) would make all shards but one refuse to run. Hence values are
-*canonicalised*: sets are sorted, dicts sorted by key, containers and objects (nested filters, modifiers,
-stages) taken apart recursively, and a value that cannot be put into a stable form is refused with an
-error naming the stage, the attribute and the fix, before any work is done.
-
-:func:`stage_params` is the one definition of a stage's parameters (what ``ProcessingStage.params``
-returns unless a stage overrides it) and :func:`fingerprint_params` what the fingerprint records of a
-stage (its ``params()``, canonicalised).
-"""
+"""A stage's parameters as the run fingerprint records them: plain JSON that is the same in every process, on every
+host and under every ``PYTHONHASHSEED`` (:func:`stage_params`, :func:`fingerprint_params`); a value with no stable
+form is refused naming the stage and attribute. Design: docs/design.md, section Stage parameters and notes."""
 
 from __future__ import annotations
 

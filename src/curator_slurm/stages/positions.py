@@ -1,16 +1,6 @@
-"""Where each document comes from: its *position*, (input path relative to the reader's root, row in that file).
-
-Every shard, phase and executor agrees on a document's position without a global id service, positions survive a move
-of the input (paths are relative), and they order documents the same way everywhere: the order that deduplication's
-survivor rule ("the first occurrence wins") and stable ids are built on.
-
-A reader records, in the metadata of the batch it makes, the files it read (``files``), how many rows each gave
-(``file_rows``), the row of each file's first document in the batch (``first_rows``, for the later batches of a file
-read a batch at a time), the reader's root (``root``), each file's place in the sorted listing of all inputs
-(``file_indices``) and, for a piece of a split file, its ``byte_range``. Positions are computed from that only when a
-stage asks (:func:`document_positions`), so pipelines that do not need them pay nothing. They are known only for
-batches whose rows are still those the reader read: ask before any stage drops rows.
-"""
+"""Where each document comes from: its *position*, (input path relative to the reader's root, row in that file),
+computed from what the reader recorded in the batch's metadata only when a stage asks (:func:`document_positions`).
+Design: docs/design.md, section Document positions and ids."""
 
 from __future__ import annotations
 

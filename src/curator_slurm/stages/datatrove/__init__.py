@@ -1,19 +1,6 @@
-"""datatrove's quality filters, URL filter, PII formatter and sampler, under datatrove's names, with its
-parameters (names, defaults, meaning) and its decisions, as pipeline stages.
-
-``from <package>.stages.datatrove import GopherQualityFilter, C4QualityFilter, ...``: each class mirrors
-the class of the same name in datatrove 0.10 (``datatrove.pipeline.filters``, ``.formatters.pii``) and is a
-stage of its own (``pipeline.add_stage(GopherQualityFilter())``), as in datatrove, rather than a score for
-:class:`..ScoreFilter`: datatrove's filters decide by several rules at once and say
-which one removed a document. They are exported from this package only, not from
-:mod:`..stages` (the package above), next to NeMo Curator's filters of similar intent and other rules (NeMo's
-``WordCountFilter`` is not Gopher's word count; datatrove's language filter is
-``stages.LanguageFilter(backend="fasttext")``).
-
-Words and sentences are spaCy's blank English tokenizer's and sentencizer's, as datatrove counts them
-(the ``fineweb`` extra; no model download); each module's docstring says where the project had to choose
-where datatrove fails (a division by zero) or depends on scheduling (random draws, PII replacement turns).
-"""
+"""datatrove's quality filters, URL filter, PII formatter and sampler, under datatrove's names, parameters and
+decisions, as stages of their own; exported from here only, not from :mod:`..stages`.
+Design: docs/design.md, section Filters."""
 
 from curator_slurm.stages.filters.decide import REASON_FIELD, DatatroveFilter, Decision
 from curator_slurm.stages.filters.quality.c4 import C4BadWordsFilter, C4QualityFilter

@@ -1,14 +1,6 @@
-"""HTML -> text: Trafilatura (FineWeb's choice), Resiliparse (the fast one) and jusText (NeMo Curator's default).
-
-Each stage reads the ``html`` field a :class:`~.warc.WarcReader` makes and writes ``text``: exactly what its
-library returns for the documented options. A page the library rejects (no text) is dropped; so is a page over
-the size cap, one that runs past the per-page time limit, one the library raises on and one that kills the
-process extracting it. Every drop is counted by its cause in the stage's notes (``status`` shows them beside
-the funnel), and the first of each cause is logged with the page's URL. With a time limit, pages are extracted
-in a child process (:mod:`.pool`) that is killed when a page overruns, so the limit holds in C code too.
-The library is imported when a worker sets the stage up, outside the time limit, so a broken install fails the
-run with its real error instead of timing out on every page.
-"""
+"""HTML -> text: Trafilatura (FineWeb's choice), Resiliparse (the fast one) and jusText (NeMo Curator's default),
+each reading ``html`` and writing ``text``, every dropped page counted by cause.
+Design: docs/design.md, section HTML extraction and its time limit."""
 
 from __future__ import annotations
 
@@ -38,7 +30,15 @@ class Rejected:
 
 class HtmlExtractor(ProcessingStage[DocumentBatch, DocumentBatch]):
     """The base of HTML extractors: a subclass names its ``library`` (the module to import) and implements
-    :meth:`extract` (one page's HTML -> text, or None when the library finds none)."""
+    :meth:`extract` (one page's HTML -> text, or None when the library finds none).
+
+    Args:
+        html_field: the field of the page's HTML.
+        text_field: the field the text goes to.
+        time_limit: seconds a page may take (extracted in a child process that is killed then); None: no limit.
+        max_chars: the longest page extracted, in characters; a longer one is dropped (None: no cap).
+        keep_html: keep the HTML field beside the text (default: dropped).
+    """
 
     library: ClassVar[str] = ""
     #: Fields a subclass adds beside the text (name -> pyarrow type).
@@ -214,7 +214,16 @@ class TrafilaturaExtractor(PageLanguage, HtmlExtractor):
     one per source task (a fresh ``LRUCache`` handed to ``deduplicate``), so a page's text does not depend on
     which pages a worker saw before: shards agree with an unsharded run. ``add_language=True`` adds ``language``
     (the page's, as NeMo Curator's extraction names it; datatrove's Trafilatura adds none, nor does this by
-    default)."""
+    default).
+
+    Args:
+        favor_precision: Trafilatura's ``favor_precision``.
+        include_comments: Trafilatura's ``include_comments``.
+        deduplicate: drop paragraphs already seen in the source task (Trafilatura's ``deduplicate``).
+        options: other keywords of ``trafilatura.extract``.
+        add_language: add the page's language (CLD2) as ``language``.
+        **kwargs: :class:`HtmlExtractor`'s.
+    """
 
     library = "trafilatura"
 
@@ -260,7 +269,15 @@ class TrafilaturaExtractor(PageLanguage, HtmlExtractor):
 class ResiliparseExtractor(PageLanguage, HtmlExtractor):
     """Resiliparse's ``extract_plain_text`` with the options NeMo Curator uses (``main_content=True,
     alt_texts=False``; other keywords in ``options``). ``add_language=True`` adds ``language`` (the page's, as NeMo
-    names it)."""
+    names it).
+
+    Args:
+        main_content: keep only the main content (Resiliparse's ``main_content``).
+        alt_texts: keep images' alt texts (Resiliparse's ``alt_texts``).
+        options: other keywords of ``extract_plain_text``.
+        add_language: add the page's language (CLD2) as ``language``.
+        **kwargs: :class:`HtmlExtractor`'s.
+    """
 
     library = "resiliparse.extract.html2text"
 

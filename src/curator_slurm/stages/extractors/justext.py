@@ -1,22 +1,6 @@
-"""jusText, as NeMo Curator runs it: CLD2 names the page's language, jusText classifies its paragraphs with
-that language's stop list, and the paragraphs it does not call boilerplate are the text.
-
-NeMo Curator's decisions, kept (``nemo_curator/download/commoncrawl.py``: ``JusTextExtractor``,
-``get_stop_list_dict``, ``CommonCrawlWARCExtractor.extract``):
-
-- the paragraphs are classified with jusText's own steps in NeMo's order (see :func:`classify`), which keeps a
-  few headings and short paragraphs that ``justext.justext`` drops;
-- the language is CLD2's first guess on the whole decoded page (markup included), upper-cased, with control
-  characters removed and CLD2 asked again if it refuses the text;
-- the stop lists are jusText's own for every language it has but Latin ("yields a lot of low quality
-  documents"), keyed by CLD2's names (``Norwegian_Bokmal`` -> ``NORWEGIAN``, ``Norwegian_Nynorsk`` ->
-  ``NORWEGIAN_N``, ``Haitian`` -> ``HAITIAN_CREOLE``, ``Waray_Waray`` -> ``WARAY_PHILIPPINES``), plus THAI,
-  CHINESE and JAPANESE, which jusText has none for;
-- for the languages written without spaces (THAI, CHINESE, JAPANESE, KOREAN) every paragraph is kept (the
-  stop-word counts mean nothing there), so their stop lists never change the text; NeMo ships word lists for
-  them, this stage an empty one (same output, nothing copied);
-- a page in a language without a stop list is dropped; the kept paragraphs are joined by a blank line.
-"""
+"""jusText, as NeMo Curator runs it: CLD2 names the page's language, jusText classifies its paragraphs with that
+language's stop list (jusText's own steps in NeMo's order), and the paragraphs it does not call boilerplate are
+the text. NeMo's choices kept: docs/reference.md (``JusTextExtractor``); design: docs/design.md, HTML extraction."""
 
 from __future__ import annotations
 
@@ -91,9 +75,22 @@ def classify(justext: Any, html: str, stop_list: frozenset[str], options: Any) -
 
 
 class JusTextExtractor(HtmlExtractor):
-    """jusText with NeMo Curator's defaults and per-language stop lists (see the module's docstring). Adds the
-    field ``language`` (CLD2's name). ``stop_lists`` replaces the default lists (CLD2 name -> words);
-    ``is_boilerplate`` None keeps NeMo's rule (drop boilerplate except in non-spaced languages)."""
+    """jusText with NeMo Curator's defaults and per-language stop lists (docs/reference.md,
+    ``JusTextExtractor``). Adds the field ``language`` (CLD2's name).
+
+    Args:
+        length_low: jusText's ``length_low`` (characters of a short paragraph).
+        length_high: jusText's ``length_high`` (characters of a long paragraph).
+        stopwords_low: jusText's ``stopwords_low`` (share of stop words).
+        stopwords_high: jusText's ``stopwords_high``.
+        max_link_density: jusText's ``max_link_density``.
+        max_heading_distance: jusText's ``max_heading_distance`` (characters).
+        no_headings: jusText's ``no_headings``.
+        is_boilerplate: None keeps NeMo's rule (drop boilerplate except in languages written without spaces);
+            True drops boilerplate in every language, False keeps every paragraph.
+        stop_lists: replaces the default lists (CLD2 name -> words).
+        **kwargs: :class:`~.base.HtmlExtractor`'s.
+    """
 
     library = "justext"
     extra_fields: ClassVar[dict[str, pa.DataType]] = LANGUAGE_FIELDS

@@ -14,7 +14,14 @@ class SamplerFilter(DatatroveFilter):
     (the rate to keep). datatrove draws from one generator per worker seeded with ``seed`` (``None``: a
     random one); here each batch draws from a generator seeded with ``seed`` and the batch's lineage
     (:func:`~.base.batch_seed`), so a re-run, any shard and any executor keep the same documents. The
-    removed documents have no reason (datatrove gives none): their ``filter_reason`` is null."""
+    removed documents have no reason (datatrove gives none): their ``filter_reason`` is null.
+
+    Args:
+        rate: the share of documents kept, 0 to 1.
+        seed: the seed of the draws (None: 0).
+        exclusion_writer: a writer for the removed documents (None: none).
+        text_field: the field whose characters the funnel counts as removed.
+    """
 
     name = "sampler_filter"
 

@@ -1,16 +1,5 @@
-"""Document modifiers and the :class:`Modify` stage that applies them: text in, changed text out.
-
-The modifiers have NeMo Curator's names, parameters, defaults and results (``UnicodeReformatter``,
-``NewlineNormalizer``, ``UrlRemover``, ``LineRemover``, ``MarkdownRemover``, ``QuotationRemover``,
-``Slicer``, ``BoilerPlateStringModifier``), so a pipeline moved from NeMo Curator gives the same text.
-Where a pyarrow kernel gives exactly the same result (the regex and line-based ones), a modifier changes
-a whole column at once; the others run their per-document Python, as NeMo Curator does.
-
-One module per family: :mod:`.base` (the interface, functions as modifiers), :mod:`.unicode`
-(``UnicodeReformatter``), :mod:`.cleaning` (the regex and line modifiers, ``Slicer``) and
-:mod:`.boilerplate`; the :class:`Modify` stage is here. The run fingerprint names a stage by its
-declared name, not its module, so any of these may move.
-"""
+"""Document modifiers (NeMo Curator's names, parameters, defaults and results) and the :class:`Modify` stage that
+applies them: text in, changed text out. Design: docs/design.md, section Filters (Modifiers)."""
 
 from __future__ import annotations
 
@@ -72,15 +61,17 @@ def _field_lists(input_fields: str | Sequence[str] | Sequence[Sequence[str]], co
 
 
 class Modify(ProcessingStage[DocumentBatch, DocumentBatch]):
-    """Apply document modifiers to fields, in order (NeMo Curator's ``Modify``).
+    """Apply document modifiers to fields, in order (NeMo Curator's ``Modify``). A later modifier sees what the
+    earlier ones wrote. Rows are never dropped or reordered, so document positions (and :class:`~.ids.AddId`)
+    still work after a Modify.
 
-    ``modifier_fn``: a :class:`DocumentModifier`, a function, or a list of them. ``input_fields``: one
-    field for all, one per modifier, or one list of fields per modifier; a modifier with several
-    fields gets them as keyword arguments (``modify_document(title=..., text=...)``) and needs an
-    output field. ``output_fields``: None to change the (single) input field in place, else one field
-    for all or one per modifier (None in the list: in place). A later modifier sees what the earlier
-    ones wrote. Rows are never dropped or reordered, so document positions (and
-    :class:`~.ids.AddId`) still work after a Modify.
+    Args:
+        modifier_fn: a :class:`DocumentModifier`, a function, or a list of them.
+        input_fields: one field for all, one per modifier, or one list of fields per modifier; a modifier with
+            several fields gets them as keyword arguments (``modify_document(title=..., text=...)``) and needs
+            an output field.
+        output_fields: None to change the (single) input field in place, else one field for all or one per
+            modifier (None in the list: in place).
     """
 
     def __init__(

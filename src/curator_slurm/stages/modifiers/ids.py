@@ -1,20 +1,6 @@
-"""Stable document ids from document positions: the same id whichever shard, executor or re-run
-processes a document, and after the input directory moves.
-
-An id is ``<prefix>_<file hash>_<row>`` (``<file hash>_<row>`` without a prefix):
-
-- ``<file hash>``: 16 hex digits of xxh64 (seed 0) of the input file's path relative to the reader's
-  root, with ``/`` separators; ``<row>``: the document's 0-based row in that file, in decimal.
-- Why a file hash and a row, not one hash of both: two documents of one file can never get the same
-  id, and two files collide only if their 64-bit path hashes do (about 1 in 4 x 10^7 for a million
-  files), where one 64-bit hash per document would, at a billion documents, collide somewhere with a
-  probability of about 3 %. The row also says where to find the document.
-- It is NeMo Curator's shape (``<prefix>_<batch id>_<index>``), with the batch's random id replaced by
-  something that does not change from run to run.
-
-Positions come from :func:`..positions.document_positions`, which needs the rows the
-reader read: put ``AddId`` before any stage that drops rows (a filter), else it fails and says so.
-"""
+"""Stable document ids from document positions (``<prefix>_<file hash>_<row>``): the same id whichever shard,
+executor or re-run processes a document, and after the input directory moves. Put ``AddId`` before any stage
+that drops rows. Design: docs/design.md, section Document positions and ids."""
 
 from __future__ import annotations
 
@@ -56,11 +42,13 @@ def _join(file_part: pa.Array, rows: pa.Array | object, prefix: str | None) -> p
 
 
 class AddId(ProcessingStage[DocumentBatch, DocumentBatch]):
-    """Give every document a stable id in ``id_field`` (NeMo Curator's ``AddId`` parameters).
+    """Give every document a stable id in ``id_field`` (NeMo Curator's ``AddId`` parameters). The id derives
+    from the document's position, so it must come before any stage that drops rows.
 
-    ``id_prefix`` starts every id (e.g. a dataset name); ``overwrite`` replaces a field of that name
-    that the data already has, which is otherwise an error. The id derives from the document's position
-    (see the module docstring), so it must come before any stage that drops rows.
+    Args:
+        id_field: the field the ids go to.
+        id_prefix: what starts every id (e.g. a dataset name); None: no prefix.
+        overwrite: replace a field of that name the data already has (else that is an error).
     """
 
     name = "add_id"

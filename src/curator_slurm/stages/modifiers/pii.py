@@ -75,7 +75,16 @@ class PIIFormatter(ProcessingStage[DocumentBatch, DocumentBatch]):
     first, then IPv4 addresses (only globally routable ones with ``only_remove_public_ips``), each by the next
     of its replacements in turn. datatrove's turn goes on from document to document in one worker; here it
     starts again with each batch, so a batch's text does not depend on which worker ran what before it.
-    Only documents that can hold an address (an ``@``; four dotted numbers) go through Python's regex."""
+    Only documents that can hold an address (an ``@``; four dotted numbers) go through Python's regex.
+
+    Args:
+        remove_emails: replace e-mail addresses.
+        remove_ips: replace IPv4 addresses.
+        only_remove_public_ips: replace only globally routable IPv4 addresses.
+        email_replacement: what replaces an e-mail address (several: taken in turn).
+        ip_replacement: what replaces an IP address (several: taken in turn).
+        text_field: the field changed.
+    """
 
     name = "pii_formatter"
 

@@ -1,12 +1,5 @@
-"""Whole-column character measurements for the heuristic filters.
-
-NeMo Curator's filters are defined on one Python string at a time (``len``, ``str.isspace``, character
-classes). These helpers compute the same quantities for every document of an Arrow string column at
-once, on the column's UTF-8 bytes with numpy (a byte below 0x80 is one ASCII character; only the few
-multi-byte characters are decoded). Every function takes one chunk (a ``StringArray`` or
-``LargeStringArray`` without nulls) and returns one value per document (or per byte) as a numpy array;
-:func:`per_chunk` applies one to a whole column. Words, lines and paragraphs are in :mod:`.pieces`.
-"""
+"""Whole-column character measurements for the heuristic filters: NeMo Curator's per-string quantities for every
+document of an Arrow string chunk at once, on its UTF-8 bytes with numpy (:func:`per_chunk` for a whole column)."""
 
 from __future__ import annotations
 

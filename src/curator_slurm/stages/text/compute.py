@@ -1,11 +1,5 @@
-"""Arrow compute kernels called by name, without importing ``pyarrow.compute``.
-
-Importing ``pyarrow.compute`` builds a Python wrapper, docstring included, for each of its ~300
-kernels: about 35 ms of CPU in every process that does it. Every array task pays its imports once,
-and at 16 shards of 50 MB that was a sixth of all that sharding added (docs/performance.md, row 3).
-These calls reach the same C++ kernels through ``pyarrow._compute.call_function``, the function
-those wrappers call; ``pyarrow.compute`` re-exports it and the option classes used here.
-"""
+"""Arrow compute kernels called by name through ``pyarrow._compute.call_function``, without importing
+``pyarrow.compute`` (about 35 ms of CPU in every process). Design: docs/design.md, section Filters."""
 
 from __future__ import annotations
 

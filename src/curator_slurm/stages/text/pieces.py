@@ -1,11 +1,5 @@
-"""Words, lines and paragraphs of every document of a column at once, and ids for equal pieces, for the
-heuristic filters (what is counted over them, n-grams included, is in :mod:`.counts`).
-
-NeMo Curator splits one Python string at a time (``str.split()``, ``split("\\n")``,
-``split("\\n\\n")``) and compares pieces with ``set``. Here the pieces of every document of a chunk
-come from its UTF-8 bytes (words: Python's whitespace, :func:`.chars.space_bytes`) or Arrow's split
-kernels (lines, paragraphs), and equal pieces get equal integer ids from Arrow's dictionary encoding.
-"""
+"""Words, lines and paragraphs of every document of a column at once, and ids for equal pieces (Arrow's dictionary
+encoding), for the heuristic filters; what is counted over them is in :mod:`.counts`."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""Words and sentences as datatrove counts them for English: spaCy's blank English tokenizer and its
-rule-based sentencizer (``spacy.blank("en")`` plus the ``sentencizer`` pipe: no model is downloaded).
-
-datatrove tokenizes each document with one spaCy call. spaCy itself first cuts the text at whitespace
-(``str.isspace``) and tokenizes each whitespace-free chunk on its own (it caches the result by the chunk's
-text), so a document's words are its chunks' words in order; whitespace runs only become tokens that
-datatrove strips away. Here the distinct chunks of a whole column are tokenized once, in one spaCy call
-(joined by single spaces, which spaCy never turns into tokens), and every document's words are gathered
-from them as integer ids into a vocabulary: the filters then count with numpy. A test checks the words
-against one spaCy call per document on real text.
-"""
+"""Words and sentences as datatrove counts them for English (spaCy's blank English tokenizer and sentencizer; no
+model download), for a whole column in one spaCy call, as integer ids into a vocabulary. Design: docs/design.md,
+section Filters."""
 
 from __future__ import annotations
 

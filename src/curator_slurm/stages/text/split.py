@@ -1,11 +1,5 @@
-"""The character sets datatrove's filters count with, and Arrow helpers that split text the way Python does.
-
-datatrove's filters are written over Python strings (``str.splitlines``, ``str.strip``, ``str.split("\\n")``,
-``re.split``); the helpers here give the same pieces for a whole column with Arrow kernels (RE2), spelling
-out Python's whitespace where RE2's ``\\s`` would be ASCII-only. The two character sets are data, not
-code: the characters datatrove's ``utils/text.py`` lists as punctuation and as terminal punctuation
-(release 0.10), written here as code-point ranges; a test checks them against datatrove's own sets.
-"""
+"""The character sets datatrove's filters count with (its punctuation and terminal punctuation, as code-point
+ranges), and Arrow helpers that split text the way Python does (Python's whitespace spelled out for RE2)."""
 
 from __future__ import annotations
 
