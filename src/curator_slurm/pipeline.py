@@ -27,7 +27,13 @@ from curator_slurm.tasks import ID_SCHEME
 
 
 class Pipeline:
-    """``Pipeline(name).add_stage(reader).add_stage(filter).add_stage(writer).run()``."""
+    """``Pipeline(name).add_stage(reader).add_stage(filter).add_stage(writer).run()``.
+
+    Args:
+        name: the pipeline's name, in logs and in the run fingerprint (a run under another name is another run).
+        stages: stages to add, in order (as :meth:`add_stage` would).
+        description: free text about the pipeline; nothing reads it.
+    """
 
     def __init__(self, name: str = "pipeline", stages: list[ProcessingStage] | None = None, description: str = ""):
         self.name = name

@@ -1,18 +1,6 @@
-"""Chaining phases: a reader of what an earlier phase wrote, with source ids known before it has run.
-
-A recipe such as FineWeb's is several steps in a row: extract and filter (one pipeline), deduplicate (a
-workflow), then format PII (another pipeline). Each later step reads the previous step's output, which does
-not exist yet when `curator-slurm submit` plans every phase at once, so its reader cannot list files.
-:class:`PhaseOutputsReader` lists the *source tasks* of the phase before instead (its ``plan.json`` when one
-was submitted, else its own source stage), one source task each, with the same id; at run time each task
-reads the files the earlier phase's ledger records as that task's outputs (none when every document was
-filtered out). The earlier phase is complete before a later phase starts
-(:class:`~curator_slurm.workflows.workflow.Workflow` checks), so the ledger is whole when it is read.
-
-Positions are (output path relative to the earlier phase's output directory, row), and a document's key sorts
-by the earlier source task's place among all of them, then its output, then its row: deduplication's survivor
-rule ("the first occurrence wins") and :class:`~curator_slurm.stages.modifiers.ids.AddId` work unchanged.
-"""
+"""Chaining phases: :class:`PhaseOutputsReader` reads what an earlier phase wrote, one source task per earlier
+source task (same ids, known before it has run), each reading the files the earlier ledger records as its
+outputs. Design: docs/design.md, section Workflows and phase inputs."""
 
 from __future__ import annotations
 
@@ -173,7 +161,15 @@ class PhaseOutputsReaderStage(FileReaderStage):
 
 
 class PhaseOutputsReader(FileReader):
-    """Read what ``pipeline`` (a phase of the same workflow, recorded in ``run_dir``) wrote into ``output_dir``."""
+    """Read what ``pipeline`` (a phase of the same workflow, recorded in ``run_dir``) wrote into ``output_dir``.
+
+    Args:
+        pipeline: the earlier phase's pipeline.
+        run_dir: the earlier phase's run directory (``workflow.run_dir(phase)``).
+        output_dir: where it wrote (``workflow.output_of(phase)``).
+        fields: the fields to read (default all).
+        file_path_field: the column naming each document's file (None: no such column).
+    """
 
     name = "phase_outputs_reader"
 

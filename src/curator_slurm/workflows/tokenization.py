@@ -1,21 +1,6 @@
-"""From documents to Megatron training files: tokenize per source task, then merge, as a two-phase workflow.
-
-1. ``tokenize``: the reader's source tasks through :class:`~curator_slurm.stages.io.megatron.MegatronTokenizerWriter`:
-   one ``<source id>.bin``/``.idx`` pair per source task, in an array like any pipeline.
-2. ``merge``: the pairs the ``tokenize`` ledger records done, concatenated without re-tokenizing into
-   ``<prefix>_00000.bin``/``.idx``, ... of about ``merge_tokens`` tokens each (all in one pair when it is None).
-
-Order, stated: the pairs sorted by file name (their source ids), the documents of each in the order the reader
-gave them; part ``g`` holds consecutive pairs, closed as soon as it reaches ``merge_tokens`` tokens (a pair is
-never cut, so a part may exceed it by up to one pair). The parts are planned from the sizes of the ``.bin``
-files alone (no file is read), so every merge task plans the same parts.
-
-The merge phase has ``merge_tasks`` source tasks, known before any file exists (for `curator-slurm submit`,
-which plans every phase at once); task ``k`` writes the parts ``g`` with ``g % merge_tasks == k``. Each part is
-written to a temporary name and renamed, so a task killed mid-merge and run again writes the same bytes; its
-memory is a few chunks of :mod:`~curator_slurm.stages.io.megatron_format` (8 MiB each) plus a name per pair,
-whatever the number of documents or tokens.
-"""
+"""From documents to Megatron training files, as a two-phase workflow: ``tokenize`` (a pair per source task) and
+``merge`` (the pairs, sorted by name, concatenated into parts of about ``merge_tokens`` tokens; task ``k`` writes
+the parts ``g % merge_tasks == k``). Order and layout: docs/reference.md; design: docs/design.md, Tokenization."""
 
 from __future__ import annotations
 
@@ -188,10 +173,19 @@ def tokenization_phases(
 
 
 class MegatronTokenization(Workflow):
-    """Tokenize ``reader``'s documents with ``writer`` (one pair per source task in ``writer.path``), then merge
-    the pairs into ``output`` as parts of about ``merge_tokens`` tokens (one part when None), by ``merge_tasks``
-    tasks. ``work_dir`` (default ``<output>/.curator-work``) holds the phases' run directories. The same two
-    phases, for appending to another workflow: :func:`tokenization_phases`."""
+    """Tokenize ``reader``'s documents with ``writer``, then merge the pairs into parts of about ``merge_tokens``
+    tokens. The same two phases, for appending to another workflow: :func:`tokenization_phases`.
+
+    Args:
+        reader: the reader of the documents.
+        writer: the tokenizer writer (one pair per source task in ``writer.path``).
+        output: the directory of the merged parts.
+        merge_tokens: about how many tokens a part holds (None: one part).
+        merge_tasks: the source tasks of the merge phase.
+        prefix: the parts' names start with it (``<prefix>_00000.bin``).
+        work_dir: the phases' run directories (default ``<output>/.curator-work``).
+        name: the workflow's name.
+    """
 
     def __init__(
         self,

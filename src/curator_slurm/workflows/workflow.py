@@ -1,17 +1,6 @@
-"""Workflows: global steps (deduplication) as phases, each an ordinary pipeline, joined by a shuffle.
-
-A document in shard 3 may duplicate one in shard 900, so a global step cannot run as one embarrassingly
-parallel array. A :class:`Workflow` is an ordered list of :class:`Phase` s; each phase is a
-:class:`~curator_slurm.pipeline.Pipeline` whose source stage lists what the phase before it wrote (see
-:mod:`curator_slurm.workflows.shuffle`), so the sharding hook, the ledger, retries, signals and resume apply to every
-phase unchanged. Each phase records its progress in its own run directory, ``<work dir>/.curator-run/<phase>``,
-under its own fingerprint, and starts only when every source task of the phase before it is done.
-
-The script stays one file. ``workflow.run()`` runs every phase in order (on a laptop, or in one process);
-inside an array task that ``curator-slurm submit`` started for one phase (``CURATOR_PHASE``, read in
-:mod:`curator_slurm.settings`), it runs that phase's shard only; each phase is its own array, depending on
-the arrays of the phase before.
-"""
+"""Workflows: global steps (deduplication) as phases, each an ordinary pipeline with its own run directory,
+started when every source task of the phase before is done; inside an array task for one phase
+(``CURATOR_PHASE``), only that phase's shard runs. Design: docs/design.md, section Workflows and phase inputs."""
 
 from __future__ import annotations
 
@@ -49,7 +38,14 @@ class PhaseNotReadyError(CuratorError, RuntimeError):
 
 @dataclass(frozen=True)
 class Phase:
-    """One step of a workflow: a pipeline, and how many shards it should have when submitted."""
+    """One step of a workflow: a pipeline, and how many shards it should have when submitted.
+
+    Args:
+        name: the phase's name, a plain directory name unique in its workflow (its run directory's).
+        pipeline: what the phase runs.
+        default_shards: the array tasks ``submit`` gives it when ``--phase-shards`` does not say.
+        max_shards: the most shards that can have work (e.g. its buckets); None: no limit known.
+    """
 
     name: str
     pipeline: Pipeline
@@ -79,7 +75,14 @@ class WorkflowResult:
 
 
 class Workflow:
-    """``Workflow(name, work_dir, [Phase(...), ...]).run()``: phases in order, each complete before the next."""
+    """``Workflow(name, work_dir, [Phase(...), ...]).run()``: phases in order, each complete before the next.
+
+    Args:
+        name: the workflow's name.
+        work_dir: the directory of its intermediate files (local or object storage); its run directories are
+            under ``<work_dir>/.curator-run``.
+        phases: its phases, in order, with unique names.
+    """
 
     def __init__(self, name: str, work_dir: str | os.PathLike, phases: list[Phase]) -> None:
         if not phases:

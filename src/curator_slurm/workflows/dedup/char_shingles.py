@@ -1,25 +1,5 @@
-"""Character n-gram shingles, as NeMo Curator forms them (``char_ngrams``), vectorised over a column.
-
-NeMo Curator's fuzzy dedup (``FuzzyDeduplicationWorkflow(char_ngrams=24)``, its tutorial's setting) hashes
-its documents with cuDF's ``str.minhash(width=char_ngrams)``, whose kernel (libcudf ``nvtext::minhash``)
-takes, on the **raw text** (no normalisation, case and whitespace kept):
-
-- one substring of ``width`` **characters** (Unicode code points, not bytes) starting at every character,
-  none running past the end: a text of L >= width characters has ``L - width + 1`` shingles;
-- a text shorter than ``width`` characters (but not empty) as one shingle, the whole text;
-- an empty text: no shingle (all empty texts share one signature and group together, as here).
-
-This module forms the same shingle sets (a test checks them against that rule on every kind of text, and
-the rule reproduces the minhash values of cuDF's own test suite). The hashes are this package's (each
-character's UTF-8 bytes packed into an integer and mixed, windows combined as word shingles are, 32-bit
-results: :func:`.shingles.shingles_of_tokens`), not cuDF's MurmurHash3, so signatures differ from NeMo's
-while the sets, and thus the Jaccard similarities MinHash estimates, are the same.
-
-How, with no loop per character: a text's characters start at its bytes that are not UTF-8 continuation
-bytes (``b & 0xC0 != 0x80``); each character's up to four bytes are packed into one integer (a bijection,
-so distinct characters never collide) and mixed with the murmur3 finaliser; the n-gram windows are then
-``width`` shifted adds over the flat array, masked at document boundaries, exactly as for words.
-"""
+"""Character n-gram shingles, the sets NeMo Curator's ``char_ngrams`` forms (cuDF's minhash on the raw text),
+vectorised over a column with this package's hashes. Design: docs/design.md, section Deduplication."""
 
 from __future__ import annotations
 

@@ -1,21 +1,6 @@
-"""Exact deduplication across the whole corpus, as a three-phase workflow over arrays.
-
-1. ``hash``: every document's normalised text is hashed (xxh3-128) with its position; rows go to
-   ``buckets`` by hash (one shuffle file per input source task).
-2. ``find``: one task per bucket groups equal hashes; in each group the document with the smallest key
-   survives, i.e. **the first occurrence in the order (input path relative to the reader's root, row in
-   that file)**, whichever shard or phase layout ran; the others are listed in ``duplicates/``.
-3. ``write``: the input again, with the listed documents removed, through the writer given; its source
-   tasks are the reader's, so output names are those a plain ``reader -> writer`` pipeline would give.
-
-``identify_only=True`` stops after phase 2 and writes the list of duplicates (position, id if
-``id_field`` is given, and the survivor of each) to the output directory instead, as NeMo Curator's
-identification mode does.
-
-Why 128 bits: with n documents the chance that two different texts share a hash is about n²/2¹²⁹; for
-10 billion documents that is about 1.5·10⁻¹⁹, so a false duplicate never happens in practice (a 64-bit
-hash would give about 2.7 collisions at that size).
-"""
+"""Exact deduplication across the whole corpus, as a three-phase workflow over arrays: ``hash`` (xxh3-128 of the
+normalised text, to buckets), ``find`` (the first occurrence survives), ``write`` (the input minus the listed
+documents). Design: docs/design.md, section Deduplication."""
 
 from __future__ import annotations
 
@@ -176,13 +161,21 @@ class FindExactDuplicates(ProcessingStage[DocumentBatch, DocumentBatch]):
 class ExactDuplicates(Workflow):
     """Remove (or, with ``identify_only``, list) exact duplicates of ``text_field`` across the whole input.
 
-    ``reader`` is a ``JsonlReader``/``ParquetReader`` over the input and ``writer`` the writer of the
-    deduplicated corpus (its path is the output directory). ``empty_text``: documents whose text is null,
-    missing or empty after normalisation are one text by default (``"dedup"``: the first kept, as NeMo
-    Curator's hash does); ``"keep"`` keeps every one of them. ``work_dir`` (default ``<output>/.curator-work``)
-    holds the shuffle, the duplicate list and the phases' run directories, ``.curator-run/<phase>``.
-    ``exclusion_writer`` (e.g. ``JsonlWriter("removed/dedup")``) gets every removed document with the one it
-    duplicated (``survivor_path``, ``survivor_row``, and ``survivor_<id_field>`` with an ``id_field``).
+    Args:
+        reader: a file reader over the input (``JsonlReader``, ``ParquetReader``, ...).
+        writer: the writer of the deduplicated corpus (its path is the output directory).
+        text_field: the field compared.
+        id_field: a field of the input's ids, added to the list of duplicates.
+        buckets: the shuffle's buckets (tasks of the find phase); one bucket must fit a task's memory.
+        identify_only: write the list of duplicates to the output directory instead of removing them.
+        normalize: compare texts with whitespace runs made one space and the ends stripped (else byte for byte).
+        work_dir: the shuffle, the duplicate list and the phases' run directories (default
+            ``<output>/.curator-work``).
+        name: the workflow's name.
+        empty_text: ``"dedup"``: documents whose text is null, missing or empty after normalisation are one text
+            (the first kept, as NeMo Curator's hash does); ``"keep"``: every one of them is kept.
+        exclusion_writer: a writer for every removed document with the one it duplicated (``survivor_path``,
+            ``survivor_row``, and ``survivor_<id_field>`` with an ``id_field``).
     """
 
     def __init__(

@@ -1,30 +1,6 @@
-"""Fuzzy deduplication (MinHash + LSH + connected components) as a workflow of phases over arrays, on CPUs.
-
-1. ``signatures``: per input source task, each document's word ``ngram``-shingles are MinHashed
-   (:mod:`curator_slurm.workflows.dedup.minhash`, vectorised) and cut into ``bands`` x ``rows``; one row per
-   (document, band) goes to the shuffle bucket of its (band, value).
-2. ``candidates``: per bucket, documents that share a (band, value) are joined as a star to the smallest
-   key (|group| - 1 edges), optionally keeping only edges whose estimated Jaccard similarity (from 8-bit
-   signatures carried through the shuffle) is at least ``jaccard_threshold``.
-3. ``components``: one task reads every bucket's edges chunk by chunk and finds connected components in
-   memory proportional to the documents that have an edge, not to the edges
-   (:mod:`curator_slurm.workflows.dedup.components`); every member but the smallest key of its component is listed.
-4. ``write``: the input again, minus the listed documents, through the writer given (same output names
-   as a plain ``reader -> writer`` pipeline).
-
-With ``jaccard_check="exact"`` the candidates phase writes each edge under both ends' keys instead, and
-two phases come before ``components``: ``edge-shingles`` (the reader's source tasks again: each edge with
-the shingle set of its end in the task's own files, found from the key range, into the bucket of the
-edge) and ``verify`` (per bucket: an edge's two ends meet, their exact Jaccard similarity is computed,
-and the edges at or above ``jaccard_threshold`` are the ones components sees).
-
-The survivor of each group is its smallest key: the **first occurrence in (input path relative to the
-reader's root, row) order**, as in exact dedup. ``identify_only=True`` stops after phase 3 and writes the
-list (document, its group's survivor, and their paths and rows) to the output directory.
-
-The probability that a pair at Jaccard similarity s becomes a candidate is ``1 - (1 - s**rows)**bands``
-(:func:`curator_slurm.workflows.dedup.minhash.candidate_probability`); the reference tabulates it for the defaults.
-"""
+"""Fuzzy deduplication (MinHash + LSH + connected components) as a workflow of phases over arrays, on CPUs:
+``signatures``, ``candidates``, (``edge-shingles``, ``verify`` with ``jaccard_check="exact"``), ``components``,
+``write``; the survivor of a group is its first occurrence. Design: docs/design.md, section Deduplication."""
 
 from __future__ import annotations
 
@@ -330,33 +306,36 @@ def _components_phase(
 class FuzzyDuplicates(Workflow):
     """Remove (or, with ``identify_only``, list) near-duplicates of ``text_field`` across the whole input.
 
-    ``ngram`` words per shingle (5), ``bands`` x ``rows`` (20 x 8 = 160 MinHash permutations; a pair at
-    Jaccard 0.8 becomes a candidate with probability 0.975), ``seed`` for every hash, ``buckets`` of the
-    shuffle (tasks of the candidates phase), and ``jaccard_threshold`` (None: no check) to drop candidate
-    edges whose similarity is lower. ``jaccard_check`` says how that similarity is known:
+    Either Jaccard check compares each member of a (band, value) group with the group's smallest key only (the
+    star), so a member similar to another member but not to the smallest one loses that edge (it may keep one
+    through another band). FineWeb's configuration (datatrove's defaults) is ``ngram=minhash.FINEWEB_NGRAM,
+    bands=minhash.FINEWEB_BANDS, rows=minhash.FINEWEB_ROWS``.
 
-    - ``"estimate"`` (default): from 8-bit signatures carried through the shuffle, inside the candidates
-      phase (no extra phase; an estimate, standard error about 0.03 at 0.8, so a pair just below the
-      threshold can pass and one just above can be dropped);
-    - ``"exact"``: the Jaccard similarity of the two documents' shingle sets (as
-      :func:`minhash.text_jaccard` defines it), in two more phases after ``candidates``: ``edge-shingles``
-      (the reader's source tasks: each edge with the shingle set of its end in the task's files, into the
-      bucket of the edge) and ``verify`` (per bucket: both ends met, compared, the edges at or above the
-      threshold kept). It removes the LSH false positives, at the cost of re-reading the input's text.
-
-    Either check compares each member of a (band, value) group with the group's smallest key only (the
-    star), so a member similar to another member but not to the smallest one loses that edge (it may keep
-    one through another band). ``work_dir`` defaults to ``<output>/.curator-work``.
-
-    ``char_ngrams`` (e.g. 24, NeMo Curator's): shingles of that many characters of the raw text instead of
-    ``ngram`` words of the normalised text (:mod:`.char_shingles`). ``id_field`` (with ``identify_only``):
-    the list gets the input's ids of each document and of its survivor, ``<id_field>`` and
-    ``group_<id_field>``, through two more phases (:mod:`.fuzzy_ids`). FineWeb's configuration (datatrove's
-    defaults) is ``ngram=minhash.FINEWEB_NGRAM, bands=minhash.FINEWEB_BANDS, rows=minhash.FINEWEB_ROWS``.
-    ``empty_text``: documents with no shingle (null, missing or empty text) are one group by default
-    (``"dedup"``: the first kept); ``"keep"`` keeps every one of them. ``exclusion_writer`` gets every removed
-    document with its group's survivor (``survivor_key``, ``survivor_path``, ``survivor_row``: the components
-    phase then names the input files in its list).
+    Args:
+        reader: a file reader over the input.
+        writer: the writer of the deduplicated corpus (its path is the output directory).
+        text_field: the field compared.
+        ngram: words per shingle.
+        bands: LSH bands; ``bands`` x ``rows`` MinHash permutations (20 x 8: a pair at Jaccard 0.8 becomes a
+            candidate with probability 0.975).
+        rows: MinHash values per band.
+        seed: the seed of every hash.
+        buckets: the shuffle's buckets (tasks of the candidates phase).
+        jaccard_threshold: drop candidate edges whose similarity is lower (None: no check).
+        identify_only: write the list of duplicates to the output directory instead of removing them.
+        work_dir: the intermediate files and run directories (default ``<output>/.curator-work``).
+        name: the workflow's name.
+        jaccard_check: ``"estimate"``: from 8-bit signatures carried through the shuffle, no extra phase
+            (standard error about 0.03 at 0.8); ``"exact"``: the shingle sets' Jaccard similarity
+            (:func:`minhash.text_jaccard`), in two more phases that re-read the input's text.
+        char_ngrams: shingles of that many characters of the raw text instead of ``ngram`` words of the
+            normalised text (e.g. 24, NeMo Curator's).
+        id_field: with ``identify_only``, the list gets the input's ids of each document and of its survivor
+            (``<id_field>``, ``group_<id_field>``), through two more phases.
+        empty_text: ``"dedup"``: documents with no shingle (null, missing or empty text) are one group, the
+            first kept; ``"keep"``: every one of them is kept.
+        exclusion_writer: a writer for every removed document with its group's survivor (``survivor_key``,
+            ``survivor_path``, ``survivor_row``).
     """
 
     def __init__(

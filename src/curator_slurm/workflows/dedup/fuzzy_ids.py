@@ -1,16 +1,5 @@
-"""The user's document ids in fuzzy dedup's list of duplicates (``FuzzyDuplicates(identify_only=True,
-id_field="id")``): two phases after ``components``.
-
-The shuffle carries document keys (positions) only, so ids are fetched where they live, in the input:
-
-1. ``components`` lists, sorted by key, every document of a group, survivors too (a survivor's row has
-   ``key == group_key``), into ``members/``.
-2. ``ids`` runs over the reader's source tasks: each task reads the ``members`` rows of its own key range
-   (row groups picked by key statistics) and writes (key, id) for those of its documents, sorted by key.
-3. ``join`` (one task, memory proportional to the listed documents, as ``components``): each listed
-   document gets its id and its survivor's id (``group_<id_field>``); the survivors' own rows are dropped,
-   and the list is written to the output directory with the columns it has without ids, plus these two.
-"""
+"""The user's document ids in fuzzy dedup's list of duplicates (``identify_only=True, id_field=...``): ``ids`` and
+``join``, two phases after ``components`` that fetch the ids from the input by key range."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""Text to word n-gram shingle hashes, vectorised: the first step of MinHash (:mod:`.minhash`).
-
-Normalisation (NFKC, lowercase, punctuation and symbols as spaces, single spaces), words, and shingles of
-``ngram`` consecutive words, hashed to uint32 with fixed functions of the bytes and the seed (FNV-1a or
-xxh64 per distinct word, combined per shingle, then the murmur3 finaliser), as a CSR pair
-``(offsets[n+1], hashes)``. ASCII texts are split on their bytes with numpy; others through Arrow's
-Unicode kernels. There is no Python loop per word or per document (the one per-item step hashes the rare
-distinct words longer than 32 bytes).
-"""
+"""Text to word n-gram shingle hashes, vectorised: the first step of MinHash (:mod:`.minhash`). Normalisation, words
+and ``ngram``-word shingles hashed to uint32 with fixed functions, as a CSR pair ``(offsets[n+1], hashes)``."""
 
 from __future__ import annotations
 

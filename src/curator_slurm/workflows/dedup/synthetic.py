@@ -1,15 +1,5 @@
-"""A generated corpus with planted near-duplicates, for fuzzy-dedup tests and benchmarks.
-
-Fuzzy dedup is judged by two numbers: the share of true near-duplicate pairs it finds (recall at a
-Jaccard threshold) and the share of unrelated documents it wrongly removes. Both need a corpus where
-the truth is known, so this makes one: unrelated documents drawn independently from a Zipf-distributed
-vocabulary of made-up words (so, as in real text, common words repeat but five-word sequences rarely
-do), and *originals* with edited *copies*. A copy changes a chosen fraction of the original's words
-(substitutions, deletions, insertions) and is laid out anew: different sentence breaks, capitalisation
-and punctuation, which :func:`curator_slurm.workflows.dedup.minhash.normalize` must see through.
-
-Same arguments, same corpus, on any machine (``random.Random(seed)`` only).
-"""
+"""A generated corpus with planted near-duplicates, for fuzzy-dedup tests and benchmarks: the same on any machine
+for the same arguments. Design: docs/design.md, section Deduplication."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""The exact Jaccard check of fuzzy dedup (``jaccard_check="exact"``): two phases between ``candidates``
-and ``components``.
-
-``edge-shingles`` runs over the reader's source tasks again: a task reads, from the candidates phase's
-endpoint files, the edges that have an end among its own documents (found by key range, row groups
-picked from the footers), and sends each such edge, with that end's set of shingle hashes, to the bucket
-of the edge. ``verify`` runs per bucket: the two rows of an edge meet there, the exact Jaccard similarity
-of the two sets is computed (:func:`curator_slurm.workflows.dedup.minhash.exact_jaccard`, in slices), and the edges
-at or above the threshold are what ``components`` reads. Memory per task: its edges times one document's
-shingle set (about 4 bytes a shingle).
-"""
+"""The exact Jaccard check of fuzzy dedup (``jaccard_check="exact"``): ``edge-shingles`` and ``verify``, two phases
+between ``candidates`` and ``components``. Design: docs/design.md, section Deduplication."""
 
 from __future__ import annotations
 
