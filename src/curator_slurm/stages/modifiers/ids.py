@@ -16,7 +16,7 @@ from curator_slurm.tasks import DocumentBatch, content_id
 
 def position_ids(paths: pa.Array, rows: pa.Array | object, prefix: str | None = None) -> pa.Array:
     """The ids of documents at ``paths`` (relative, one per document) and ``rows`` (int64, one per
-    document): ``[prefix_]<xxh64 of path>_<row>``, as this module's docstring explains."""
+    document): ``[prefix_]<xxh64 of path>_<row>`` (docs/catalogue.md, ``AddId``)."""
     encoded = call("dictionary_encode", paths)
     hashes = pa.array([content_id(p) for p in encoded.dictionary.to_pylist()], pa.string())
     return _join(call("take", hashes, encoded.indices), rows, prefix)

@@ -45,8 +45,8 @@ def char_shingle_hashes(
     width: int = DEFAULT_CHAR_NGRAMS,
     seed: int = DEFAULT_SEED,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each document's character ``width``-gram shingles (NeMo Curator's ``char_ngrams``, see the module
-    docstring), hashed to uint32, in the CSR layout of :func:`.shingles.shingle_hashes`: document i's
+    """Each document's character ``width``-gram shingles (NeMo Curator's ``char_ngrams``, docs/design.md,
+    Deduplication), hashed to uint32, in the CSR layout of :func:`.shingles.shingle_hashes`: document i's
     hashes are ``hashes[offsets[i]:offsets[i + 1]]``, in order, repeats kept. Nulls count as empty."""
     if width < 2:
         raise ValueError(f"char_ngrams: must be at least 2 characters (as in NeMo Curator/cuDF), got {width}")

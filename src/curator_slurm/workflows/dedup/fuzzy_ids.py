@@ -120,8 +120,8 @@ class JoinIds(ProcessingStage[FileGroupTask, DocumentBatch]):
 
 
 def id_phases(name: str, reader: FileReader, id_field: str, members: Upstream, work: str, list_dir: str) -> list[Phase]:
-    """The ``ids`` and ``join`` phases (see the module docstring) after the phase ``members``; the list goes
-    to ``list_dir``."""
+    """The ``ids`` and ``join`` phases (docs/reference.md, "The user's ids") after the phase ``members``; the
+    list goes to ``list_dir``."""
     from curator_slurm.pipeline import Pipeline
     from curator_slurm.workflows.workflow import phase_upstream
 
