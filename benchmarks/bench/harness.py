@@ -109,14 +109,21 @@ def fmt(value: float, unit: str) -> str:
     return f"{value:.3f}{(' ' + unit) if unit else ''}"
 
 
+def cell(m: Measure) -> str:
+    """A measure in the table: its median, then the spread of its samples when there is more than one."""
+    spread = f" [{100 * m.spread:.0f}%]" if len(m.samples) > 1 else ""
+    return f"{m.label}: {fmt(m.median, m.unit)}{spread}"
+
+
 def render_table(rows: Sequence[Row]) -> str:
-    header = ("#", "measurement", "A (median)", "B (median)", "value", "target", "result")
+    """The table; "[x%]" after a median is the spread of its samples, (max - min) / median."""
+    header = ("#", "measurement", "A (median [spread])", "B (median [spread])", "value", "target", "result")
     lines = [
         (
             r.key,
             r.title,
-            f"{r.a.label}: {fmt(r.a.median, r.a.unit)}",
-            f"{r.b.label}: {fmt(r.b.median, r.b.unit)}",
+            cell(r.a),
+            cell(r.b),
             f"{r.value:.3f}",
             "reported" if r.op == "report" else f"{r.op} {r.target:g}",
             "-" if r.op == "report" else "PASS" if r.passed else "MISS",
@@ -139,6 +146,16 @@ def render_table(rows: Sequence[Row]) -> str:
     if notes:
         out += ["", "notes:", *notes]
     return "\n".join(out)
+
+
+def row_from_json(data: dict[str, Any]) -> Row:
+    """A row as ``to_json`` wrote it (``run.py --render`` puts the tables of several runs together)."""
+
+    def measure(m: dict[str, Any]) -> Measure:
+        return Measure(m["label"], m["unit"], [float(x) for x in m["samples"]])
+
+    return Row(data["key"], data["title"], measure(data["a"]), measure(data["b"]), data["op"], data["target"],
+               value=data["value"], note=data["note"])  # fmt: skip
 
 
 class BenchError(RuntimeError):

@@ -13,10 +13,38 @@ from pathlib import Path
 from curator_slurm import configure_logging
 
 from .context import Bench
-from .harness import BUSY, CpuSnapshot, Row, cache_bytecode, machine, render_table
+from .harness import BUSY, CpuSnapshot, Row, cache_bytecode, machine, render_table, row_from_json
 from .rows import GROUPS, ROW_KEYS
 
 DEFAULT_BENCH_DIR = "/tmp/curator-bench"
+
+
+def render(paths: list[str]) -> int:
+    """The table of several ``--json`` reports, each row with its ``others_busy`` note, and each report's
+    machine line."""
+    rows: dict[str, Row] = {}
+    for path in paths:
+        report = json.loads(Path(path).read_text())
+        info = report["machine"]
+        before, after = (info.get(f"loadavg_1min_{w}", float("nan")) for w in ("before", "after"))
+        print(
+            f"{path}: {report['config']['repeat']} run(s) per measurement, {report['seconds']:.0f} s, load average "
+            f"{before:.2f} before, {after:.2f} after; nproc {info['nproc']} ({info['cpu']}), "
+            f"Python {info['python']}, pyarrow {info['pyarrow']}"
+        )
+        rows.update({r["key"]: row_from_json(r) for r in report["rows"]})
+    ordered = [rows[k] for k in ROW_KEYS if k in rows]
+    print(render_table(ordered))
+    print(targets_met(ordered))
+    return 0
+
+
+def targets_met(rows: list[Row]) -> str:
+    targeted = [r for r in rows if r.op != "report"]
+    missed = [r.key for r in targeted if not r.passed]
+    return f"{len(targeted) - len(missed)} of {len(targeted)} targets met" + (
+        f"; missed: {', '.join(missed)}" if missed else ""
+    )
 
 
 def main(argv: list[str] | None = None, description: str | None = None) -> int:
@@ -28,7 +56,11 @@ def main(argv: list[str] | None = None, description: str | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny corpora, 1 repeat: a smoke test, not a record")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.add_argument("--rows", metavar="KEYS", help=f"comma-separated subset of rows ({','.join(ROW_KEYS)})")
+    parser.add_argument("--render", nargs="+", metavar="JSON", help="run nothing: print one table of the rows of "
+                        "these --json reports (runs of groups of rows), in the registry's order")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.render:
+        return render(args.render)
     if args.repeat < 1:
         parser.error("--repeat must be >= 1")
     if args.quick:
@@ -79,19 +111,15 @@ def main(argv: list[str] | None = None, description: str | None = None) -> int:
     print(render_table(rows))
     print()
     info["loadavg_1min_before"] = load_before
+    info["loadavg_1min_after"] = os.getloadavg()[0]
     print(
         f"machine: nproc {info['nproc']} ({info['cpu']}), Python {info['python']}, pyarrow {info['pyarrow']}, "
-        f"xxhash {info['xxhash']}, {info['platform']}; load average {load_before:.2f} before the run; "
-        f"{total:.0f} s in total"
+        f"xxhash {info['xxhash']}, {info['platform']}; load average {load_before:.2f} before the run, "
+        f"{info['loadavg_1min_after']:.2f} after; {total:.0f} s in total"
     )
     if load_before > 0.5:
         print("warning: the machine was busy before the run started; timings may be inflated")
-    targeted = [r for r in rows if r.op != "report"]
-    missed = [r.key for r in targeted if not r.passed]
-    print(
-        f"{len(targeted) - len(missed)} of {len(targeted)} targets met"
-        + (f"; missed: {', '.join(missed)}" if missed else "")
-    )
+    print(targets_met(rows))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         payload = {

@@ -13,7 +13,7 @@ from .fasttext import bench_fasttext
 from .filters import bench_filters
 from .fineweb_filters import ROWS as DATATROVE_ROWS
 from .fineweb_filters import bench_datatrove_filters
-from .fineweb_recipe import bench_fineweb_recipe
+from .fineweb_recipe import bench_fineweb_dedup, bench_fineweb_recipe
 from .ledger import bench_ledger
 from .memory import bench_rss
 from .observe import bench_progress, bench_report, bench_status_summaries
@@ -63,6 +63,7 @@ GROUPS: list[Group] = [
     Group(("w2",), bench_web_workers),
     Group(("w4",), bench_web_datatrove),
     Group(("fw1",), bench_fineweb_recipe),
+    Group(("fw2", "fw3"), bench_fineweb_dedup),
     Group(("s1", "s1j"), bench_s3_read),
     Group(("s2a", "s2b"), bench_s3_listing),
 ]
