@@ -249,7 +249,7 @@ def test_missing_text_field_fails_the_partition_once_in_a_pipeline(tmp_path: Pat
     assert failed.stage == "score_filter[word_count]"
     assert failed.attempts == 1
     assert f"{tmp_path / 'in' / 'a.jsonl'}: no field 'text'" in failed.error
-    assert "['id', 'content']" in failed.error
+    assert "['id', 'content', 'file_path']" in failed.error
 
 
 def test_score_filter_refuses_a_non_filter() -> None:
@@ -293,7 +293,7 @@ def test_custom_filter_with_only_per_document_methods_runs_in_a_pipeline(tmp_pat
     out = tmp_path / "out"
     pipeline = (
         Pipeline("custom")
-        .add_stage(JsonlReader(src))
+        .add_stage(JsonlReader(src, file_path_field=None))
         .add_stage(ScoreFilter(ShoutFilter(), score_field="shout"))
         .add_stage(JsonlWriter(out))
     )

@@ -128,4 +128,4 @@ def test_a_reader_whose_fields_are_unknown_is_not_refused(tmp_path: Path) -> Non
         .add_stage(JsonlWriter(path=str(tmp_path / "out")))
     )
     run(pipeline)
-    assert output_rows(tmp_path / "out") == [{"text": "a b", "language": "ENGLISH"}]
+    assert output_rows(tmp_path / "out") == [{"text": "a b", "language": "ENGLISH", "file_path": "a.jsonl"}]

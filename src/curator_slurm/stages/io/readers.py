@@ -108,14 +108,13 @@ class FileReaderStage(ProcessingStage[FileGroupTask, DocumentBatch]):
     def source_name(self, task: FileGroupTask | DocumentBatch, path: str) -> str:
         """What the source-file column says for ``path``: its path relative to the task's input root, with ``/``
         (for an object store's URI too), so the same on every machine, mount point, shard, re-run and store (a
-        run on S3 writes what the same run on local disk writes); the path as given when there is no root."""
+        run on S3 writes what the same run on local disk writes); the path as given when there is no root. A name
+        that is not UTF-8 is shown with its bytes as ``\\xNN`` (as positions show it: a column holds text)."""
         root = task.metadata.get("root")
-        if root is None:
-            return path
         try:
-            return fs.relative(path, root)
+            return fs.printable(path if root is None else fs.relative(path, root))
         except ValueError:  # not under the root (another filesystem): the whole path or URI says it
-            return path
+            return fs.printable(path)
 
     def with_source(self, table: pa.Table, source: str, where: str) -> pa.Table:
         """``table`` with the source-file column (unless it has one: a document read from an earlier phase keeps
