@@ -132,6 +132,8 @@ class FaultProxy:
         self.keep_alive = keep_alive
         self.random = random.Random(seed)
         self.counts: Counter[str] = Counter()
+        #: The path (and query) of every LIST request, in order: which bucket and prefix each listing asked for.
+        self.list_paths: list[str] = []
         self.faults: Counter[str] = Counter()
         self.lock = threading.Lock()
         proxy = self
@@ -153,6 +155,8 @@ class FaultProxy:
                 kind = request_kind(self.command, self.path)
                 with proxy.lock:
                     proxy.counts[kind] += 1
+                    if kind == "LIST":
+                        proxy.list_paths.append(self.path)
                     roll = proxy.random.random()
                 if roll < proxy.fault_rate / 2:
                     with proxy.lock:
