@@ -66,7 +66,7 @@ from curator_slurm.stages.datatrove import (
     PIIFormatter,
     URLFilter,
 )
-from curator_slurm.stages.io.megatron import configured_eos
+from curator_slurm.stages.io.megatron import tokenizer_options_problem
 from curator_slurm.workflows.chain import PhaseOutputsReader
 from curator_slurm.workflows.dedup.fuzzy import FuzzyDuplicates
 from curator_slurm.workflows.dedup.minhash import FINEWEB_BANDS, FINEWEB_NGRAM, FINEWEB_ROWS
@@ -208,32 +208,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if given:
             parser.error(f"{given[0]} applies to the token files: give --tokenizer too")
     else:
-        problem = tokenizer_problem(args.tokenizer, args.eos_token, args.no_eos)
+        problem = tokenizer_options_problem(args.tokenizer, args.eos_token, args.no_eos)
         if problem:
             parser.error(problem)
     if args.merge_tokens is not None and args.merge_tokens < 1:
         parser.error(f"--merge-tokens {args.merge_tokens}: give a number of tokens of at least 1")
     return args
-
-
-def tokenizer_problem(tokenizer: str, eos_token: str | None, no_eos: bool) -> str | None:
-    """What is wrong with ``--tokenizer``/``--eos-token``/``--no-eos``, in those words, before any work."""
-    if not os.path.exists(tokenizer):
-        return (
-            f"--tokenizer {tokenizer}: no such file or directory (give a local tokenizer.json, or a directory with one)"
-        )
-    if eos_token or no_eos:
-        return None
-    try:
-        declared = configured_eos(tokenizer)
-    except InputError as e:
-        return f"--tokenizer {tokenizer}: {e}"
-    if declared is None:
-        return (
-            f"--tokenizer {tokenizer} declares no end-of-document token (a bare tokenizer.json has none): give "
-            "--eos-token T (e.g. '<|endoftext|>' or '</s>', whichever the tokenizer has), or --no-eos"
-        )
-    return None
 
 
 def main(argv: list[str] | None = None) -> int:

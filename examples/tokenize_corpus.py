@@ -17,9 +17,8 @@ import os
 import sys
 
 from curator_slurm import CuratorError, LocalExecutor, PipelineFailedError, configure_logging, fs
-from curator_slurm.errors import InputError
 from curator_slurm.stages import JsonlReader, MegatronTokenizerWriter, ParquetReader
-from curator_slurm.stages.io.megatron import configured_eos
+from curator_slurm.stages.io.megatron import tokenizer_options_problem
 from curator_slurm.workflows.tokenization import MegatronTokenization
 
 
@@ -47,24 +46,6 @@ def build_workflow(args: argparse.Namespace) -> MegatronTokenization:
     )
 
 
-def tokenizer_problem(tokenizer: str, eos_token: str | None, no_eos: bool) -> str | None:
-    """What is wrong with ``--tokenizer``/``--eos-token``/``--no-eos``, in those words, before any work."""
-    if not os.path.exists(tokenizer):
-        return f"--tokenizer {tokenizer}: no such file or directory (give a tokenizer.json or a directory of one)"
-    if eos_token or no_eos:
-        return None
-    try:
-        declared = configured_eos(tokenizer)
-    except InputError as e:
-        return f"--tokenizer {tokenizer}: {e}"
-    if declared is None:
-        return (
-            f"--tokenizer {tokenizer} declares no end-of-document token (a bare tokenizer.json has none): give "
-            "--eos-token T (e.g. '<|endoftext|>' or '</s>', whichever the tokenizer has), or --no-eos"
-        )
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", required=True, help="directory (or file) of JSONL or Parquet documents")
@@ -81,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files-per-partition", type=int, default=1)
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all usable CPUs)")
     args = parser.parse_args(argv)
-    problem = tokenizer_problem(args.tokenizer, args.eos_token, args.no_eos)
+    problem = tokenizer_options_problem(args.tokenizer, args.eos_token, args.no_eos)
     if problem:
         parser.error(problem)  # exit 2, before any work
 

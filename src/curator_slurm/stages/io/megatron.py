@@ -79,6 +79,27 @@ def configured_eos(model_identifier: str) -> str | None:
     return None
 
 
+def tokenizer_options_problem(tokenizer: str, eos_token: str | None, no_eos: bool) -> str | None:
+    """For a script whose options are ``--tokenizer``, ``--eos-token`` and ``--no-eos``: what is wrong with
+    them, in those options' words, before any work (None: nothing)."""
+    if not os.path.exists(tokenizer):
+        return (
+            f"--tokenizer {tokenizer}: no such file or directory (give a local tokenizer.json, or a directory with one)"
+        )
+    if eos_token or no_eos:
+        return None
+    try:
+        declared = configured_eos(tokenizer)
+    except InputError as e:
+        return f"--tokenizer {tokenizer}: {e}"
+    if declared is None:
+        return (
+            f"--tokenizer {tokenizer} declares no end-of-document token (a bare tokenizer.json has none): give "
+            "--eos-token T (e.g. '<|endoftext|>' or '</s>', whichever the tokenizer has), or --no-eos"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class TokenizerSpec:
     """What a process needs to tokenize: the file, the special ids to add, and the token dtype."""
