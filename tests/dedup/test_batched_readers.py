@@ -73,7 +73,7 @@ def _ids(source: object, out: Path) -> dict[int, str]:
 
 def _write_jsonl(path: Path, rows: list[dict], compress: bool) -> None:
     data = "".join(json.dumps(r) + "\n" for r in rows).encode()
-    path.write_bytes(gzip.compress(data) if compress else data)
+    path.write_bytes(gzip.compress(data, mtime=0) if compress else data)
 
 
 @settings(max_examples=12, deadline=None)

@@ -54,7 +54,7 @@ def stored_warc_gz(url: str, inner: bytes, number: int) -> bytes:
 def gzip_members(records: list[bytes], groups: list[int]) -> bytes:
     """``records`` compressed as consecutive gzip members of ``groups[i]`` records each (cycled); and a list
     of each record's member offset through :func:`member_offsets`."""
-    return b"".join(gzip.compress(b"".join(chunk)) for chunk in _grouped(records, groups))
+    return b"".join(gzip.compress(b"".join(chunk), mtime=0) for chunk in _grouped(records, groups))
 
 
 def member_offsets(records: list[bytes], groups: list[int]) -> list[int]:
@@ -62,7 +62,7 @@ def member_offsets(records: list[bytes], groups: list[int]) -> list[int]:
     offsets, at = [], 0
     for chunk in _grouped(records, groups):
         offsets.extend([at] * len(chunk))
-        at += len(gzip.compress(b"".join(chunk)))
+        at += len(gzip.compress(b"".join(chunk), mtime=0))
     return offsets
 
 
