@@ -17,6 +17,7 @@ import os
 import sys
 
 from curator_slurm import CuratorError, LocalExecutor, PipelineFailedError, configure_logging, fs
+from curator_slurm.runs.layout import DEFAULT_WORK_DIR_NAME
 from curator_slurm.stages import JsonlReader, MegatronTokenizerWriter, ParquetReader
 from curator_slurm.stages.io.megatron import tokenizer_options_problem
 from curator_slurm.workflows.tokenization import MegatronTokenization
@@ -34,7 +35,7 @@ def build_workflow(args: argparse.Namespace) -> MegatronTokenization:
     reader_class = ParquetReader if fmt == "parquet" else JsonlReader
     reader = reader_class(args.input, files_per_partition=args.files_per_partition).with_fields([args.text_field])
     writer = MegatronTokenizerWriter(
-        os.path.join(args.output, ".curator-work", "tokens"),
+        os.path.join(args.output, DEFAULT_WORK_DIR_NAME, "tokens"),
         model_identifier=args.tokenizer,
         text_field=args.text_field,
         append_eod=not args.no_eos,
