@@ -25,7 +25,6 @@ PACKAGE = "curator_slurm"
 #: the catalogue it re-exports.
 LAYERS: dict[str, int] = {
     "_lazy": 0,
-    "_moved": 0,
     "_version": 0,
     "errors": 0,
     "extras": 0,

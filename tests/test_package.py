@@ -21,6 +21,16 @@ def test_import_is_light() -> None:
     assert out.strip() == "[]"
 
 
+def test_import_installs_no_import_hook() -> None:
+    """`import curator_slurm` (and its catalogue) leaves the import system as it found it: no finder added."""
+    code = (
+        "import sys; before = list(sys.meta_path); import curator_slurm, curator_slurm.stages; "
+        "print([type(f).__name__ for f in sys.meta_path if f not in before])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 def _requirement_names(dist: str, extras: frozenset[str] = frozenset()) -> set[str]:
     """The distributions `dist` requires, with those of the named extras (and none of the others)."""
     names = set()

@@ -22,10 +22,6 @@ for _name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # not OMP_NUM_THREADS
 _collecting = gc.isenabled()
 gc.disable()
 try:
-    from curator_slurm import _moved
-
-    _moved.install()  # old module paths (before the package was grouped by role) keep importing
-
     from curator_slurm.backends.local import LocalExecutor
     from curator_slurm.errors import (
         CuratorError,
