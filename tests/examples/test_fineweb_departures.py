@@ -68,3 +68,24 @@ def test_a_run_with_block_lists_and_a_fasttext_model_names_neither(tmp_path: Pat
     assert not any("URL" in w or "language filter" in w for w in warned), warned
     shown = status_text(out / ".curator-work" / ".curator-run")
     assert not any(line.startswith("warning:") and ("URL" in line or "CLD2" in line) for line in shown.splitlines())
+
+
+def test_submit_carries_the_warnings_into_the_workflow_record(tmp_path: Path) -> None:
+    """What `curator-slurm submit` records before any task ran (its plan, then ``workflow.json``) holds them."""
+    import importlib.util
+
+    from curator_slurm.slurm.options import SubmitOptions
+    from curator_slurm.slurm.phases import save_submission
+    from curator_slurm.workflows.workflow import workflow_warnings
+
+    spec = importlib.util.spec_from_file_location("fineweb_recipe", FINEWEB)
+    assert spec is not None and spec.loader is not None
+    fineweb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fineweb)
+    data = small_warc(tmp_path)
+    args = fineweb.parse_args(["--input", str(data), "--output", str(tmp_path / "out"), "--no-url-filter"])
+    plan = fineweb.build_workflow(args).plan()
+    assert any("no URL filter" in w for w in plan["warnings"]) and any("CLD2" in w for w in plan["warnings"])
+    root = tmp_path / "root"
+    save_submission(str(root), SubmitOptions(script=str(FINEWEB)), {p["phase"]: 1 for p in plan["phases"]}, plan)
+    assert workflow_warnings(str(root)) == plan["warnings"]
