@@ -5,7 +5,8 @@
 # both sides on one trafilatura release, so TRAFILATURA (default 2.3.1, as `make venv` installs; 1.11.0 for
 # datatrove's own) goes in, over that pin when it is 2.x, and pip reports the broken pin: that is the point. The
 # rest is what datatrove's WarcReader, Trafilatura, LanguageFilter, URLFilter, Gopher filters, MinHash stages and
-# JsonlWriter import (lxml_html_clean too: trafilatura 1.x and 2.x import lxml.html.clean through jusText). Re-running it on an existing venv only re-installs.
+# JsonlWriter import (lxml_html_clean too: trafilatura 1.x and 2.x import lxml.html.clean through jusText).
+# Re-running it on an existing venv only re-installs.
 set -euo pipefail
 DIR=${1:-/work/venvs/datatrove}
 PYTHON=${PYTHON:-python3.11}
