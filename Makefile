@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 SAMPLE := build/sample
 DEMO_OUT := build/demo-out
 
-.PHONY: venv demo test test-pyarrow-floor lint typecheck format bench scale slurm-up slurm-down s3-up s3-down clean
+.PHONY: venv demo test test-pyarrow-floor test-trafilatura1 lint typecheck format bench scale slurm-up slurm-down s3-up s3-down clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,23 @@ $(FLOOR_VENV)/.installed: pyproject.toml Makefile
 
 test-pyarrow-floor: $(FLOOR_VENV)/.installed
 	OPENBLAS_NUM_THREADS=1 $(FLOOR_VENV)/bin/python -m pytest -q -m "not slurm" $(FLOOR_TESTS)
+
+# Trafilatura 1.x (FineWeb's, and datatrove's pin: <1.12) in a venv of its own, under the tests that extract
+# (`make test` has the newest 2.x): each page's text is the library's own, the recipe says what it departs in.
+TRAFILATURA1_VENV ?= .venv-trafilatura1
+TRAFILATURA1 := 1.11.0
+TRAFILATURA1_TESTS := tests/stages/test_extractors.py tests/stages/test_extractor_limits.py \
+	tests/examples/test_extract.py tests/examples/test_fineweb_departures.py
+
+$(TRAFILATURA1_VENV)/.installed: pyproject.toml Makefile
+	@test -x $(TRAFILATURA1_VENV)/bin/python || $(PYTHON) -m venv $(TRAFILATURA1_VENV)
+	$(TRAFILATURA1_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(TRAFILATURA1_VENV)/bin/python -m pip install --quiet -e '.[web,fineweb,fasttext]' 'trafilatura==$(TRAFILATURA1)' \
+		pytest pytest-mock hypothesis
+	@touch $@
+
+test-trafilatura1: $(TRAFILATURA1_VENV)/.installed
+	$(TRAFILATURA1_VENV)/bin/python -m pytest -q -m "not slurm" $(TRAFILATURA1_TESTS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -35,7 +35,9 @@ examples/fineweb.py --shards N -- ...`` submits one array per phase, each waitin
 ``curator-slurm status OUTPUT/.curator-work/.curator-run`` shows every phase and, for ``base``, how many
 documents each filter removed. The language filter is CLD2 (offline, built in) unless ``--fasttext-model``
 names a fastText model (``lid.176.bin``, as FineWeb used, with datatrove's 0.65 threshold); the URL filter
-uses only the block lists in ``--url-blocklist`` (datatrove's file names), as nothing is downloaded.
+uses only the block lists in ``--url-blocklist`` (datatrove's file names), as nothing is downloaded. Each step
+that runs otherwise than FineWeb's (no block lists, no fastText model, another extractor or Trafilatura 2.x, no
+dedup) is named in a warning in the run's first lines, and ``status`` and ``report`` repeat the warnings.
 """
 
 from __future__ import annotations
@@ -169,7 +171,35 @@ def build_workflow(args: argparse.Namespace) -> Workflow:
         )  # fmt: skip
         megatron = fs.join(fs.absolute(args.output), MEGATRON_DIR)
         phases += tokenization_phases(reader, writer, megatron, work, merge_tokens=args.merge_tokens, name="fineweb")
-    return Workflow("fineweb", work, phases)
+    return Workflow("fineweb", work, phases, warnings=departures(args))
+
+
+def departures(args: argparse.Namespace) -> list[str]:
+    """Where this run is not FineWeb's own method, one sentence each: printed first, and kept in the workflow's
+    record for `status` and the report."""
+    out = []
+    if args.no_url_filter:
+        out.append("no URL filter: every URL is kept (FineWeb removes the URLs of datatrove's block lists)")
+    elif not args.url_blocklist:
+        out.append("URL filter without block lists (no --url-blocklist): it keeps every URL (FineWeb removes "
+                   "the URLs of datatrove's block lists)")  # fmt: skip
+    if args.no_language_filter:
+        out.append("no language filter: every language is kept (FineWeb keeps English by fastText lid.176 at 0.65)")
+    elif not args.fasttext_model:
+        out.append("language filter is CLD2 at score 0.3 (no --fasttext-model), whose scores are not fastText's "
+                   "(FineWeb keeps English by fastText lid.176 at 0.65)")  # fmt: skip
+    if args.extractor != "trafilatura":
+        out.append(f"extractor {args.extractor}, not Trafilatura (FineWeb's)")
+    else:
+        from curator_slurm.stages.extractors.base import library_version
+
+        release = library_version("trafilatura")
+        if not release.startswith("trafilatura 1."):
+            out.append(f"{release}: FineWeb was extracted with trafilatura 1.x (datatrove's pin), whose texts "
+                       "differ; pip install 'trafilatura<1.12' to extract as it did")  # fmt: skip
+    if args.no_dedup:
+        out.append("no MinHash deduplication (FineWeb deduplicates each crawl)")
+    return out
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -218,6 +248,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    warnings = departures(args)
+    if warnings:
+        lines = [f"fineweb: WARNING: not FineWeb's own step: {w}" for w in warnings]
+        print("\n".join(lines), file=sys.stderr, flush=True)
     configure_logging()
     try:
         result = build_workflow(args).run(LocalExecutor(workers=args.workers))

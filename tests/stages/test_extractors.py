@@ -13,7 +13,7 @@ import pytest
 from curator_slurm import Pipeline
 from curator_slurm.extras import MissingExtraError
 from curator_slurm.runs.ledger import iter_records
-from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
+from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RunDirError
 from curator_slurm.samples.web import _record, http_response
 from curator_slurm.stages import (
     HtmlExtractor,
@@ -75,11 +75,16 @@ def test_trafilatura_gives_trafilaturas_own_output_with_fineweb_options(
     python_warc: Path, python_pages: list[Path], tmp_path: Path
 ) -> None:
     """Each page's text is ``trafilatura.extract(html, favor_precision=True, include_comments=False,
-    deduplicate=True)``, its duplicate cache one per source task (here: one fresh cache for the file)."""
+    deduplicate=True)``, its duplicate cache one per source task (here: one fresh cache for the file), with
+    whichever Trafilatura is installed (1.x keeps one cache in its module, emptied here; 2.x takes one)."""
     import trafilatura
-    from trafilatura.deduplication import LRU_SIZE, LRUCache
+    from trafilatura import deduplication
 
-    cache = LRUCache(maxsize=LRU_SIZE)
+    cache: object = True
+    if int(trafilatura.__version__.split(".")[0]) >= 2:
+        cache = deduplication.LRUCache(maxsize=deduplication.LRU_SIZE)
+    else:
+        deduplication.LRU_TEST.clear()
 
     def one(html: str) -> str | None:
         return trafilatura.extract(html, favor_precision=True, include_comments=False, deduplicate=cache)
@@ -218,3 +223,29 @@ def test_a_library_that_fails_to_import_fails_the_run_with_its_cause(
     assert "lxml.html.no_such_module" in str(failed.value)
     assert "time limit" not in str(failed.value)
     sys.modules.pop("brokenlib", None)
+
+
+def test_a_run_started_with_another_trafilatura_release_is_refused_naming_both(
+    python_warc: Path, tmp_path: Path
+) -> None:
+    """The extractor's library release is in the run's fingerprint: a run recorded as started under another
+    Trafilatura is not resumed under this one; the refusal names both releases."""
+    import importlib.metadata
+    import json
+
+    from curator_slurm.runs.fingerprint import fingerprint_digest
+
+    out = tmp_path / "out"
+    extract(python_warc, TrafilaturaExtractor(), out)
+    mine = f"trafilatura {importlib.metadata.version('trafilatura')}"
+    other = "trafilatura 1.8.1" if mine != "trafilatura 1.8.1" else "trafilatura 2.0.0"
+    record = out / DEFAULT_RUN_DIR_NAME / "run.json"
+    run_json = json.loads(record.read_text())
+    stage = next(s for s in run_json["pipeline"]["stages"] if s["name"] == "trafilatura_extractor")
+    assert stage["params"]["library_version"] == mine
+    stage["params"]["library_version"] = other  # as a run started under the other release recorded it
+    run_json["fingerprint"] = fingerprint_digest(run_json["pipeline"])
+    record.write_text(json.dumps(run_json))
+    with pytest.raises(RunDirError, match="library_version") as refused:
+        extract(python_warc, TrafilaturaExtractor(), out)
+    assert other in str(refused.value) and mine in str(refused.value)

@@ -10,8 +10,8 @@ Common Crawl style WARC files (w1's corpus), datatrove's own URL block lists (un
 reads them with ``--url-blocklist``), and one fastText language model: the machine is offline, so instead of
 lid.176.bin the bench trains one on the Debian Handbook's 26 translations and puts it where datatrove's
 ``LanguageFilter`` looks for lid.176.bin (ours gets ``--fasttext-model``). Trafilatura must be one release on
-both sides: datatrove 0.10 pins ``trafilatura<1.12`` while ours needs 2.x (``deduplicate=`` taking a cache), so
-datatrove's venv holds our release installed over its pin (docs/reference.md says how); the row checks that the
+both sides: datatrove 0.10 pins ``trafilatura<1.12`` and ours takes 1.x or 2.x, so datatrove's venv holds the
+release of ours (over its pin when it is 2.x; docs/reference.md says how); the row checks that the
 two venvs report the same trafilatura version and is "not measured" otherwise. Its note says where each side's
 time goes: extraction, filters, reading and writing, the rest (what no step's timer holds: ours loads the
 fastText model in the language filter's setup, so there, datatrove inside its Language ID step). Both sides must

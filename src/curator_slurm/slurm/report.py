@@ -32,9 +32,12 @@ def report_data(run_dir: str) -> dict[str, Any]:
             for name, d in phases
         ]
     )
+    from curator_slurm.workflows.workflow import workflow_warnings
+
     return {
         "run_dir": os.path.abspath(run_dir),
         "generated": time.time(),
+        "warnings": workflow_warnings(run_dir),
         "workflow": phases is not None,
         "sections": sections,
     }

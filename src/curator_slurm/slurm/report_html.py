@@ -29,6 +29,7 @@ def render_report(data: dict[str, Any]) -> str:
     plotly = extras.load("plotly.offline", "curator-slurm report (its charts)", "report")
     when = datetime.datetime.fromtimestamp(data["generated"]).strftime("%Y-%m-%d %H:%M:%S")
     body = [f"<h1>curator-slurm report</h1><p><code>{_e(data['run_dir'])}</code>, made {when}</p>"]
+    body += [f"<p class=bad>warning: {_e(w)}</p>" for w in data.get("warnings") or []]
     for section in data["sections"]:
         body.append(_section(section, data["workflow"]))
     return (

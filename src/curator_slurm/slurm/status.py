@@ -267,8 +267,12 @@ def status_report(run_dir: str, show_all: bool = False, verify: bool = False) ->
         return StatusReport(s, format_status(s, show_all), status_exit_code(s), settled, workflow=False)
     statuses = workflow_status(phases, verify)
     stopped = workflow_stopped(statuses, live_processes(run_dir).running)
-    data = {"workflow": run_dir, "phases": statuses, "stopped": stopped}
-    text = format_workflow_status(statuses, show_all, run_dir if stopped else None)
+    from curator_slurm.workflows.workflow import workflow_warnings
+
+    warnings = workflow_warnings(run_dir)
+    data = {"workflow": run_dir, "phases": statuses, "stopped": stopped, "warnings": warnings}
+    text = "".join(f"warning: {w}\n" for w in warnings)
+    text += format_workflow_status(statuses, show_all, run_dir if stopped else None)
     code = worst([workflow_exit_code(statuses), EXIT_NOT_COMPLETE if stopped else EXIT_OK])
     return StatusReport(data, text, code, stopped or workflow_settled(statuses), workflow=True)
 

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,9 +83,13 @@ class Workflow:
         work_dir: the directory of its intermediate files (local or object storage); its run directories are
             under ``<work_dir>/.curator-run``.
         phases: its phases, in order, with unique names.
+        warnings: what the run should say of itself (a recipe's departures from the method it is named
+            after): kept in ``workflow.json``, and repeated first by `status` and the report.
     """
 
-    def __init__(self, name: str, work_dir: str | os.PathLike, phases: list[Phase]) -> None:
+    def __init__(
+        self, name: str, work_dir: str | os.PathLike, phases: list[Phase], warnings: Sequence[str] = ()
+    ) -> None:
         if not phases:
             raise PipelineBuildError(f"workflow {name!r} has no phases")
         names = [p.name for p in phases]
@@ -96,6 +101,7 @@ class Workflow:
         self.name = name
         self.work_dir = fs.absolute(work_dir)  # may be on object storage (shuffle buckets); the run root is not
         self.phases = list(phases)
+        self.warnings = tuple(warnings)
 
     @property
     def run_root(self) -> str:
@@ -243,7 +249,7 @@ class Workflow:
             plan.update(phase=phase.name, default_shards=phase.default_shards, max_shards=phase.max_shards)
             phases.append(plan)
         first = phases[0]
-        return {
+        plan = {
             "kind": "workflow",
             "workflow": self.name,
             "pipeline": self.name,
@@ -252,13 +258,14 @@ class Workflow:
             "tasks": first["tasks"],
             "phases": phases,
         }
+        return {**plan, "warnings": list(self.warnings)} if self.warnings else plan
 
     def _write_marker(self, first: bool = False) -> None:
         """``workflow.json``; on the first start of the first phase (no marker yet), only once that phase's
         inputs were listed: a start that fails on a missing input leaves no workflow behind for `status`."""
         if first and not os.path.exists(os.path.join(self.run_root, WORKFLOW_FILE)):
             list_sources(self.phases[0].pipeline.build()[0], ShardSpec.single())  # an InputError ends it here
-        write_marker(self.run_root, self.name, [p.name for p in self.phases])
+        write_marker(self.run_root, self.name, [p.name for p in self.phases], self.warnings)
 
 
 def phase_upstream(work_dir: str | os.PathLike, phase: str, per_task: bool = False) -> Upstream:
@@ -267,13 +274,15 @@ def phase_upstream(work_dir: str | os.PathLike, phase: str, per_task: bool = Fal
     return Upstream(phase, phase_run_dir(default_run_dir_of(fs.absolute(work_dir)), phase), per_task)
 
 
-def write_marker(run_root: str, name: str, phases: list[str]) -> None:
-    """``workflow.json`` in the run root names the phases in order, for `curator-slurm status`; written by
-    `submit` (so status works before any task ran) and by every run."""
+def write_marker(run_root: str, name: str, phases: list[str], warnings: Sequence[str] = ()) -> None:
+    """``workflow.json`` in the run root names the phases in order (and the workflow's warnings), for
+    `curator-slurm status`; written by `submit` (so status works before any task ran) and by every run."""
 
     fs.makedirs(run_root)  # a file in the way: an OutputError naming it
     path = os.path.join(run_root, WORKFLOW_FILE)
-    payload = {"workflow": name, "phases": phases}
+    payload: dict[str, Any] = {"workflow": name, "phases": phases}
+    if warnings:
+        payload["warnings"] = list(warnings)
     try:
         with open(path, encoding="utf-8") as f:
             if json.load(f) == payload:
@@ -303,3 +312,13 @@ def workflow_phases(run_root: str) -> list[str] | None:
         return None
     with open(path, encoding="utf-8") as f:
         return list(json.load(f)["phases"])
+
+
+def workflow_warnings(run_root: str) -> list[str]:
+    """The warnings a workflow recorded of itself in ``workflow.json`` (none when it is not a workflow's)."""
+    try:
+        with open(os.path.join(run_root, WORKFLOW_FILE), encoding="utf-8") as f:
+            found = json.load(f).get("warnings") or []
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(w) for w in found] if isinstance(found, list) else []

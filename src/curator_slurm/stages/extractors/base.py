@@ -4,6 +4,8 @@ Design: docs/design.md, section HTML extraction and its time limit."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import inspect
 import os
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -67,6 +69,9 @@ class HtmlExtractor(ProcessingStage[DocumentBatch, DocumentBatch]):
         self.time_limit = time_limit
         self.max_chars = max_chars
         self.keep_html = keep_html
+        #: The library's release (``"trafilatura 1.11.0"``): in the fingerprint, as another release extracts
+        #: other text, so a run is not resumed under another one in silence.
+        self.library_version = library_version(self.library)
         self._module: Any = None
         self._logged: set[str] = set()
         self._pool: PagePool | None = None
@@ -201,6 +206,16 @@ class HtmlExtractor(ProcessingStage[DocumentBatch, DocumentBatch]):
         return cause
 
 
+def library_version(library: str) -> str:
+    """``"<distribution> <release>"`` of the package that holds module ``library`` (``"?"`` for the release
+    when it is installed without metadata)."""
+    top = library.split(".")[0]
+    try:
+        return f"{top} {importlib.metadata.version(top)}"
+    except importlib.metadata.PackageNotFoundError:
+        return f"{top} ?"
+
+
 def _in_process(stage: HtmlExtractor, html: str) -> Outcome:
     try:
         return Outcome("ok", stage.extract(html))
@@ -210,17 +225,19 @@ def _in_process(stage: HtmlExtractor, html: str) -> Outcome:
 
 class TrafilaturaExtractor(PageLanguage, HtmlExtractor):
     """Trafilatura's ``extract`` with FineWeb's options (``favor_precision=True, include_comments=False,
-    deduplicate=True``; other ``extract`` keywords in ``options``). Trafilatura's duplicate-paragraph cache is
-    one per source task (a fresh ``LRUCache`` handed to ``deduplicate``), so a page's text does not depend on
-    which pages a worker saw before: shards agree with an unsharded run. ``add_language=True`` adds ``language``
-    (the page's, as NeMo Curator's extraction names it; datatrove's Trafilatura adds none, nor does this by
-    default).
+    deduplicate=True``; other ``extract`` keywords in ``options``), with Trafilatura 1.x (from 1.8: FineWeb's and
+    datatrove's) or 2.x, whichever is installed. Trafilatura's duplicate-paragraph cache is one per source task
+    (2.x: a fresh ``LRUCache`` handed to ``deduplicate``; 1.x, whose cache is the module's own: that cache
+    emptied), so a page's text does not depend on which pages a worker saw before: shards agree with an
+    unsharded run. ``add_language=True`` adds ``language`` (the page's, as NeMo Curator's extraction names it;
+    datatrove's Trafilatura adds none, nor does this by default).
 
     Args:
         favor_precision: Trafilatura's ``favor_precision``.
         include_comments: Trafilatura's ``include_comments``.
         deduplicate: drop paragraphs already seen in the source task (Trafilatura's ``deduplicate``).
-        options: other keywords of ``trafilatura.extract``.
+        options: other keywords of ``trafilatura.extract`` (checked against the installed release's when the
+            stage is set up).
         add_language: add the page's language (CLD2) as ``language``.
         **kwargs: :class:`HtmlExtractor`'s.
     """
@@ -237,7 +254,7 @@ class TrafilaturaExtractor(PageLanguage, HtmlExtractor):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        extras.require("lxml_html_clean", type(self).__name__, "web")  # trafilatura 2.x fails to import without
+        extras.require("lxml_html_clean", type(self).__name__, "web")  # trafilatura fails to import without
         self.language_on(add_language)
         self.favor_precision = favor_precision
         self.include_comments = include_comments
@@ -249,13 +266,33 @@ class TrafilaturaExtractor(PageLanguage, HtmlExtractor):
     def keeps_task_state(self) -> bool:  # type: ignore[override]
         return self.deduplicate
 
-    def begin(self) -> None:
-        if self.deduplicate:
-            from trafilatura.deduplication import LRU_SIZE, LRUCache
+    def load(self) -> Any:
+        fresh = self._module is None
+        module = super().load()
+        if fresh:
+            taken = set(inspect.signature(module.extract).parameters)
+            unknown = sorted(set(self.options) - taken)
+            if unknown:
+                raise ValueError(
+                    f"TrafilaturaExtractor(options=...): {unknown} are not keywords of trafilatura.extract in "
+                    f"{self.library_version}; it takes {sorted(taken - {'filecontent'})}"
+                )
+        return module
 
-            self._cache = LRUCache(maxsize=LRU_SIZE)
+    def begin(self) -> None:
+        if not self.deduplicate:
+            return
+        from trafilatura import deduplication
+
+        if not _takes_cache(self._module):
+            deduplication.LRU_TEST.clear()  # 1.x: the module's one cache, which deduplicate=True uses
+            self._cache = True
+        else:
+            self._cache = deduplication.LRUCache(maxsize=deduplication.LRU_SIZE)
 
     def extract(self, html: str) -> str | tuple[str, dict[str, Any]] | None:
+        if self.deduplicate and self._cache is None:
+            self.begin()
         text = self._module.extract(
             html,
             favor_precision=self.favor_precision,
@@ -264,6 +301,11 @@ class TrafilaturaExtractor(PageLanguage, HtmlExtractor):
             **self.options,
         )
         return self.with_language(text, html)
+
+
+def _takes_cache(trafilatura: Any) -> bool:
+    """Whether this Trafilatura's ``deduplicate`` takes a cache object (2.x) rather than only a bool (1.x)."""
+    return int(str(trafilatura.__version__).split(".")[0]) >= 2
 
 
 class ResiliparseExtractor(PageLanguage, HtmlExtractor):

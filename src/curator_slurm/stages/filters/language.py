@@ -1,5 +1,6 @@
 """Language identification offline: CLD2 through ``pycld2`` (the default; its model is compiled into the package),
-or a fastText model file the user gives (``backend="fasttext"``, datatrove's ``ft176`` semantics).
+or a fastText model file the user gives: ``backend="ft176"`` (lid.176, also ``"fasttext"``) or ``"glotlid"``,
+datatrove's semantics.
 Design: docs/design.md, section Filters."""
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ _REFUSED = (
 )
 
 UNKNOWN = "un"
-#: The identifiers: CLD2 (built in) or a fastText model file; "ft176" is datatrove's name for the second.
-BACKENDS = ("cld2", "fasttext", "ft176")
+#: The identifiers: CLD2 (built in) or a fastText model file: "ft176" (datatrove's name; "fasttext" too) or
+#: "glotlid" (labels ``<language>_<script>``, written as two columns).
+BACKENDS = ("cld2", "fasttext", "ft176", "glotlid")
+FASTTEXT_BACKENDS = ("fasttext", "glotlid")
 #: Defaults of the two thresholds (the CLD2 one is this package's; the fastText one is datatrove's).
 DEFAULT_MIN_SCORE = 0.3
 DEFAULT_LANGUAGE_THRESHOLD = 0.65
@@ -77,6 +80,9 @@ class LanguageFilter(BaseFilter):
     hold the best label over all the model's labels and its score (as datatrove's metadata does), so a kept
     document's column may name another language when the threshold is low; codes are the model's labels
     without ``__label__`` ("en" for lid.176, "eng_Latn" for GlotLID; any case; each must be the model's).
+    With ``backend="glotlid"`` the best label is written as datatrove writes it: the language (``eng``) and its
+    script (``Latn``, in ``script_field``). With ``keep_top_pairs_threshold`` every label (of ``languages``, or of
+    the model when it is None) scoring above it gets a column ``top_language_<label>_score`` (null below it).
 
     Args:
         languages: the code or codes kept; None keeps every document (CLD2) or those whose best label passes.
@@ -86,10 +92,14 @@ class LanguageFilter(BaseFilter):
         score_field: the column of its score (None: not written).
         invert: keep the documents that fail instead.
         best_effort: let CLD2 guess on short text it would otherwise call unknown.
-        backend: ``"cld2"``, or ``"fasttext"`` (datatrove's name ``"ft176"`` too).
-        model_path: the fastText model file (e.g. ``lid.176.bin``), for ``backend="fasttext"``; never downloaded.
+        backend: ``"cld2"``, ``"ft176"`` (or ``"fasttext"``) or ``"glotlid"``.
+        model_path: the fastText model file (``lid.176.bin``, GlotLID's ``model_v3.bin``), for the fastText
+            backends; never downloaded.
         language_threshold: fastText's score a language must exceed (default 0.65).
         label_only: keep every document and only write the columns (datatrove's).
+        keep_top_pairs_threshold: write ``top_language_<label>_score`` for labels scoring above it (datatrove's;
+            -1: none).
+        script_field: the column of GlotLID's script (datatrove's ``language_script``).
         exclusion_writer: a writer for the removed documents, with their columns (None: none).
     """
 
@@ -110,11 +120,15 @@ class LanguageFilter(BaseFilter):
         language_threshold: float | None = None,
         label_only: bool = False,
         exclusion_writer: BaseWriter | None = None,
+        keep_top_pairs_threshold: float = -1,
+        script_field: str | None = "language_script",
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"LanguageFilter(backend={backend!r}): one of {BACKENDS}")
         self.backend = "fasttext" if backend == "ft176" else backend
-        fasttext = self.backend == "fasttext"
+        fasttext = self.backend in FASTTEXT_BACKENDS
+        if keep_top_pairs_threshold != -1 and not fasttext:
+            raise ValueError("LanguageFilter(keep_top_pairs_threshold=...): for the fastText backends (ft176, glotlid)")
         require("fasttext" if fasttext else "pycld2", "LanguageFilter" + (f"(backend={backend!r})" if fasttext else ""))
         if isinstance(languages, str):
             languages = [languages]
@@ -155,18 +169,20 @@ class LanguageFilter(BaseFilter):
         self.invert = invert
         self.best_effort = best_effort
         self.label_only = label_only
+        self.keep_top_pairs_threshold = float(keep_top_pairs_threshold)
+        self.script_field = script_field if self.backend == "glotlid" else None
         self._model: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_model": None}  # a loaded fastText model does not pickle
 
     def outputs(self) -> tuple[list[str], list[str] | None]:
-        written = [f for f in (self.language_field, self.score_field) if f]
+        written = [f for f in (self.language_field, self.score_field, self.script_field) if f]
         return ["data"], [PASSTHROUGH, *written]
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         super().setup(worker_metadata)
-        if self.backend == "cld2":
+        if not self.model_path:
             _cld2.detect  # noqa: B018 - import pycld2 once per worker, before the first task
         elif self._model is None:
             from curator_slurm.stages.filters.classifiers import LABEL_PREFIX, load_model
@@ -193,25 +209,42 @@ class LanguageFilter(BaseFilter):
                 keep = call("and", keep, is_in(lowered, pa.array(self.languages, pa.string())))
         return call("invert", keep) if self.invert else keep
 
-    def _fasttext(self, texts: pa.ChunkedArray) -> tuple[pa.Array, pa.Array, pa.Array]:
-        """(codes, scores, keep) with datatrove's rule (see the class docstring)."""
+    def _fasttext(self, texts: pa.ChunkedArray) -> tuple[dict[str, pa.Array], pa.Array]:
+        """(columns, keep) with datatrove's rule (see the class docstring)."""
         from curator_slurm.stages.filters.classifiers import LABEL_PREFIX, language_scores
 
         self.setup()
         best, top, matrix = language_scores(self._model, [t or "" for t in texts.to_pylist()], str(self.model_path))
+        labels = [label.removeprefix(LABEL_PREFIX) for label in self._model.labels]
+        listed = list(range(len(labels)))
+        if self.languages is not None:
+            wanted = set(self.languages)
+            listed = [i for i, label in enumerate(labels) if label.lower() in wanted]
         keep: np.ndarray
         if self.label_only:
             keep = np.ones(len(best), dtype=bool)
         elif self.languages is None:
             keep = top > self.language_threshold
         else:
-            wanted = set(self.languages)
-            labels = [label.removeprefix(LABEL_PREFIX).lower() for label in self._model.labels]
-            listed = [i for i, label in enumerate(labels) if label in wanted]
             keep = np.any(matrix[:, listed] > self.language_threshold, axis=1)
         if self.invert:
             keep = ~keep
-        return pa.array(best, pa.string()), pa.array(top, pa.float64()), pa.array(keep)
+        columns: dict[str, pa.Array] = {}
+        if self.backend == "glotlid":  # datatrove splits the label at its "_": language, then script
+            pairs = [label.split("_", 1) if "_" in label else [label, None] for label in best]
+            best = [pair[0] or "" for pair in pairs]
+            if self.script_field:
+                columns[self.script_field] = pa.array([pair[1] for pair in pairs], pa.string())
+        if self.language_field:
+            columns[self.language_field] = pa.array(best, pa.string())
+        if self.score_field:
+            columns[self.score_field] = pa.array(top, pa.float64())
+        if self.keep_top_pairs_threshold != -1:
+            above = matrix > self.keep_top_pairs_threshold
+            for i in listed:
+                if above[:, i].any():
+                    columns[top_pair_field(labels[i])] = pa.array(matrix[:, i], pa.float64(), mask=~above[:, i])
+        return columns, pa.array(keep)
 
     def texts(self, task: DocumentBatch) -> pa.ChunkedArray:
         table = task.data
@@ -224,10 +257,15 @@ class LanguageFilter(BaseFilter):
         return table.column(self.text_field)
 
     def decide(self, texts: pa.ChunkedArray, task: DocumentBatch) -> Decision:
-        if self.backend == "fasttext":
-            codes, scores, keep = self._fasttext(texts)
-        else:
-            codes, scores = detect_languages(texts, self.best_effort)
-            keep = self.keep_mask(codes, scores)
+        if self.backend in FASTTEXT_BACKENDS:
+            columns, keep = self._fasttext(texts)
+            return Decision(keep, columns=columns)
+        codes, scores = detect_languages(texts, self.best_effort)
+        keep = self.keep_mask(codes, scores)
         columns = {f: v for f, v in ((self.language_field, codes), (self.score_field, scores)) if f}
         return Decision(keep, columns=columns)
+
+
+def top_pair_field(label: str) -> str:
+    """The column of a label's score with ``keep_top_pairs_threshold`` (datatrove's metadata key)."""
+    return f"top_language_{label}_score"
