@@ -89,6 +89,10 @@ def _steps(owner: str, filters: list[Any], fields: Any, score_fields: Any, inver
     return [Step(f, a, s, bool(i)) for f, a, s, i in zip(filters, names, scores, inverts, strict=True)]
 
 
+def _loads(fn: Any) -> bool:
+    return isinstance(fn, DocumentFilter) and (hasattr(fn, "load_model") or hasattr(fn, "load_tokenizer"))
+
+
 def _stage_name(prefix: str, filters: list[Any]) -> str:
     return f"{prefix}[{'+'.join(filter_name(f) for f in filters)}]"
 
@@ -203,6 +207,10 @@ class ScoreFilter(BaseFilter):
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], [PASSTHROUGH, *(s.score_field for s in self._steps if s.score_field)]
 
+    def ray_stage_spec(self) -> dict[str, Any]:
+        """NeMo's: whether a filter loads a model or a tokenizer (an actor, kept between tasks, on Ray)."""
+        return {"is_actor_stage": any(_loads(s.fn) for s in self._steps)}
+
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         super().setup(worker_metadata)
         for step in self._steps:
@@ -253,6 +261,10 @@ class Score(ProcessingStage[DocumentBatch, DocumentBatch]):
 
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], [PASSTHROUGH, *(s.score_field for s in self._steps if s.score_field)]
+
+    def ray_stage_spec(self) -> dict[str, Any]:
+        """NeMo's: whether a filter loads a model or a tokenizer (an actor, kept between tasks, on Ray)."""
+        return {"is_actor_stage": any(_loads(s.fn) for s in self._steps)}
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         for step in self._steps:
