@@ -43,6 +43,7 @@ NOT_RUN = {
     "DocumentFilter": "the base class of filters",
     "DocumentModifier": "the base class of modifiers",
     "FilePartitioningStage": "the source stage: it lists files, it is given no batch",
+    "BaseFormatter": "the base class of formatters",
     "FunctionStage": "a function's stage: what it does with a batch is the function's (tests/peers/nemo)",
     "HistogramFilter": "needs histogram files it is given (tests/peers/nemo/test_nemo_pandas_idioms.py)",
     "TokenizerFertilityFilter": "needs a SentencePiece model file",
@@ -137,6 +138,13 @@ def _document_modifiers() -> dict[str, Callable[[], Any]]:
     return made
 
 
+def _unigrams(tmp: Path) -> str:
+    """A small word-frequency file (datatrove's columns), made for the test."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "unigrams.csv").write_text("word,count\nthe,5\nword,3\n")
+    return str(tmp / "unigrams.csv")
+
+
 def _excluded(tmp: Path) -> stages.JsonlWriter:
     return stages.JsonlWriter(str(tmp / "excluded"))
 
@@ -192,6 +200,12 @@ STAGES: list[tuple[str, Factory, pa.Schema]] = [
     ("GopherRepetitionFilter", lambda f, t: datatrove.GopherRepetitionFilter(), TEXT_SCHEMA),
     ("PIIFormatter", lambda f, t: datatrove.PIIFormatter(), TEXT_SCHEMA),
     ("SamplerFilter", lambda f, t: datatrove.SamplerFilter(rate=0.5, seed=1), TEXT_SCHEMA),
+    ("LambdaFilter", lambda f, t: datatrove.LambdaFilter(lambda doc: "x" in doc.text), TEXT_SCHEMA),
+    ("RegexFilter", lambda f, t: datatrove.RegexFilter(r"\d"), TEXT_SCHEMA),
+    ("C4ParagraphFilter", lambda f, t: datatrove.C4ParagraphFilter(exclusion_writer=_excluded(t)), TEXT_SCHEMA),
+    ("UnigramLogProbFilter", lambda f, t: datatrove.UnigramLogProbFilter(unigram_freq_file=_unigrams(t)), TEXT_SCHEMA),
+    ("FTFYFormatter", lambda f, t: datatrove.FTFYFormatter(), TEXT_SCHEMA),
+    ("SymbolLinesFormatter", lambda f, t: datatrove.SymbolLinesFormatter(), TEXT_SCHEMA),
     ("URLFilter", lambda f, t: datatrove.URLFilter(blocklist_dir=f["root"] + "/blocklist"), TEXT_SCHEMA),
 ]
 for _name, _make in _document_filters().items():
