@@ -86,6 +86,7 @@ class GeneralCommentToCodeFilter(DocumentFilter):
     """
 
     name = "comment_ratio"
+    fingerprint_exclude = frozenset({"_parser"})
 
     def __init__(
         self, language: str, min_comment_to_code_ratio: float = 0.01, max_comment_to_code_ratio: float = 0.85
@@ -98,9 +99,8 @@ class GeneralCommentToCodeFilter(DocumentFilter):
     def score_document(self, source: str) -> float:
         if not source:
             return 0
-        parser = load("comment_parser.comment_parser", "GeneralCommentToCodeFilter", "code")
         try:
-            comments = " ".join(c.text() for c in parser.extract_comments_from_str(source, mime=self.language))
+            comments = " ".join(c.text() for c in self._parser.extract_comments_from_str(source, mime=self.language))
         except Exception:
             warnings.warn("tokenization error, no comment is extracted", stacklevel=2)
             return 9999
@@ -108,6 +108,10 @@ class GeneralCommentToCodeFilter(DocumentFilter):
 
     def keep_document(self, score: float) -> bool:
         return self.min_comment_to_code_ratio <= score <= self.max_comment_to_code_ratio
+
+    @cached_property
+    def _parser(self) -> Any:
+        return load("comment_parser.comment_parser", "GeneralCommentToCodeFilter", "code")
 
 
 class NumberOfLinesOfCodeFilter(DocumentFilter):
@@ -192,6 +196,7 @@ class AlphaFilter(DocumentFilter):
     """
 
     name = "alpha_filter"
+    fingerprint_exclude = frozenset({"_alpha"})
 
     def __init__(self, min_alpha_ratio: float = 0.25) -> None:
         require("regex", "AlphaFilter", "code")
@@ -200,8 +205,11 @@ class AlphaFilter(DocumentFilter):
     def score_document(self, source: str) -> float:
         if not source:
             return 0
-        alpha = load("regex", "AlphaFilter", "code").compile("[[:alpha:]]")
-        return len(alpha.findall(source)) / len(source)
+        return len(self._alpha.findall(source)) / len(source)
+
+    @cached_property
+    def _alpha(self) -> Any:
+        return load("regex", "AlphaFilter", "code").compile("[[:alpha:]]")
 
     def keep_document(self, score: float) -> bool:
         return score >= self.min_alpha_ratio
@@ -218,6 +226,7 @@ class HTMLBoilerplateFilter(DocumentFilter):
     """
 
     name = "html_boilerplate"
+    fingerprint_exclude = frozenset({"_soup"})
 
     def __init__(self, min_lang_content_ratio: float = 0.2, min_lang_content_num_chars: int = 100) -> None:
         require("bs4", "HTMLBoilerplateFilter", "code")
@@ -225,9 +234,8 @@ class HTMLBoilerplateFilter(DocumentFilter):
         self.min_lang_content_num_chars = min_lang_content_num_chars
 
     def score_document(self, source: str) -> Any:  # a float, or None for what BeautifulSoup cannot parse
-        bs4 = load("bs4", "HTMLBoilerplateFilter", "code")
         try:
-            soup = bs4.BeautifulSoup(source, features="html.parser")
+            soup = self._soup(source, features="html.parser")
         except (TypeError, UnboundLocalError):
             return None
         for element in soup(["script", "style"]):
@@ -239,6 +247,10 @@ class HTMLBoilerplateFilter(DocumentFilter):
 
     def keep_document(self, score: float | None) -> bool:
         return score is not None and score >= self.min_lang_content_ratio
+
+    @cached_property
+    def _soup(self) -> Any:
+        return load("bs4", "HTMLBoilerplateFilter", "code").BeautifulSoup
 
 
 def _number(value: str, kind: type) -> Any:

@@ -49,7 +49,7 @@ class FTFYFormatter(BaseFormatter):
 
     name = "ftfy_formatter"
     requires = ("ftfy",)
-    fingerprint_exclude = frozenset({"_config"})
+    fingerprint_exclude = frozenset({"_fix"})
 
     def __init__(
         self,
@@ -87,11 +87,14 @@ class FTFYFormatter(BaseFormatter):
         )
 
     @cached_property
-    def _config(self) -> Any:
-        return load("ftfy", "FTFYFormatter", "unicode").TextFixerConfig(**self.settings)
+    def _fix(self) -> Any:
+        """ftfy's ``fix_text`` with this formatter's settings (loaded once per worker)."""
+        ftfy = load("ftfy", "FTFYFormatter", "unicode")
+        config = ftfy.TextFixerConfig(**self.settings)
+        return lambda text: ftfy.fix_text(text, config=config)
 
     def format(self, text: str) -> str:
-        return load("ftfy", "FTFYFormatter", "unicode").fix_text(text, config=self._config)
+        return self._fix(text)
 
 
 class SymbolLinesFormatter(BaseFormatter):
