@@ -16,6 +16,7 @@ from curator_slurm.stages.extractors.nemo import (
 )
 from curator_slurm.stages.filters import *  # noqa: F403 - DocumentFilter, ScoreFilter, Score, Filter, the heuristics
 from curator_slurm.stages.filters.classifiers import FastTextQualityFilter
+from curator_slurm.stages.function_stage import processing_stage
 from curator_slurm.stages.io.megatron import MegatronTokenizerWriter
 from curator_slurm.stages.io.partitioning import FilePartitioningStage
 from curator_slurm.stages.io.readers import JsonlReader, JsonlReaderStage, ParquetReader, ParquetReaderStage
@@ -52,6 +53,7 @@ __all__ = [
     "Task",
     "TextDuplicatesRemovalWorkflow",
     "TrafilaturaExtractor",
+    "processing_stage",
     *_filters.__all__,
     *_modifiers.__all__,
 ]

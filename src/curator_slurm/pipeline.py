@@ -55,6 +55,37 @@ class Pipeline:
         self.stages.append(stage)
         return self
 
+    def describe(self) -> str:
+        """The pipeline's stages as text, as NeMo Curator's ``describe()`` gives it: each stage's name,
+        resources, batch size, and the fields it reads and writes (``*``: every field that came in)."""
+        lines = [
+            f"Pipeline: {self.name}",
+            f"Description: {self.description or 'No description provided'}",
+            f"Stages: {len(self.stages)}",
+            "",
+        ]
+        for i, stage in enumerate(self.stages):
+            lines.append(f"Stage {i + 1}: {stage.name}")
+            lines.append(f"  Resources: {stage.resources.cpus} CPUs")
+            if stage.resources.gpus:
+                lines.append(f"    GPUs: {stage.resources.gpus}")
+            lines.append(f"  Batch size: {stage.batch_size}")
+            try:
+                (in_attrs, in_cols), (out_attrs, out_cols) = stage.inputs(), stage.outputs()
+            except Exception as e:  # a stage's declaration failing is shown, not raised: this only describes
+                lines.append(f"  Error getting stage info: {e}")
+                continue
+            if in_attrs or in_cols:
+                lines.append("  Inputs:")
+                lines += [f"    Required attributes: {', '.join(in_attrs)}"] if in_attrs else []
+                lines += [f"    Required columns: {', '.join(in_cols)}"] if in_cols else []
+            if out_attrs or out_cols:
+                lines.append("  Outputs:")
+                lines += [f"    Output attributes: {', '.join(out_attrs)}"] if out_attrs else []
+                lines += [f"    Output columns: {', '.join(out_cols)}"] if out_cols else []
+        lines.append("")
+        return "\n".join(lines)
+
     def build(self) -> list[ProcessingStage]:
         """Decompose composite stages, check that each stage's inputs are produced by the one before,
         and mark the source and sink stages."""

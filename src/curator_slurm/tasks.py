@@ -160,13 +160,92 @@ class Task(Generic[T]):
         )
 
 
-@dataclass(slots=True)
+def as_table(data: Any) -> Any:
+    """``data`` as a ``pyarrow.Table`` when it is a pandas DataFrame (its index left out, as a filtered frame's
+    row labels are not data); anything else as it is."""
+    if type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pandas"):
+        table = pa.Table.from_pandas(data, preserve_index=False)
+        # pandas' Arrow-backed strings come as large_string; the stages' kernels read string.
+        large = [i for i, f in enumerate(table.schema) if pa.types.is_large_string(f.type)]
+        for i in large:
+            table = table.set_column(i, table.field(i).name, table.column(i).cast(pa.string()))
+        return table.replace_schema_metadata(None)
+    return data
+
+
+@dataclass(slots=True, init=False)
 class DocumentBatch(Task[pa.Table]):
-    """A batch of documents as a ``pyarrow.Table``."""
+    """A batch of documents as a ``pyarrow.Table``.
+
+    As NeMo Curator's, it may be built from a pandas DataFrame (``DocumentBatch(data=df, dataset_name=...,
+    _metadata=batch._metadata, _stage_perf=batch._stage_perf)``, what a NeMo stage written on pandas returns):
+    the frame becomes a table at once, so every stage after it reads Arrow. :meth:`to_pandas` gives a stage a
+    DataFrame (the ``pandas`` extra) and :meth:`to_pyarrow` the table.
+
+    Args:
+        task_id: the task's id (kept by :meth:`derive`; a source task's decides its shard).
+        dataset_name: the name of the data set.
+        data: a ``pyarrow.Table``, or a pandas DataFrame (converted).
+        metadata: what travels with the task (its origin, among others); ``_metadata`` is NeMo's spelling.
+        stage_perf: the time each stage took; ``_stage_perf`` is NeMo's spelling.
+        source_id: the source task it descends from.
+        has_deterministic_id: False for a task given no id (a random one is made).
+    """
+
+    def __init__(
+        self,
+        task_id: str = "",
+        dataset_name: str = "",
+        data: Any = None,
+        metadata: dict[str, Any] | None = None,
+        stage_perf: list[StagePerf] | None = None,
+        source_id: str | None = None,
+        has_deterministic_id: bool = True,
+        *,
+        _metadata: dict[str, Any] | None = None,
+        _stage_perf: list[StagePerf] | None = None,
+    ) -> None:
+        meta = metadata if metadata is not None else _metadata
+        perf = stage_perf if stage_perf is not None else _stage_perf
+        Task.__init__(  # the dataclass's own, which calls __post_init__
+            self,
+            task_id,
+            dataset_name,
+            as_table(data),
+            dict(meta) if meta is not None else {},
+            list(perf) if perf is not None else [],
+            source_id,
+            has_deterministic_id,
+        )
+
+    @property
+    def _metadata(self) -> dict[str, Any]:
+        """NeMo Curator's name of :attr:`metadata`."""
+        return self.metadata
+
+    @property
+    def _stage_perf(self) -> list[StagePerf]:
+        """NeMo Curator's name of :attr:`stage_perf`."""
+        return self.stage_perf
 
     @property
     def num_items(self) -> int:
         return 0 if self.data is None else self.data.num_rows
+
+    def to_pyarrow(self) -> pa.Table:
+        """The documents as a ``pyarrow.Table`` (what :attr:`data` holds)."""
+        return self.data
+
+    def to_pandas(self) -> Any:
+        """The documents as a pandas DataFrame, a new one each call (needs the ``pandas`` extra)."""
+        from .extras import load
+
+        load("pandas", "DocumentBatch.to_pandas", "pandas")
+        return self.data.to_pandas()
+
+    def get_columns(self) -> list[str]:
+        """The names of the batch's fields (NeMo Curator's)."""
+        return [] if self.data is None else list(self.data.column_names)
 
     @overload
     def derive(self, data: Any, task_id: str | None = None, cls: None = None, **metadata: Any) -> DocumentBatch: ...
@@ -174,7 +253,7 @@ class DocumentBatch(Task[pa.Table]):
     def derive(self, data: Any, task_id: str | None = None, *, cls: type[TaskT], **metadata: Any) -> TaskT: ...
     def derive(self, data: Any, task_id: str | None = None, cls: type[Task] | None = None, **metadata: Any) -> Task:
         # Not super(): a slots dataclass is a new class, which zero-argument super() does not know.
-        return Task.derive(self, data, task_id=task_id, cls=cls or DocumentBatch, **metadata)
+        return Task.derive(self, as_table(data), task_id=task_id, cls=cls or DocumentBatch, **metadata)
 
 
 @dataclass(slots=True)

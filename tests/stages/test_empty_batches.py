@@ -43,6 +43,10 @@ NOT_RUN = {
     "DocumentFilter": "the base class of filters",
     "DocumentModifier": "the base class of modifiers",
     "FilePartitioningStage": "the source stage: it lists files, it is given no batch",
+    "BaseFormatter": "the base class of formatters",
+    "FunctionStage": "a function's stage: what it does with a batch is the function's (tests/peers/nemo)",
+    "HistogramFilter": "needs histogram files it is given (tests/peers/nemo/test_nemo_pandas_idioms.py)",
+    "TokenizerFertilityFilter": "needs a SentencePiece model file",
 }
 
 #: fastText's trainer in a fresh interpreter (as tests/stages/test_fasttext.py trains: a second training in one
@@ -88,12 +92,36 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 Factory = Callable[[dict[str, str], Path], ProcessingStage]
 
 
+#: NeMo's limits per language and extension (a copy of its CSV, beside its ported tests).
+CODE_META = str(Path(__file__).resolve().parents[1] / "peers" / "nemo" / "data" / "code_meta.csv")
+
+
+class _Words:
+    def encode(self, text: str) -> list[str]:
+        return text.split()
+
+
+def _with_extra(module: str, cls: Any, *args: Any) -> Any:
+    """``cls(*args)`` when its optional package is installed, else the test is skipped (shown with -ra)."""
+    pytest.importorskip(module)
+    return cls(*args)
+
+
 def _document_filters() -> dict[str, Callable[[], Any]]:
     made: dict[str, Callable[[], Any]] = {}
     for name in filter_module.__all__:
         cls = getattr(filter_module, name)
         if inspect.isclass(cls) and issubclass(cls, filter_module.DocumentFilter) and name not in NOT_RUN:
-            made[name] = {"SubstringFilter": lambda: filter_module.SubstringFilter("x", "any")}.get(name, cls)
+            made[name] = {
+                "SubstringFilter": lambda: filter_module.SubstringFilter("x", "any"),
+                "GeneralCommentToCodeFilter": lambda: _with_extra(
+                    "comment_parser", filter_module.GeneralCommentToCodeFilter, "text/x-c++"
+                ),
+                "HTMLBoilerplateFilter": lambda: _with_extra("bs4", filter_module.HTMLBoilerplateFilter),
+                "AlphaFilter": lambda: _with_extra("regex", filter_module.AlphaFilter),
+                "PerExtensionFilter": lambda: filter_module.PerExtensionFilter("c++", "cpp", CODE_META),
+                "TokenCountFilter": lambda: filter_module.TokenCountFilter(tokenizer=_Words()),
+            }.get(name, cls)
     return made
 
 
@@ -108,6 +136,13 @@ def _document_modifiers() -> dict[str, Callable[[], Any]]:
         if inspect.isclass(cls) and issubclass(cls, modifier_module.DocumentModifier) and name not in NOT_RUN:
             made[name] = special.get(name, cls)
     return made
+
+
+def _unigrams(tmp: Path) -> str:
+    """A small word-frequency file (datatrove's columns), made for the test."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "unigrams.csv").write_text("word,count\nthe,5\nword,3\n")
+    return str(tmp / "unigrams.csv")
 
 
 def _excluded(tmp: Path) -> stages.JsonlWriter:
@@ -165,6 +200,12 @@ STAGES: list[tuple[str, Factory, pa.Schema]] = [
     ("GopherRepetitionFilter", lambda f, t: datatrove.GopherRepetitionFilter(), TEXT_SCHEMA),
     ("PIIFormatter", lambda f, t: datatrove.PIIFormatter(), TEXT_SCHEMA),
     ("SamplerFilter", lambda f, t: datatrove.SamplerFilter(rate=0.5, seed=1), TEXT_SCHEMA),
+    ("LambdaFilter", lambda f, t: datatrove.LambdaFilter(lambda doc: "x" in doc.text), TEXT_SCHEMA),
+    ("RegexFilter", lambda f, t: datatrove.RegexFilter(r"\d"), TEXT_SCHEMA),
+    ("C4ParagraphFilter", lambda f, t: datatrove.C4ParagraphFilter(exclusion_writer=_excluded(t)), TEXT_SCHEMA),
+    ("UnigramLogProbFilter", lambda f, t: datatrove.UnigramLogProbFilter(unigram_freq_file=_unigrams(t)), TEXT_SCHEMA),
+    ("FTFYFormatter", lambda f, t: datatrove.FTFYFormatter(), TEXT_SCHEMA),
+    ("SymbolLinesFormatter", lambda f, t: datatrove.SymbolLinesFormatter(), TEXT_SCHEMA),
     ("URLFilter", lambda f, t: datatrove.URLFilter(blocklist_dir=f["root"] + "/blocklist"), TEXT_SCHEMA),
 ]
 for _name, _make in _document_filters().items():

@@ -291,7 +291,7 @@ def test_every_filter_takes_a_name_of_its_own(name: str) -> None:
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda: WordCountFilter(lang="zh"), r"WordCountFilter\(lang='zh'\).*Chinese.*jieba"),
+        (lambda: WordCountFilter(lang="ja"), r"WordCountFilter\(lang='ja'\).*Japanese.*MeCab"),
         (lambda: RepeatingTopNGramsFilter(lang="ja"), r"lang='ja'.*Japanese"),
         (lambda: SubstringFilter("x", "middle"), r"position='middle'.*'prefix', 'suffix' or 'any'"),
         (lambda: RepeatingDuplicateNGramsFilter(n=0), r"n=0.*integer >= 1"),

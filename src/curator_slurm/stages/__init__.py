@@ -26,6 +26,7 @@ from curator_slurm.stages.modifiers.ids import AddId
 from . import filters, modifiers
 from .base import PASSTHROUGH, CompositeStage, ProcessingStage, Resources
 from .filters import *  # noqa: F403
+from .function_stage import FunctionStage, processing_stage
 from .modifiers import *  # noqa: F403
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "FilePartitioningStage",
     "FileReader",
     "FileReaderStage",
+    "FunctionStage",
     "HtmlExtractor",
     "JsonlReader",
     "JsonlReaderStage",
@@ -55,6 +57,7 @@ __all__ = [
     "WarcReaderStage",
     "WetReader",
     "WetReaderStage",
+    "processing_stage",
     *filters.__all__,
     *modifiers.__all__,
 ]

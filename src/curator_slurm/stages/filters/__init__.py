@@ -1,6 +1,7 @@
 """Filters: the one contract (:mod:`.decide`), NeMo Curator's ``DocumentFilter`` (:mod:`.base`) with ``ScoreFilter``,
-``Score`` and ``Filter`` (:mod:`.score`), NeMo's heuristic filters (one module per family under ``heuristic/``) and
-this project's SymbolRatioFilter. Import them from here. Design: docs/design.md, section Filters."""
+``Score`` and ``Filter`` (:mod:`.score`), NeMo's heuristic filters (one module per family under ``heuristic/``), code
+filters (:mod:`.code`), TokenCountFilter and HistogramFilter, and this project's SymbolRatioFilter. Import them from
+here. Design: docs/design.md, section Filters."""
 
 from curator_slurm.stages.filters.heuristic import characters, lines, repetition, substrings, words
 from curator_slurm.stages.filters.heuristic.characters import *  # noqa: F403
@@ -9,9 +10,13 @@ from curator_slurm.stages.filters.heuristic.repetition import *  # noqa: F403
 from curator_slurm.stages.filters.heuristic.substrings import *  # noqa: F403
 from curator_slurm.stages.filters.heuristic.words import *  # noqa: F403
 
+from . import code
 from .base import DocumentFilter
+from .code import *  # noqa: F403
 from .decide import BaseFilter, Decision, first_reason
+from .histogram import HistogramFilter
 from .score import Filter, Score, ScoreFilter
+from .token import TokenCountFilter
 
 #: NeMo Curator's heuristic filters of the string and repetition families, by class name.
 NEMO_HEURISTIC_FILTERS = (
@@ -46,9 +51,12 @@ __all__ = [
     "Decision",
     "DocumentFilter",
     "Filter",
+    "HistogramFilter",
     "Score",
     "ScoreFilter",
+    "TokenCountFilter",
     "first_reason",
+    *code.__all__,
     *characters.__all__,
     *lines.__all__,
     *repetition.__all__,

@@ -71,16 +71,26 @@ def _per_filter(owner: str, parameter: str, value: Any, count: int, kind: type) 
 def _steps(owner: str, filters: list[Any], fields: Any, score_fields: Any, invert: Any, field_name: str) -> list[Step]:
     """NeMo's normalisation of a stage's parameters into one :class:`Step` per filter."""
     n = len(filters)
+    # NeMo Curator's checks, with its exception types and words (a script that catches them keeps working).
+    if fields is None:
+        raise ValueError(f"{field_name} cannot be None")
+    if score_fields is None and owner == "Score":
+        raise ValueError("score_field cannot be None")
     if n > 1 and owner == "Filter" and (isinstance(fields, str) or len(fields) == 1):
-        raise ValueError(f"Filter({field_name}={fields!r}): give a list of fields, one per filter ({n})")
-    if n > 1 and owner == "Score" and (isinstance(score_fields, str) or len(score_fields) == 1):
-        raise ValueError(f"Score(score_field={score_fields!r}): give a list of fields, one per filter ({n})")
+        raise ValueError(f"filter_field must be a list of strings if multiple filters are used: {fields}")
+    one_score = isinstance(score_fields, str) or (isinstance(score_fields, (list, tuple)) and len(score_fields) == 1)
+    if n > 1 and owner != "Filter" and one_score:  # one column for several scores: each would overwrite the last
+        raise ValueError(f"score_field must be a list of strings if multiple filters are used: {score_fields}")
     names = _per_filter(owner, field_name, fields, n, str)
     if any(not f for f in names):
         raise ValueError(f"{owner}({field_name}={fields!r}): each must be a field name")
     scores = _per_filter(owner, "score_field", score_fields, n, str)
     inverts = _per_filter(owner, "invert", invert, n, bool)
     return [Step(f, a, s, bool(i)) for f, a, s, i in zip(filters, names, scores, inverts, strict=True)]
+
+
+def _loads(fn: Any) -> bool:
+    return isinstance(fn, DocumentFilter) and (hasattr(fn, "load_model") or hasattr(fn, "load_tokenizer"))
 
 
 def _stage_name(prefix: str, filters: list[Any]) -> str:
@@ -182,8 +192,6 @@ class ScoreFilter(BaseFilter):
         exclusion_writer: BaseWriter | None = None,
     ) -> None:
         filters = _filters("ScoreFilter", filter_obj, callables=False)
-        if len(filters) > 1 and isinstance(score_field, str):
-            raise ValueError(f"ScoreFilter(score_field={score_field!r}): give a list of fields, one per filter")
         own = filters[0].exclusion_writer if len(filters) == 1 else None
         super().__init__(check_writer("ScoreFilter", exclusion_writer) or own, "text")
         self.filter_obj = filter_obj
@@ -198,6 +206,10 @@ class ScoreFilter(BaseFilter):
 
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], [PASSTHROUGH, *(s.score_field for s in self._steps if s.score_field)]
+
+    def ray_stage_spec(self) -> dict[str, Any]:
+        """NeMo's: whether a filter loads a model or a tokenizer (an actor, kept between tasks, on Ray)."""
+        return {"is_actor_stage": any(_loads(s.fn) for s in self._steps)}
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         super().setup(worker_metadata)
@@ -237,8 +249,6 @@ class Score(ProcessingStage[DocumentBatch, DocumentBatch]):
         score_field: str | Sequence[str],
         text_field: str | Sequence[str] = "text",
     ) -> None:
-        if score_field is None:
-            raise ValueError("Score(score_field=None): Score writes a score; name its column")
         scorers = _filters("Score", score_fn, callables=True)
         self.score_fn = score_fn
         self.score_field = score_field
@@ -251,6 +261,10 @@ class Score(ProcessingStage[DocumentBatch, DocumentBatch]):
 
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], [PASSTHROUGH, *(s.score_field for s in self._steps if s.score_field)]
+
+    def ray_stage_spec(self) -> dict[str, Any]:
+        """NeMo's: whether a filter loads a model or a tokenizer (an actor, kept between tasks, on Ray)."""
+        return {"is_actor_stage": any(_loads(s.fn) for s in self._steps)}
 
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         for step in self._steps:

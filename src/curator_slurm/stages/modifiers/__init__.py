@@ -27,37 +27,66 @@ def _as_modifier(m: object) -> DocumentModifier:
         raise TypeError(f"Modify needs a modifier instance, got the class {m.__name__}; write {m.__name__}()")
     if callable(m):
         return FunctionModifier(m)
-    raise TypeError(f"Modify needs a DocumentModifier or a callable str -> str, got {m!r}")
+    raise TypeError("Each modifier must be a DocumentModifier or callable")
 
 
-def _per_modifier(value: Any, count: int, what: str) -> list[Any]:
-    items = [value] if value is None or isinstance(value, str) else list(value)
-    if len(items) == 1:
-        return items * count
-    if len(items) != count:
-        raise ValueError(f"Modify({what}={value!r}): give one, or one per modifier ({count})")
-    return items
-
-
-def _field_lists(input_fields: str | Sequence[str] | Sequence[Sequence[str]], count: int) -> list[list[str]]:
+# The checks below are NeMo Curator's, with its exception types and words: a script that catches them keeps working.
+def _field_lists(input_fields: Any, count: int) -> list[list[str]]:
     """One list of input fields per modifier, from NeMo Curator's three forms: a field for every
     modifier, one field per modifier, or one list of fields per modifier."""
     if isinstance(input_fields, str):
-        groups: list[Any] = [[input_fields]] * count
-    else:
-        items = list(input_fields)
-        if all(isinstance(i, str) for i in items):
-            groups = _per_modifier([[i] for i in items], count, "input_fields")
-        elif all(isinstance(i, (list, tuple)) for i in items):
-            groups = _per_modifier([list(i) for i in items], count, "input_fields")
-        else:
-            raise TypeError(
-                f"Modify(input_fields={input_fields!r}): give a field name, a list of names (one per modifier) "
-                "or a list of lists (the fields of each modifier)"
+        groups: list[list[str]] = [[input_fields]] * count
+    elif isinstance(input_fields, (list, tuple)) and all(isinstance(i, str) for i in input_fields):
+        if len(input_fields) not in (1, count):
+            raise ValueError(
+                f"Number of input fields ({len(input_fields)}) must be 1 or equal to number of modifiers ({count}). "
+                "For multi-input per modifier, pass a list of lists."
             )
+        groups = [[f] for f in input_fields] * (count if len(input_fields) == 1 else 1)
+    elif isinstance(input_fields, (list, tuple)) and all(isinstance(i, (list, tuple)) for i in input_fields):
+        if len(input_fields) not in (1, count):
+            raise ValueError(
+                f"Number of input field groups ({len(input_fields)}) must be 1 or equal to number of modifiers "
+                f"({count})"
+            )
+        groups = [list(g) for g in input_fields] * (count if len(input_fields) == 1 else 1)
+    else:
+        raise TypeError("input_fields must be str, list[str], or list[list[str]]")
     if any(not g or any(not isinstance(f, str) or not f for f in g) for g in groups):
         raise ValueError(f"Modify(input_fields={input_fields!r}): each must be a field name")
     return [list(g) for g in groups]
+
+
+def _in_place(fields: list[str]) -> str:
+    if len(fields) == 1:
+        return fields[0]
+    raise ValueError(
+        "Implicit in-place (None) not allowed for a modifier with multiple input fields. "
+        "Provide an explicit output column."
+    )
+
+
+def _output_fields(output_fields: Any, inputs: list[list[str]]) -> list[str]:
+    """One output field per modifier: None writes in place (a modifier of one field), a name for every
+    modifier, or a list of one or one per modifier (None in it: in place)."""
+    count = len(inputs)
+    if output_fields is None:
+        if any(len(fields) > 1 for fields in inputs):
+            raise ValueError(
+                "output_fields must be provided when any modifier has multiple input fields. "
+                "Provide a single name to reuse or a list[str] with one name per modifier."
+            )
+        return [fields[0] for fields in inputs]
+    if isinstance(output_fields, str):
+        return [output_fields] * count
+    if not isinstance(output_fields, (list, tuple)):
+        raise TypeError("output_field must be str, list[str | None], or None")
+    if len(output_fields) not in (1, count):
+        raise ValueError(
+            f"Number of output fields ({len(output_fields)}) must be 1 or equal to number of modifiers ({count})"
+        )
+    names = list(output_fields) * (count if len(output_fields) == 1 else 1)
+    return [_in_place(fields) if name is None else name for name, fields in zip(names, inputs, strict=True)]
 
 
 class Modify(ProcessingStage[DocumentBatch, DocumentBatch]):
@@ -80,18 +109,14 @@ class Modify(ProcessingStage[DocumentBatch, DocumentBatch]):
         input_fields: str | Sequence[str] | Sequence[Sequence[str]] = "text",
         output_fields: str | Sequence[str | None] | None = None,
     ) -> None:
+        if input_fields is None:
+            raise ValueError("Input field cannot be None")
         given = list(modifier_fn) if isinstance(modifier_fn, (list, tuple)) else [modifier_fn]
         if not given:
-            raise ValueError("Modify(modifier_fn=[]): give at least one modifier")
+            raise ValueError("modifier_fn list cannot be empty")
         self.modifiers = [_as_modifier(m) for m in given]
         self.input_fields = _field_lists(input_fields, len(self.modifiers))
-        outputs = _per_modifier(output_fields, len(self.modifiers), "output_fields")
-        self.output_fields: list[str] = []
-        for modifier, fields, output in zip(self.modifiers, self.input_fields, outputs, strict=True):
-            if output is None and len(fields) > 1:
-                name = modifier_name(modifier)
-                raise ValueError(f"Modify: {name} reads {fields}, so it cannot write in place; give output_fields=")
-            self.output_fields.append(output or fields[0])
+        self.output_fields = _output_fields(output_fields, self.input_fields)
         self.name = f"modify[{'+'.join(modifier_name(m) for m in self.modifiers)}]"
 
     def inputs(self) -> tuple[list[str], list[str]]:

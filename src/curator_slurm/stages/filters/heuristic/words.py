@@ -10,6 +10,7 @@ import unicodedata
 import numpy as np
 import pyarrow as pa
 
+from curator_slurm.extras import load, require
 from curator_slurm.stages.filters.base import DocumentFilter, between
 from curator_slurm.stages.filters.heuristic._shared import MaxRatio, MinRatio, ratio
 from curator_slurm.stages.text import chars as _chars
@@ -30,9 +31,15 @@ class WordCountFilter(DocumentFilter):
     def __init__(self, min_words: int | None = 50, max_words: int | None = 100000, lang: str = "en") -> None:
         self.min_words = min_words
         self.max_words = max_words
-        self.lang = check_language("WordCountFilter", lang)
+        if isinstance(lang, str) and lang.lower() == "zh":  # NeMo's: Chinese words by jieba (the ``zh`` extra)
+            require("jieba", "WordCountFilter(lang='zh')", "zh")
+            self.lang = lang
+        else:
+            self.lang = check_language("WordCountFilter", lang)
 
     def score_document(self, text: str) -> int:
+        if self.lang.lower() == "zh":
+            return len(list(load("jieba", "WordCountFilter(lang='zh')", "zh").cut(text.strip())))
         return len(text.split())
 
     def keep_document(self, score: float) -> bool:
@@ -41,6 +48,8 @@ class WordCountFilter(DocumentFilter):
         )
 
     def score_array(self, texts: pa.ChunkedArray) -> pa.ChunkedArray:
+        if self.lang.lower() == "zh":
+            return pa.chunked_array([pa.array([self.score_document(t or "") for t in texts.to_pylist()], pa.int64())])
         return _chars.per_chunk(texts, lambda chunk: _pieces.word_counts(_chars.utf8(chunk)), pa.int64())
 
     def keep_array(self, scores: pa.Array) -> pa.Array:
