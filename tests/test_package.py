@@ -64,13 +64,16 @@ def test_core_dependencies_are_light() -> None:
     assert not core & {"ray", "trafilatura", "fastwarc", "spacy", "tokenizers", "torch", "pandas"}, sorted(core)
 
 
-def test_no_extra_pulls_in_torch_or_pandas() -> None:
-    """Every extra together ([all]) stays clear of torch, pandas, transformers and tensorflow."""
+def test_no_extra_pulls_in_torch_and_only_one_pulls_in_pandas() -> None:
+    """Every extra together ([all]) stays clear of torch, transformers and tensorflow; pandas comes only with the
+    extra named for it (NeMo's pandas stages), never through another feature's extra."""
     extras = frozenset(metadata.metadata("curator-slurm").get_all("Provides-Extra") or [])
-    assert {"ray", "web", "tokenize", "fineweb", "fasttext"} <= extras
+    assert {"ray", "web", "tokenize", "fineweb", "fasttext", "pandas"} <= extras
     everything = _dependency_closure(extras - {"dev"})
-    assert {"pyarrow", "xxhash", "ray", "trafilatura", "tokenizers", "spacy"} <= everything
-    assert not everything & {"torch", "pandas", "transformers", "tensorflow"}, sorted(everything)
+    assert {"pyarrow", "xxhash", "ray", "trafilatura", "tokenizers", "spacy", "pandas"} <= everything
+    assert not everything & {"torch", "transformers", "tensorflow"}, sorted(everything)
+    without_pandas = _dependency_closure(extras - {"dev", "all", "pandas"})
+    assert "pandas" not in without_pandas, sorted(without_pandas)
 
 
 def test_stages_never_mention_slurm() -> None:
