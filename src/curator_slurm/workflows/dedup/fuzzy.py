@@ -23,18 +23,20 @@ from curator_slurm.stages.positions import ROW_BITS, document_positions
 from curator_slurm.tasks import DocumentBatch, FileGroupTask
 from curator_slurm.workflows.chain import PhaseOutputsSource
 from curator_slurm.workflows.dedup import minhash
+from curator_slurm.workflows.dedup.candidates import BAND_ORDER, MergedCandidateEdges
 from curator_slurm.workflows.dedup.common import KEY, SortedKeyWriter, bucket_phase, check_empty_text, write_phase
 from curator_slurm.workflows.dedup.exact import _reader_with_fields
 from curator_slurm.workflows.dedup.fuzzy_ids import id_phases
 from curator_slurm.workflows.dedup.verify import EdgeShingles, VerifyEdges
 from curator_slurm.workflows.shuffle import BUCKET, BucketSource, BucketWriter, bucket_of
+from curator_slurm.workflows.sorted_runs import SortedRunWriter
 from curator_slurm.workflows.workflow import Phase, Workflow, phase_upstream
 
 pq = LazyModule("pyarrow.parquet")
 
 DEFAULT_BUCKETS = 64
-#: The shuffles' Parquet codec: a bands file is 64 small row groups read once each; lz4 wrote them 2x and
-#: read them 3x faster than zstd, for files 18 % larger (measured by make bench on its dedup corpus).
+#: The edge-shingles shuffle's Parquet codec: small row groups read once each; lz4 wrote them 2x and read
+#: them 3x faster than zstd, for files 18 % larger (measured by make bench on its dedup corpus).
 SHUFFLE_COMPRESSION = "lz4"
 #: Bits of each signature value carried through the shuffle for verification (160 bytes a row at 8).
 VERIFY_BITS = 8
@@ -107,44 +109,6 @@ class MinHashBands(ProcessingStage[DocumentBatch, DocumentBatch]):
                 pa.binary(small.shape[1]), len(per_row), [None, pa.py_buffer(np.ascontiguousarray(per_row).tobytes())]
             )
         return task.derive(pa.table(columns))
-
-
-class CandidateEdges(ProcessingStage[DocumentBatch, DocumentBatch]):
-    """Phase 2: the star edges (u < v) of every (band, value) group of one bucket.
-
-    With ``endpoints`` (the exact check follows), each edge is written twice, once under each end's key
-    (``key``, ``u``, ``v``), so that the ``edge-shingles`` task holding a document finds every edge it is
-    an end of by reading the row groups of its own key range."""
-
-    name = "candidate_edges"
-
-    def __init__(self, jaccard_threshold: float | None, endpoints: bool = False) -> None:
-        self.jaccard_threshold = jaccard_threshold
-        self.endpoints = endpoints
-
-    def outputs(self) -> tuple[list[str], list[str] | None]:
-        return ["data"], [KEY, "u", "v"] if self.endpoints else [KEY, "v"]
-
-    def process(self, task: DocumentBatch) -> DocumentBatch:
-        table = task.data
-        signatures = None
-        if self.jaccard_threshold is not None:
-            column = table.column("signature").combine_chunks()
-            width = column.type.byte_width
-            signatures = np.frombuffer(column.buffers()[1], dtype=np.uint8)[
-                column.offset * width : (column.offset + len(column)) * width
-            ].reshape(len(column), width)
-        u, v = minhash.candidate_edges(
-            table.column("band").to_numpy(),
-            table.column("value").to_numpy(),
-            table.column(KEY).to_numpy(),
-            signatures=signatures,
-            threshold=self.jaccard_threshold,
-            bits=VERIFY_BITS if signatures is not None else None,
-        )
-        if self.endpoints:
-            return task.derive(pa.table({KEY: np.concatenate([u, v]), "u": np.tile(u, 2), "v": np.tile(v, 2)}))
-        return task.derive(pa.table({KEY: u, "v": v}))
 
 
 class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
@@ -287,6 +251,22 @@ def _names(partitioner: Any, named: bool) -> tuple[Any, list[str] | None]:
     return paths, list(partitioner.patterns) if partitioner.patterns else None
 
 
+def _candidates_phase(
+    name: str, bands_dir: str, upstream: Upstream, buckets: int, threshold: float | None, endpoints: bool, out: str
+) -> Phase:
+    """``candidates``: one task per bucket, the k-way merge of its sorted runs into star edges (:mod:`.candidates`),
+    in sorted files of at most ``DEFAULT_EDGES_PER_FILE`` edges into ``out``."""
+    from curator_slurm.pipeline import Pipeline
+
+    pipeline = (
+        Pipeline(f"{name}-candidates")
+        .add_stage(BucketSource(bands_dir, buckets, f"{name}/bands", upstream))
+        .add_stage(MergedCandidateEdges(threshold, endpoints=endpoints, verify_bits=VERIFY_BITS))
+        .add_stage(SortedKeyWriter(out))
+    )
+    return Phase("candidates", pipeline, max_shards=buckets)
+
+
 def _components_phase(
     name: str, edges_dir: str, edges: Upstream, paths: Any, extensions: list[str] | None, survivors: bool, out: str
 ) -> Phase:
@@ -387,17 +367,16 @@ class FuzzyDuplicates(Workflow):
                 Pipeline(f"{name}-signatures")
                 .add_stage(signature_reader)
                 .add_stage(MinHashBands(text_field, ngram, bands, rows, seed, buckets, verify, char_ngrams, empty_text))
-                .add_stage(BucketWriter(bands_dir, compression=SHUFFLE_COMPRESSION)),
+                .add_stage(SortedRunWriter(bands_dir, buckets, BAND_ORDER)),
             ),
-            bucket_phase(
-                "candidates",
+            _candidates_phase(
                 name,
                 bands_dir,
-                buckets,
-                "bands",
-                CandidateEdges(jaccard_threshold if verify else None, endpoints=exact),
-                endpoints_dir if exact else edges_dir,
                 phase_upstream(work, "signatures"),
+                buckets,
+                jaccard_threshold if verify else None,
+                exact,
+                endpoints_dir if exact else edges_dir,
             ),
         ]
         if exact:

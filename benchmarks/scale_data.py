@@ -1,0 +1,179 @@
+"""`make scale-data` (not in CI): the data path's growth laws. Fuzzy dedup (FineWeb's 5-word shingles, 14 bands x 8
+rows) on generated corpora of three sizes, each phase in a process of its own (one array task's work: the whole
+phase, one worker), recorded per phase: CPU seconds, peak RSS, bytes and files written. The laws are checked:
+every phase's peak memory is flat in corpus size but the declared ones (``GROWING``), and the table for a Common
+Crawl dump is extrapolated from them (docs/scale.md).
+
+python benchmarks/scale_data.py [--sizes 25000,50000,100000] [--buckets 4] [--phases signatures,candidates,...]
+    [--per-file 10000] [--code SRC (another checkout's src/, e.g. to measure main)] [--json PATH] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PHASES = ("signatures", "candidates", "components", "write")
+#: Phases whose memory per task may grow with the corpus, and by what: the one components task holds its nodes.
+GROWING = {"components": "nodes (documents with an edge): one task holds them all"}
+#: A flat phase's peak may grow this much from the smallest size to the largest (allocator noise, larger batches
+#: of the last file, more runs to merge).
+FLAT_SLACK = 1.35
+WORDS = 60
+_SYLLABLES = ["ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "an", "el", "or", "us", "ba", "de", "fi", "go"]
+
+
+def say(message: str) -> None:
+    print(f"[scale-data {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def make_corpus(root: Path, docs: int, per_file: int, seed: int = 7) -> None:
+    """``docs`` JSONL documents of ``WORDS`` made-up words in files of ``per_file``; one in eight a copy of an
+    earlier document with one word changed (a near-duplicate at Jaccard ~0.85 of 5-word shingles)."""
+    rng = np.random.default_rng(seed)
+    vocab = np.array(["".join(rng.choice(_SYLLABLES, size=rng.integers(2, 5))) for _ in range(20_000)])
+    words = rng.zipf(1.3, size=(docs, WORDS)) % len(vocab)
+    copies = np.flatnonzero(rng.random(docs) < 0.125)
+    copies = copies[copies > 0]
+    words[copies] = words[rng.integers(0, copies)]
+    rows = copies
+    words[rows, rng.integers(0, WORDS, size=len(rows))] = rng.integers(0, len(vocab), size=len(rows))
+    root.mkdir(parents=True, exist_ok=True)
+    for f, start in enumerate(range(0, docs, per_file)):
+        with open(root / f"part-{f:05d}.jsonl", "w") as out:
+            for i in range(start, min(docs, start + per_file)):
+                out.write(json.dumps({"id": f"d{i}", "text": " ".join(vocab[words[i]])}) + "\n")
+
+
+def workflow(input_dir: str, out: str, buckets: int) -> Any:
+    from curator_slurm.stages import JsonlReader, ParquetWriter
+    from curator_slurm.workflows.dedup import minhash
+    from curator_slurm.workflows.dedup.fuzzy import FuzzyDuplicates
+
+    return FuzzyDuplicates(JsonlReader(input_dir), ParquetWriter(out), ngram=minhash.FINEWEB_NGRAM,
+                           bands=minhash.FINEWEB_BANDS, rows=minhash.FINEWEB_ROWS, buckets=buckets)  # fmt: skip
+
+
+def child(args: argparse.Namespace) -> int:
+    from curator_slurm import LocalExecutor, ShardSpec
+
+    os.environ["CURATOR_PHASE"] = args.phase
+    workflow(args.input, args.out, args.buckets).run(LocalExecutor(workers=1), shard=ShardSpec.single())
+    # The peak of this process image: VmHWM starts afresh at exec, where ru_maxrss keeps the forking parent's.
+    status = Path("/proc/self/status").read_text()
+    print(next(line for line in status.splitlines() if line.startswith("VmHWM:")), flush=True)
+    return 0
+
+
+def snapshot(root: Path) -> dict[str, int]:
+    return {str(p): p.stat().st_size for p in root.rglob("*") if p.is_file()} if root.exists() else {}
+
+
+def run_phase(phase: str, corpus: Path, out: Path, buckets: int, code: str) -> dict[str, Any]:
+    """One phase in a child process: its CPU seconds (from wait4), its peak RSS, and what it wrote."""
+    before = snapshot(out)
+    env = {**os.environ, "PYTHONPATH": code}
+    env.pop("CURATOR_PHASE", None)
+    cmd = [sys.executable, __file__, "--child", "--phase", phase, "--input", str(corpus), "--out", str(out),
+           "--buckets", str(buckets)]  # fmt: skip
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as out_log, tempfile.TemporaryFile() as err_log:
+        proc = subprocess.Popen(cmd, env=env, stdout=out_log, stderr=err_log)
+        _, status, usage = os.wait4(proc.pid, 0)  # the child's own CPU time (Popen.wait would not give it)
+        wall = time.perf_counter() - started
+        out_log.seek(0)
+        err_log.seek(0)
+        stdout, stderr = out_log.read().decode(), err_log.read().decode()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"phase {phase} failed ({proc.returncode}):\n{stderr[-3000:]}")
+    after = snapshot(out)
+    new = {p: s for p, s in after.items() if before.get(p) != s and "/runs/" not in p and ".curator-run" not in p}
+    return {
+        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
+        "wall_seconds": round(wall, 2),
+        "peak_rss_mib": round(int(stdout.split("VmHWM:")[1].split()[0]) / 1024, 1),
+        "bytes": sum(new.values()),
+        "files": len(new),
+    }
+
+
+def laws(report: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Per phase, from the smallest and the largest size: CPU seconds per document (the slope), the peak's
+    growth, bytes per document, files per document; and whether the memory law holds."""
+    sizes = sorted(int(s) for s in report)
+    lo, hi = str(sizes[0]), str(sizes[-1])
+    out: dict[str, Any] = {}
+    for phase in report[hi]:
+        a, b = report[lo][phase], report[hi][phase]
+        growth = b["peak_rss_mib"] / max(a["peak_rss_mib"], 1.0)
+        flat = growth <= FLAT_SLACK
+        out[phase] = {
+            "cpu_us_per_doc": round(1e6 * (b["cpu_seconds"] - a["cpu_seconds"]) / (sizes[-1] - sizes[0]), 1)
+            if len(sizes) > 1 else round(1e6 * b["cpu_seconds"] / sizes[-1], 1),
+            "peak_growth": round(growth, 2),
+            "mem_bytes_per_doc": round((b["peak_rss_mib"] - a["peak_rss_mib"]) * 2**20 / (sizes[-1] - sizes[0]), 1)
+            if len(sizes) > 1 else None,
+            "bytes_per_doc": round(b["bytes"] / sizes[-1], 1),
+            "files": b["files"],
+            "memory_flat": flat,
+            "law_holds": flat or phase in GROWING or len(sizes) == 1,
+        }
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="25000,50000,100000")
+    parser.add_argument("--buckets", type=int, default=4)
+    parser.add_argument("--phases", default=",".join(PHASES))
+    parser.add_argument("--per-file", type=int, default=10_000)
+    parser.add_argument("--code", default=str(Path(__file__).resolve().parents[1] / "src"))
+    parser.add_argument("--json", metavar="PATH")
+    parser.add_argument("--dir", default=os.environ.get("CURATOR_SCALE_DIR", "/tmp/curator-scale-data"))
+    parser.add_argument("--keep", action="store_true", help="keep the corpora and outputs")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
+    parser.add_argument("--input", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args)
+    root = Path(args.dir)
+    phases = args.phases.split(",")
+    report: dict[str, dict[str, dict[str, Any]]] = {}
+    for size in (int(s) for s in args.sizes.split(",")):
+        corpus, out = root / f"corpus-{size}-{args.per_file}", root / f"out-{size}-{args.buckets}"
+        if not corpus.exists():
+            say(f"making {size} documents")
+            make_corpus(corpus, size, args.per_file)
+        shutil.rmtree(out, ignore_errors=True)
+        report[str(size)] = {}
+        for phase in PHASES:  # every phase runs (each needs the one before); the chosen ones are reported
+            result = run_phase(phase, corpus, out, args.buckets, args.code)
+            if phase in phases:
+                report[str(size)][phase] = result
+                say(f"{size} documents, {phase}: {result}")
+            if phase == phases[-1]:
+                break
+        if not args.keep:
+            shutil.rmtree(out, ignore_errors=True)
+    result = {"sizes": report, "laws": laws(report), "buckets": args.buckets, "per_file": args.per_file}
+    print(json.dumps(result, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0 if all(law["law_holds"] for law in result["laws"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
