@@ -120,10 +120,12 @@ def laws(report: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
         flat = growth <= FLAT_SLACK
         out[phase] = {
             "cpu_us_per_doc": round(1e6 * (b["cpu_seconds"] - a["cpu_seconds"]) / (sizes[-1] - sizes[0]), 1)
-            if len(sizes) > 1 else round(1e6 * b["cpu_seconds"] / sizes[-1], 1),
+            if len(sizes) > 1
+            else round(1e6 * b["cpu_seconds"] / sizes[-1], 1),
             "peak_growth": round(growth, 2),
             "mem_bytes_per_doc": round((b["peak_rss_mib"] - a["peak_rss_mib"]) * 2**20 / (sizes[-1] - sizes[0]), 1)
-            if len(sizes) > 1 else None,
+            if len(sizes) > 1
+            else None,
             "bytes_per_doc": round(b["bytes"] / sizes[-1], 1),
             "files": b["files"],
             "memory_flat": flat,

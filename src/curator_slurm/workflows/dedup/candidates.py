@@ -193,7 +193,15 @@ class MergedCandidateEdges(ProcessingStage[FileGroupTask, DocumentBatch]):
     def outputs(self) -> tuple[list[str], list[str] | None]:
         return ["data"], [KEY, "u", "v"] if self.endpoints else [KEY, "v"]
 
-    def process(self, task: FileGroupTask) -> Iterator[DocumentBatch]:
+    def process(self, task: FileGroupTask) -> list[DocumentBatch]:
+        """Every batch of ``task``'s edges; a pipeline takes them one at a time instead (:meth:`stream`)."""
+        return list(self.stream(task))
+
+    def process_batch(self, tasks: list[FileGroupTask]) -> list[Any]:
+        return [self.stream(t) for t in tasks]
+
+    def stream(self, task: FileGroupTask) -> Iterator[DocumentBatch]:
+        """The edges of ``task``'s bucket, a batch at a time, each made when the one before has been taken."""
         files = files_of(Upstream.of(task.metadata["upstream"]), suffix=SUFFIX)
         return self._batches(task, files, int(task.metadata["bucket"]))
 
