@@ -4,7 +4,7 @@ phase, one worker), recorded per phase: CPU seconds, peak RSS, bytes and files w
 every phase's peak memory is flat in corpus size but the declared ones (``GROWING``), and the table for a Common
 Crawl dump is extrapolated from them (docs/scale.md).
 
-python benchmarks/scale_data.py [--sizes 25000,50000,100000] [--buckets 4] [--phases signatures,candidates,...]
+python benchmarks/scale_data.py [--sizes 100000,200000,400000] [--buckets 4] [--phases signatures,candidates,...]
     [--per-file 10000] [--code SRC (another checkout's src/, e.g. to measure main)] [--json PATH] [--dir DIR]
 """
 
@@ -134,9 +134,45 @@ def laws(report: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
+#: The dump (docs/scale.md): 90,000 WARC files, 3 billion pages, 10,000 array tasks; the FineWeb recipe's filters
+#: let about 19 % of pages reach deduplication (fw3 of docs/performance.md: 215 of 1,118), 600 million documents.
+DUMP = {"source_tasks": 90_000, "array_tasks": 10_000, "documents": 600_000_000, "buckets": 64, "bands": 14}
+#: The candidates merge's memory per run: an 8 KiB read buffer (at 90,000 runs), a 16 KiB block decoded, and up
+#: to a block's rows in a round (sorted: about twice) -- and a process's fixed part.
+MERGE_BYTES_PER_RUN = (8 + 16 * 3) << 10
+BASE_MIB = 150
+
+
+def dump_table(law: dict[str, Any], report: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Each phase's tasks, memory per task, CPU hours, bytes and files at the dump, from the measured laws:
+    CPU and bytes linear in documents; memory flat (the largest size's peak) but the candidates merge (runs x
+    :data:`MERGE_BYTES_PER_RUN`) and components (bytes per node x nodes, nodes in proportion as measured)."""
+    docs, largest = DUMP["documents"], max(report, key=int)
+    out: dict[str, dict[str, Any]] = {}
+    for phase, x in law.items():
+        measured = report[largest][phase]
+        if phase == "candidates":
+            tasks, memory_gb = DUMP["buckets"], (BASE_MIB * 2**20 + DUMP["source_tasks"] * MERGE_BYTES_PER_RUN) / 1e9
+            files = DUMP["buckets"] * max(1, round(x["bytes_per_doc"] * docs / DUMP["buckets"] / 20e6))
+        elif phase == "components":
+            tasks, files = 1, 1
+            memory_gb = (BASE_MIB * 2**20 + (x["mem_bytes_per_doc"] or 0) * docs) / 1e9
+        else:
+            tasks, files = DUMP["array_tasks"], DUMP["source_tasks"]
+            memory_gb = measured["peak_rss_mib"] * 2**20 / 1e9
+        out[phase] = {
+            "tasks": tasks,
+            "memory_per_task_gb": round(memory_gb, 2),
+            "cpu_hours": round(x["cpu_us_per_doc"] * 1e-6 * docs / 3600, 1),
+            "bytes_gb": round(x["bytes_per_doc"] * docs / 1e9, 1),
+            "files": files,
+        }
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="25000,50000,100000")
+    parser.add_argument("--sizes", default="100000,200000,400000")
     parser.add_argument("--buckets", type=int, default=4)
     parser.add_argument("--phases", default=",".join(PHASES))
     parser.add_argument("--per-file", type=int, default=10_000)
@@ -170,7 +206,9 @@ def main() -> int:
                 break
         if not args.keep:
             shutil.rmtree(out, ignore_errors=True)
-    result = {"sizes": report, "laws": laws(report), "buckets": args.buckets, "per_file": args.per_file}
+    found = laws(report)
+    result = {"sizes": report, "laws": found, "dump": dump_table(found, report), "buckets": args.buckets,
+              "per_file": args.per_file}  # fmt: skip
     print(json.dumps(result, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))

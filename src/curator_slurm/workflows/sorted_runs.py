@@ -26,12 +26,15 @@ SUFFIX = ".runs"
 _HEADER = struct.Struct("<8sQQQ")
 #: A block's rows and compressed bytes, before its payload.
 _BLOCK = struct.Struct("<II")
-#: Rows per block: what a reader decodes at once (about 20 bytes a row for fuzzy dedup's bands).
-DEFAULT_BLOCK_ROWS = 4096
+#: Bytes of rows per block (rows of about 20 bytes for fuzzy dedup's bands, 130 with 8-bit signatures): what a
+#: reader decodes at once, so a merge of 90,000 runs holds 1.4 GB of blocks.
+DEFAULT_BLOCK_BYTES = 16 << 10
 #: The block codec (pyarrow's LZ4 frame): the bands' values are hashes, so a stronger codec gains little.
 CODEC = "lz4"
 #: The most bytes of schema a header may declare (a damaged header must not make a reader allocate much).
 _MAX_SCHEMA = 1 << 16
+#: Bytes of schema read with the header (the bands' is about 130): a bucket task reads this much of every file.
+_SCHEMA_GUESS = 480
 
 
 @dataclass(frozen=True)
@@ -105,16 +108,17 @@ class SortedRunWriter(SortedFileWriter):
         path: the shuffle directory (local, or a URI).
         buckets: the number of buckets (the index has an entry per bucket).
         sort: the columns each bucket's rows are sorted by, most significant first.
-        block_rows: rows per compressed block (what a reader decodes at once).
+        block_rows: rows per compressed block (what a reader decodes at once); None: as many as fill
+            :data:`DEFAULT_BLOCK_BYTES`, at least 16.
     """
 
     name = "sorted_run_writer"
 
     def __init__(
-        self, path: str | os.PathLike, buckets: int, sort: tuple[str, ...], block_rows: int = DEFAULT_BLOCK_ROWS
+        self, path: str | os.PathLike, buckets: int, sort: tuple[str, ...], block_rows: int | None = None
     ) -> None:
         super().__init__(path, BUCKET)
-        if buckets < 1 or block_rows < 1:
+        if buckets < 1 or (block_rows is not None and block_rows < 1):
             raise ValueError(f"buckets={buckets} and block_rows={block_rows} must be >= 1")
         self.buckets = buckets
         self.sort = tuple(sort)
@@ -142,8 +146,9 @@ class SortedRunWriter(SortedFileWriter):
         columns = columns_of(table.schema)
         arrays = {c.name: _numpy(table.column(c.name), c) for c in columns}
         order = np.lexsort([arrays[name] for name in reversed(self.sort)] + [buckets])
+        block_rows = self.block_rows or max(16, DEFAULT_BLOCK_BYTES // sum(c.itemsize for c in columns))
         pieces = encode_file([arrays[c.name][order] for c in columns], columns, buckets[order], self.buckets,
-                             self.block_rows)  # fmt: skip
+                             block_rows)  # fmt: skip
         final = fs.join(self.path, f"{output_stem(task)}{SUFFIX}")
 
         def write(f: BinaryIO) -> None:
@@ -154,6 +159,9 @@ class SortedRunWriter(SortedFileWriter):
         out.data = [final]
         meta["sizes"] = [size]
         return out
+
+
+Rows = dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -167,7 +175,7 @@ class RunHead:
 
 def read_head(path: str, bucket: int) -> RunHead:
     """The columns of ``path`` and the byte range of ``bucket``'s blocks: two small ranged reads."""
-    head = fs.read_range(path, 0, _HEADER.size + 4096)
+    head = fs.read_range(path, 0, _HEADER.size + _SCHEMA_GUESS)
     if len(head) < _HEADER.size:
         raise InputError(f"{fs.printable(path)}: not a sorted-run file (too short)")
     magic, count, schema_len, _ = _HEADER.unpack_from(head)
@@ -189,7 +197,9 @@ def read_head(path: str, bucket: int) -> RunHead:
     return RunHead(columns, start, end)
 
 
-def _decode(payload: bytes, rows: int, columns: list[Column], codec: pa.Codec, where: str) -> dict[str, np.ndarray]:
+def _decode(
+    payload: memoryview, rows: int, columns: list[Column], codec: pa.Codec, where: str
+) -> dict[str, np.ndarray]:
     size = rows * sum(c.itemsize for c in columns)
     try:
         raw = codec.decompress(payload, decompressed_size=size, asbytes=True)
@@ -197,7 +207,7 @@ def _decode(payload: bytes, rows: int, columns: list[Column], codec: pa.Codec, w
         raise InputError(f"{where}: a damaged sorted-run block ({e})") from e
     if len(raw) != size:
         raise InputError(f"{where}: a sorted-run block of {len(raw)} bytes where {size} were expected")
-    out: dict[str, np.ndarray] = {}
+    out: Rows = {}
     at = 0
     for c in columns:
         n = rows * c.itemsize
@@ -207,15 +217,35 @@ def _decode(payload: bytes, rows: int, columns: list[Column], codec: pa.Codec, w
     return out
 
 
-def _fill(path: str, buffer: bytes, at: int, end: int, need: int, read_size: int) -> tuple[bytes, int]:
-    """``buffer`` with at least ``need`` bytes (fewer at the end of the range), read from ``at`` on."""
-    while len(buffer) < need and at < end:
-        more = fs.read_range(path, at, min(max(read_size, need - len(buffer)), end - at))
-        if not more:
-            break
-        buffer += more
-        at += len(more)
-    return buffer, at
+class _RangeReader:
+    """Bytes ``[start, end)`` of a file, read ``read_size`` at a time, handed out without copying the buffer."""
+
+    def __init__(self, path: str, start: int, end: int, read_size: int) -> None:
+        self.path, self.at, self.end, self.read_size = path, start, end, read_size
+        self.buffer, self.pos = b"", 0
+
+    def take(self, n: int) -> memoryview | None:
+        """The next ``n`` bytes (fewer at the end of the range; None when nothing is left)."""
+        if len(self.buffer) - self.pos < n and self.at < self.end:
+            parts = [self.buffer[self.pos :]]
+            have = len(parts[0])
+            while have < n and self.at < self.end:
+                more = fs.read_range(self.path, self.at, min(max(self.read_size, n - have), self.end - self.at))
+                if not more:
+                    break
+                parts.append(more)
+                have += len(more)
+                self.at += len(more)
+            self.buffer, self.pos = b"".join(parts), 0
+        if self.pos >= len(self.buffer):
+            return None
+        view = memoryview(self.buffer)[self.pos : self.pos + n]
+        self.pos += len(view)
+        return view
+
+    @property
+    def done(self) -> bool:
+        return self.pos >= len(self.buffer) and self.at >= self.end
 
 
 def read_run(path: str, bucket: int, read_size: int = 1 << 16) -> Iterator[tuple[dict[str, np.ndarray], bool]]:
@@ -224,18 +254,15 @@ def read_run(path: str, bucket: int, read_size: int = 1 << 16) -> Iterator[tuple
     head = read_head(path, bucket)
     codec = pa.Codec(CODEC)
     where = f"{fs.printable(path)} (bucket {bucket})"
-    at, buffer = head.start, b""
+    reader = _RangeReader(path, head.start, head.end, read_size)
     while True:
-        buffer, at = _fill(path, buffer, at, head.end, _BLOCK.size, read_size)
-        if not buffer:
+        header = reader.take(_BLOCK.size)
+        if header is None:
             return
-        if len(buffer) < _BLOCK.size:
+        if len(header) < _BLOCK.size:
             raise InputError(f"{where}: a sorted-run block header is cut short")
-        rows, packed = _BLOCK.unpack_from(buffer)
-        need = _BLOCK.size + packed
-        buffer, at = _fill(path, buffer, at, head.end, need, read_size)
-        if len(buffer) < need:
+        rows, packed = _BLOCK.unpack(header)
+        payload = reader.take(packed) if packed else memoryview(b"")
+        if payload is None or len(payload) < packed:
             raise InputError(f"{where}: a sorted-run block is cut short")
-        block = _decode(buffer[_BLOCK.size : need], rows, head.columns, codec, where)
-        buffer = buffer[need:]
-        yield block, not buffer and at >= head.end
+        yield _decode(payload, rows, head.columns, codec, where), reader.done

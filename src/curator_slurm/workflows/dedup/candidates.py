@@ -14,7 +14,7 @@ from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.tasks import DocumentBatch, FileGroupTask
 from curator_slurm.workflows.dedup import minhash
 from curator_slurm.workflows.dedup.common import KEY
-from curator_slurm.workflows.sorted_runs import SUFFIX, read_run
+from curator_slurm.workflows.sorted_runs import SUFFIX, Rows, read_run
 
 #: The bands' sort order: a (band, value) group's rows are consecutive, its smallest key first.
 BAND_ORDER = ("band", "value", KEY)
@@ -23,8 +23,6 @@ DEFAULT_MERGE_MEMORY = 64 << 20
 _MIN_READ = 8 << 10
 #: Edges per output batch (one sorted file each): 16 bytes an edge, about 4x that while a file is sorted.
 DEFAULT_EDGES_PER_FILE = 1 << 21
-
-Rows = dict[str, np.ndarray]
 
 
 def _count_at_most(cols: list[np.ndarray], bound: tuple[Any, ...]) -> int:
