@@ -137,9 +137,9 @@ def laws(report: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
 #: The dump (docs/scale.md): 90,000 WARC files, 3 billion pages, 10,000 array tasks; the FineWeb recipe's filters
 #: let about 19 % of pages reach deduplication (fw3 of docs/performance.md: 215 of 1,118), 600 million documents.
 DUMP = {"source_tasks": 90_000, "array_tasks": 10_000, "documents": 600_000_000, "buckets": 64, "bands": 14}
-#: The candidates merge's memory per run: an 8 KiB read buffer (at 90,000 runs), a 16 KiB block decoded, and up
-#: to a block's rows in a round (sorted: about twice) -- and a process's fixed part.
-MERGE_BYTES_PER_RUN = (8 + 16 * 3) << 10
+#: The candidates merge's memory per run: an 8 KiB read buffer (at 90,000 runs), up to two 16 KiB blocks decoded, and
+#: about a block's rows in a round (sorted: twice); and a process's fixed part.
+MERGE_BYTES_PER_RUN = (8 + 16 * 2 + 16 * 2) << 10
 BASE_MIB = 150
 
 

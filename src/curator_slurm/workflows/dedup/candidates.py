@@ -96,6 +96,23 @@ class _Merge:
         while not self.dead.all():
             yield self._round()
 
+    def _refill(self, i: int, rest: Rows) -> None:
+        """Run ``i`` after a round took from it: what it has left, and its next block behind that (so it holds a
+        whole block beyond the bound, and the next round's bound moves a block, not one run's share of one)."""
+        left = len(rest[self.order[0]])
+        if not self.final[i]:
+            self._load(i)
+            following = self.blocks[i]
+            if following is None:  # the file said more blocks, but none came: what is left is all
+                self.final[i] = True
+            elif left:
+                self.blocks[i] = {c: np.concatenate([rest[c], following[c]]) for c in rest}
+                return
+            else:
+                return
+        self.blocks[i] = rest if left else None
+        self.dead[i] = not left
+
     def _round(self) -> Rows:
         alive = np.flatnonzero(~self.dead)
         pending = alive[~self.final[alive]]
@@ -112,13 +129,7 @@ class _Merge:
             if bound is not None:
                 n = _count_at_most([block[c] for c in self.order], bound)
             parts.append({c: a[:n] for c, a in block.items()})
-            rest = {c: a[n:] for c, a in block.items()}
-            if len(rest[self.order[0]]):
-                self.blocks[i] = rest
-            elif self.final[i]:
-                self.blocks[i], self.dead[i] = None, True
-            else:
-                self._load(i)
+            self._refill(i, {c: a[n:] for c, a in block.items()})
             self._ends(i)
         rows = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
         order = np.lexsort([rows[c] for c in reversed(self.order)])
@@ -127,7 +138,7 @@ class _Merge:
 
 def merge_runs(runs: list[Iterator[tuple[Rows, bool]]], order: tuple[str, ...]) -> Iterator[Rows]:
     """Sorted runs (blocks of rows, each run sorted by ``order``) merged: chunks of rows, each sorted, each
-    after the one before. Memory: one block per run, plus a round's rows (at most one block per run)."""
+    after the one before. Memory: up to two blocks per run, plus a round's rows (about a block per run)."""
     return _Merge(runs, order).rounds()
 
 
