@@ -154,3 +154,15 @@ def test_a_cut_short_or_foreign_file_is_refused_by_name(tmp_path: Path) -> None:
     Path(path).write_bytes(data)
     with pytest.raises(InputError, match="not a sorted-run file of bucket 7"):
         read_head(path, 7)
+
+
+def test_a_round_of_the_merge_is_bounded_by_the_runs_not_the_rows(tmp_path: Path) -> None:
+    """However many rows a bucket has, a round of the merge holds at most two blocks of each run (the memory the
+    candidates phase is sized by), and the rounds come out in order."""
+    rows = _rows(11, 3000, 2, 500, signed=False)
+    files = _write_runs(tmp_path, rows, list(range(600, 6000, 600)), 1, 8)  # 10 runs of 600 rows, blocks of 8
+    chunks = list(merge_runs([read_run(f, 0, read_size=64) for f in files], BAND_ORDER))
+    assert sum(len(c["key"]) for c in chunks) == 6000
+    assert max(len(c["key"]) for c in chunks) <= 2 * 8 * len(files)
+    band, value, key = (np.concatenate([c[name] for c in chunks]) for name in BAND_ORDER)
+    assert np.array_equal(np.lexsort((key, value, band)), np.arange(len(key)))  # in (band, value, key) order

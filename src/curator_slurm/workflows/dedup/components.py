@@ -3,11 +3,17 @@ are read twice, chunk by chunk, into per-node arrays. Design: docs/design.md, "D
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["DEFAULT_CHUNK_EDGES", "EdgeChunks", "connected_components", "duplicate_members"]
+__all__ = [
+    "DEFAULT_CHUNK_EDGES",
+    "EdgeChunks",
+    "connected_components",
+    "duplicate_member_batches",
+    "duplicate_members",
+]
 
 #: Edges merged into the union-find per step: larger chunks mean fewer passes over ``parent`` (one full
 #: pointer-jumping pass per chunk), smaller ones less scratch memory.
@@ -186,16 +192,38 @@ def _flatten(parent: np.ndarray) -> None:
             block[:] = up
 
 
+#: Nodes per batch of :func:`duplicate_member_batches` (a file of the components phase: at most 256 MB of keys).
+MEMBER_BATCH = 1 << 24
+
+
+def duplicate_member_batches(
+    edges: EdgeChunks, *, chunk_edges: int = DEFAULT_CHUNK_EDGES, survivors: bool = False, batch: int = MEMBER_BATCH
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """:func:`duplicate_members` in batches of at most ``batch`` rows, each sorted by key and after the one before,
+    made from the parents one batch at a time (so the list is never held whole). With ``survivors``, each group's
+    smallest key too, as ``(key, key)``."""
+    keys, parent = _components(edges, chunk_edges)
+    grouped = None
+    if survivors:  # a root with a member (an edge (k, k) would make a root without one)
+        grouped = np.zeros(len(parent), dtype=bool)
+        for start in range(0, len(parent), _FLATTEN_BLOCK):
+            block = parent[start : start + _FLATTEN_BLOCK]
+            grouped[block[block != np.arange(start, start + len(block))]] = True
+    for start in range(0, len(parent), batch):
+        block = parent[start : start + batch]
+        pick = block != np.arange(start, start + len(block))
+        if grouped is not None:
+            pick |= grouped[start : start + len(block)]
+        at = np.flatnonzero(pick)
+        if len(at):
+            yield keys[start + at], keys[block[at]]
+
+
 def duplicate_members(edges: EdgeChunks, *, chunk_edges: int = DEFAULT_CHUNK_EDGES) -> tuple[np.ndarray, np.ndarray]:
     """The documents to drop: ``(doc_key, group_key)`` int64 for every node that is not the smallest key
     of its component, sorted by doc_key. ``group_key`` is that smallest key, the survivor (the first
     occurrence in (input path, row) order), so "identify only" can write both columns as they are."""
-    keys, parent = _components(edges, chunk_edges)
-    drop = np.concatenate(
-        [
-            np.flatnonzero(parent[s : s + _FLATTEN_BLOCK] != np.arange(s, min(s + _FLATTEN_BLOCK, len(parent)))) + s
-            for s in range(0, len(parent), _FLATTEN_BLOCK)
-        ]
-        or [np.zeros(0, np.int64)]
-    )
-    return keys[drop], keys[parent[drop]]
+    parts = list(duplicate_member_batches(edges, chunk_edges=chunk_edges))
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

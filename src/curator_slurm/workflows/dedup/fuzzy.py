@@ -144,24 +144,30 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
                 for batch in f.iter_batches(batch_size=1 << 20, columns=[KEY, "v"]):
                     yield batch.column(0).to_numpy(), batch.column(1).to_numpy()
 
-    def process(self, task: FileGroupTask) -> DocumentBatch:
-        from curator_slurm.workflows.dedup.components import duplicate_members
+    def process(self, task: FileGroupTask) -> list[DocumentBatch]:
+        """Every batch of the list; a pipeline takes them one at a time instead (:meth:`stream`)."""
+        return list(self.stream(task))
 
-        keys, groups = duplicate_members(self._edges)
-        if self.survivors:  # each group's first document too, as key == group_key (fuzzy_ids finds its id)
-            first = np.unique(groups)
-            keys, groups = np.concatenate([keys, first]), np.concatenate([groups, first])
-        columns: dict[str, Any] = {KEY: keys, "group_key": groups}
-        if self.input_paths is not None:
-            names = _file_names(self.input_paths, self.extensions)
-            mask = (1 << ROW_BITS) - 1
-            columns.update(
-                path=pa.array(names(keys >> ROW_BITS) if len(keys) else [], pa.string()),
-                row=keys & mask,
-                group_path=pa.array(names(groups >> ROW_BITS) if len(groups) else [], pa.string()),
-                group_row=groups & mask,
-            )
-        return task.derive(pa.table(columns), cls=DocumentBatch)
+    def process_batch(self, tasks: list[FileGroupTask]) -> list[Any]:
+        return [self.stream(t) for t in tasks]
+
+    def stream(self, task: FileGroupTask) -> Iterator[DocumentBatch]:
+        """The list in batches of consecutive keys (each a sorted file), made one at a time from the components;
+        with ``survivors``, each group's first document too, as key == group_key (fuzzy_ids finds its id)."""
+        from curator_slurm.workflows.dedup.components import duplicate_member_batches
+
+        names = _file_names(self.input_paths, self.extensions) if self.input_paths is not None else None
+        for keys, groups in duplicate_member_batches(self._edges, survivors=self.survivors):
+            columns: dict[str, Any] = {KEY: keys, "group_key": groups}
+            if names is not None:
+                mask = (1 << ROW_BITS) - 1
+                columns.update(
+                    path=pa.array(names(keys >> ROW_BITS), pa.string()),
+                    row=keys & mask,
+                    group_path=pa.array(names(groups >> ROW_BITS), pa.string()),
+                    group_row=groups & mask,
+                )
+            yield task.derive(pa.table(columns), cls=DocumentBatch)
 
 
 def _file_names(inputs: Any, extensions: list[str] | None) -> Any:
