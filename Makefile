@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 SAMPLE := build/sample
 DEMO_OUT := build/demo-out
 
-.PHONY: venv demo test test-pyarrow-floor test-trafilatura1 lint typecheck format bench scale slurm-up slurm-down s3-up s3-down clean
+.PHONY: venv demo test test-pyarrow-floor test-trafilatura1 lint typecheck format bench scale scale-data slurm-up slurm-down s3-up s3-down clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -84,6 +84,11 @@ bench: venv
 # simulated 10,000-process array; the figures go to docs/performance.md (see benchmarks/scale.py).
 scale: venv
 	$(PY) benchmarks/scale.py $(SCALE_ARGS)
+
+# Not in CI: the data path's growth laws (fuzzy dedup's phases at three sizes, a process each: CPU, peak memory,
+# bytes, files) and the Common Crawl dump's table they give (docs/scale.md; see benchmarks/scale_data.py).
+scale-data: venv
+	$(PY) benchmarks/scale_data.py $(SCALE_DATA_ARGS)
 
 slurm-up:
 	bash scripts/slurm-up.sh

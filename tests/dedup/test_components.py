@@ -130,3 +130,31 @@ def test_memory_grows_with_nodes_not_edges() -> None:
     print(f"\npeak traced memory: {mib[1 << 18]} for 2^18 edges, {mib[1 << 20]} for 2^20 (holding them: 16 MiB)")
     assert peaks[1 << 20] < 1.5 * peaks[1 << 18], peaks
     assert peaks[1 << 20] < held_edges / 2, peaks
+
+
+@pytest.mark.parametrize(
+    "name", ["chain reversed", "random n=3000 m=6000", "self loops and repeats", "many small stars"]
+)
+@pytest.mark.parametrize("block", [1, 7, 1000])
+def test_blocks_and_batches_cut_anywhere_give_the_same_list(
+    name: str, block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The final flattening in blocks of ranks, and the list in batches, cut at any node: the same components, the
+    same list (sorted, batch after batch), and with survivors each group's smallest key once, as (key, key)."""
+    import curator_slurm.workflows.dedup.components as components
+
+    edges = graphs()[name]
+    expected = reference_components(edges)
+    monkeypatch.setattr(components, "_FLATTEN_BLOCK", block)
+    keys, roots = connected_components(chunked(edges, 97), chunk_edges=97)
+    assert dict(zip(keys.tolist(), roots.tolist(), strict=True)) == expected
+    for survivors in (False, True):
+        batches = list(
+            components.duplicate_member_batches(chunked(edges, 97), chunk_edges=97, survivors=survivors, batch=block)
+        )
+        assert all(len(k) <= block for k, _ in batches)
+        listed = [(int(k), int(g)) for ks, gs in batches for k, g in zip(ks, gs, strict=True)]
+        assert [k for k, _ in listed] == sorted({k for k, _ in listed})  # sorted, each key once
+        members = {k: g for k, g in expected.items() if k != g}
+        firsts = {g: g for g in members.values()} if survivors else {}
+        assert dict(listed) == {**members, **firsts}

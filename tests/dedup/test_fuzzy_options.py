@@ -20,6 +20,7 @@ from curator_slurm.stages import JsonlReader, ParquetWriter
 from curator_slurm.workflows.dedup import minhash
 from curator_slurm.workflows.dedup.fuzzy import FuzzyDuplicates
 from curator_slurm.workflows.dedup.synthetic import NearDuplicateCorpus, near_duplicate_corpus, score_groups
+from curator_slurm.workflows.sorted_runs import read_run
 
 PER_FILE = 200
 CHAR_PHASES = ["signatures", "candidates", "components", "ids", "join"]
@@ -184,11 +185,10 @@ def test_fineweb_configuration_through_the_workflow(tmp_path: Path) -> None:
         buckets=4,
     )
     wf.run(LocalExecutor(workers=2), shard=ShardSpec.single(), options=RunOptions())
-    bands = pa.concat_tables(
-        pq.read_table(p) for p in (tmp_path / "dups" / ".curator-work" / "shuffle" / "bands").rglob("*.parquet")
-    )
-    assert bands.num_rows == 14 * len(corpus.texts)  # one row per (document, band)
-    assert sorted(set(bands["band"].to_pylist())) == list(range(14))
+    runs = sorted((tmp_path / "dups" / ".curator-work" / "shuffle" / "bands").rglob("*.runs"))
+    band = np.concatenate([block["band"] for p in runs for b in range(4) for block, _ in read_run(str(p), b)])
+    assert len(band) == 14 * len(corpus.texts)  # one row per (document, band)
+    assert sorted(set(band.tolist())) == list(range(14))
     listed = _listed(out)
     group_of = np.arange(len(corpus.texts))
     group_of[_index(listed["key"].to_numpy())] = _index(listed["group_key"].to_numpy())

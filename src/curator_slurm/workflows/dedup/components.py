@@ -3,11 +3,17 @@ are read twice, chunk by chunk, into per-node arrays. Design: docs/design.md, "D
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["DEFAULT_CHUNK_EDGES", "EdgeChunks", "connected_components", "duplicate_members"]
+__all__ = [
+    "DEFAULT_CHUNK_EDGES",
+    "EdgeChunks",
+    "connected_components",
+    "duplicate_member_batches",
+    "duplicate_members",
+]
 
 #: Edges merged into the union-find per step: larger chunks mean fewer passes over ``parent`` (one full
 #: pointer-jumping pass per chunk), smaller ones less scratch memory.
@@ -71,7 +77,8 @@ def _ids(keys: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def _nodes(edges: EdgeChunks, chunk_edges: int) -> np.ndarray:
-    """The sorted unique keys of every edge end, holding at most ~2x the node count plus one chunk."""
+    """The sorted unique keys of every edge end. Chunks' keys are merged in when they reach half the merged
+    ones (so the work is O(E log N)), the inputs released before the sort: the peak is about 24 bytes a node."""
     merged = np.zeros(0, dtype=np.int64)
     pending: list[np.ndarray] = []
     pending_size = 0
@@ -79,12 +86,20 @@ def _nodes(edges: EdgeChunks, chunk_edges: int) -> np.ndarray:
         keys = _sorted_unique(np.concatenate([u, v]))
         pending.append(keys)
         pending_size += len(keys)
-        if pending_size >= max(len(merged), chunk_edges):
-            merged = _sorted_unique(np.concatenate([merged, *pending]))
+        if pending_size >= max(len(merged) // 2, chunk_edges):
+            merged = _merge_unique([merged, *pending])
             pending, pending_size = [], 0
-    if pending:
-        merged = _sorted_unique(np.concatenate([merged, *pending]))
-    return merged
+    return _merge_unique([merged, *pending]) if pending else merged
+
+
+def _merge_unique(parts: list[np.ndarray]) -> np.ndarray:
+    """The sorted unique values of ``parts`` (which it empties), sorted in place."""
+    x = np.concatenate(parts)
+    parts.clear()
+    x.sort()
+    if len(x) > 1:
+        x = x[np.concatenate(([True], x[1:] != x[:-1]))]
+    return x
 
 
 def _find(parent: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -136,28 +151,79 @@ def connected_components(edges: EdgeChunks, *, chunk_edges: int = DEFAULT_CHUNK_
        its smallest key, the survivor. Each chunk of edges is merged into ``parent`` by vectorised rounds: find
        both ends' roots, hook the larger root under the smaller (``np.minimum.at``, so conflicting hooks keep
        the smallest and ``parent[x] <= x`` always: no cycles), pointer-jump the hooked roots (log(depth) numpy
-       steps), and repeat with the edges whose ends still differ. After each chunk every node points straight
-       at its root, so finds in the next chunk take one or two steps.
+       steps), and repeat with the edges whose ends still differ. Finds compress the paths they walk; one
+       full pointer-jumping pass at the end points every node at its root (a full pass per chunk would make
+       the time grow like nodes x chunks).
 
-    Memory O(nodes), not O(edges): 16 bytes a node kept (sorted keys, int64 parents), about 60 at the peak
-    while the node list is merged, plus about 150 bytes per edge of one chunk (``chunk_edges``).
+    Memory O(nodes), not O(edges): 12 bytes a node kept (sorted int64 keys, int32 parents below 2^31 nodes),
+    about 24 at the peak while the node list is merged, plus about 150 bytes per edge of one chunk.
     """
+    keys, parent = _components(edges, chunk_edges)
+    return keys, keys[parent]
+
+
+def _components(edges: EdgeChunks, chunk_edges: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted node keys and each one's root's rank (:func:`connected_components`)."""
     if chunk_edges < 1:
         raise ValueError(f"chunk_edges: must be at least 1, got {chunk_edges}")
     _check_rereadable(edges)
     keys = _nodes(edges, chunk_edges)
-    parent = np.arange(len(keys), dtype=np.int64)
+    index = np.int32 if len(keys) < 2**31 else np.int64
+    parent = np.arange(len(keys), dtype=index)
     for u, v in _rechunk(edges, chunk_edges):
-        iu, iv = _ids(keys, u), _ids(keys, v)
-        _union_chunk(parent, iu, iv)
-        _jump(parent, np.arange(len(parent)))
-    return keys, keys[parent]
+        _union_chunk(parent, _ids(keys, u).astype(index), _ids(keys, v).astype(index))
+    _flatten(parent)  # once: a chunk jumps only the roots it hooked
+    return keys, parent
+
+
+#: Nodes pointed at their roots per step of :func:`_flatten` (its scratch: a few bytes each).
+_FLATTEN_BLOCK = 1 << 20
+
+
+def _flatten(parent: np.ndarray) -> None:
+    """Every node pointed straight at its root, in place, in blocks of increasing rank: ``parent[x] <= x``, so a
+    block's parents outside it are flattened already, and a few jumps settle those inside it."""
+    for start in range(0, len(parent), _FLATTEN_BLOCK):
+        block = parent[start : start + _FLATTEN_BLOCK]
+        while True:
+            up = parent[block]
+            if np.array_equal(up, block):
+                break
+            block[:] = up
+
+
+#: Nodes per batch of :func:`duplicate_member_batches` (a file of the components phase: at most 256 MB of keys).
+MEMBER_BATCH = 1 << 24
+
+
+def duplicate_member_batches(
+    edges: EdgeChunks, *, chunk_edges: int = DEFAULT_CHUNK_EDGES, survivors: bool = False, batch: int = MEMBER_BATCH
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """:func:`duplicate_members` in batches of at most ``batch`` rows, each sorted by key and after the one before,
+    made from the parents one batch at a time (so the list is never held whole). With ``survivors``, each group's
+    smallest key too, as ``(key, key)``."""
+    keys, parent = _components(edges, chunk_edges)
+    grouped = None
+    if survivors:  # a root with a member (an edge (k, k) would make a root without one)
+        grouped = np.zeros(len(parent), dtype=bool)
+        for start in range(0, len(parent), _FLATTEN_BLOCK):
+            block = parent[start : start + _FLATTEN_BLOCK]
+            grouped[block[block != np.arange(start, start + len(block))]] = True
+    for start in range(0, len(parent), batch):
+        block = parent[start : start + batch]
+        pick = block != np.arange(start, start + len(block))
+        if grouped is not None:
+            pick |= grouped[start : start + len(block)]
+        at = np.flatnonzero(pick)
+        if len(at):
+            yield keys[start + at], keys[block[at]]
 
 
 def duplicate_members(edges: EdgeChunks, *, chunk_edges: int = DEFAULT_CHUNK_EDGES) -> tuple[np.ndarray, np.ndarray]:
     """The documents to drop: ``(doc_key, group_key)`` int64 for every node that is not the smallest key
     of its component, sorted by doc_key. ``group_key`` is that smallest key, the survivor (the first
     occurrence in (input path, row) order), so "identify only" can write both columns as they are."""
-    keys, roots = connected_components(edges, chunk_edges=chunk_edges)
-    drop = keys != roots
-    return keys[drop], roots[drop]
+    parts = list(duplicate_member_batches(edges, chunk_edges=chunk_edges))
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

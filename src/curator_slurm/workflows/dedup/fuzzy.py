@@ -23,18 +23,20 @@ from curator_slurm.stages.positions import ROW_BITS, document_positions
 from curator_slurm.tasks import DocumentBatch, FileGroupTask
 from curator_slurm.workflows.chain import PhaseOutputsSource
 from curator_slurm.workflows.dedup import minhash
+from curator_slurm.workflows.dedup.candidates import BAND_ORDER, MergedCandidateEdges
 from curator_slurm.workflows.dedup.common import KEY, SortedKeyWriter, bucket_phase, check_empty_text, write_phase
 from curator_slurm.workflows.dedup.exact import _reader_with_fields
 from curator_slurm.workflows.dedup.fuzzy_ids import id_phases
 from curator_slurm.workflows.dedup.verify import EdgeShingles, VerifyEdges
 from curator_slurm.workflows.shuffle import BUCKET, BucketSource, BucketWriter, bucket_of
+from curator_slurm.workflows.sorted_runs import SortedRunWriter
 from curator_slurm.workflows.workflow import Phase, Workflow, phase_upstream
 
 pq = LazyModule("pyarrow.parquet")
 
 DEFAULT_BUCKETS = 64
-#: The shuffles' Parquet codec: a bands file is 64 small row groups read once each; lz4 wrote them 2x and
-#: read them 3x faster than zstd, for files 18 % larger (measured by make bench on its dedup corpus).
+#: The edge-shingles shuffle's Parquet codec: small row groups read once each; lz4 wrote them 2x and read
+#: them 3x faster than zstd, for files 18 % larger (measured by make bench on its dedup corpus).
 SHUFFLE_COMPRESSION = "lz4"
 #: Bits of each signature value carried through the shuffle for verification (160 bytes a row at 8).
 VERIFY_BITS = 8
@@ -109,44 +111,6 @@ class MinHashBands(ProcessingStage[DocumentBatch, DocumentBatch]):
         return task.derive(pa.table(columns))
 
 
-class CandidateEdges(ProcessingStage[DocumentBatch, DocumentBatch]):
-    """Phase 2: the star edges (u < v) of every (band, value) group of one bucket.
-
-    With ``endpoints`` (the exact check follows), each edge is written twice, once under each end's key
-    (``key``, ``u``, ``v``), so that the ``edge-shingles`` task holding a document finds every edge it is
-    an end of by reading the row groups of its own key range."""
-
-    name = "candidate_edges"
-
-    def __init__(self, jaccard_threshold: float | None, endpoints: bool = False) -> None:
-        self.jaccard_threshold = jaccard_threshold
-        self.endpoints = endpoints
-
-    def outputs(self) -> tuple[list[str], list[str] | None]:
-        return ["data"], [KEY, "u", "v"] if self.endpoints else [KEY, "v"]
-
-    def process(self, task: DocumentBatch) -> DocumentBatch:
-        table = task.data
-        signatures = None
-        if self.jaccard_threshold is not None:
-            column = table.column("signature").combine_chunks()
-            width = column.type.byte_width
-            signatures = np.frombuffer(column.buffers()[1], dtype=np.uint8)[
-                column.offset * width : (column.offset + len(column)) * width
-            ].reshape(len(column), width)
-        u, v = minhash.candidate_edges(
-            table.column("band").to_numpy(),
-            table.column("value").to_numpy(),
-            table.column(KEY).to_numpy(),
-            signatures=signatures,
-            threshold=self.jaccard_threshold,
-            bits=VERIFY_BITS if signatures is not None else None,
-        )
-        if self.endpoints:
-            return task.derive(pa.table({KEY: np.concatenate([u, v]), "u": np.tile(u, 2), "v": np.tile(v, 2)}))
-        return task.derive(pa.table({KEY: u, "v": v}))
-
-
 class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
     """Phase 3 (one task): every edge file, read in chunks, into (key, group_key) for each document that is
     not the survivor of its component; with ``files`` (identify-only), also the paths and rows of both."""
@@ -180,24 +144,30 @@ class ConnectedComponents(ProcessingStage[FileGroupTask, DocumentBatch]):
                 for batch in f.iter_batches(batch_size=1 << 20, columns=[KEY, "v"]):
                     yield batch.column(0).to_numpy(), batch.column(1).to_numpy()
 
-    def process(self, task: FileGroupTask) -> DocumentBatch:
-        from curator_slurm.workflows.dedup.components import duplicate_members
+    def process(self, task: FileGroupTask) -> list[DocumentBatch]:
+        """Every batch of the list; a pipeline takes them one at a time instead (:meth:`stream`)."""
+        return list(self.stream(task))
 
-        keys, groups = duplicate_members(self._edges)
-        if self.survivors:  # each group's first document too, as key == group_key (fuzzy_ids finds its id)
-            first = np.unique(groups)
-            keys, groups = np.concatenate([keys, first]), np.concatenate([groups, first])
-        columns: dict[str, Any] = {KEY: keys, "group_key": groups}
-        if self.input_paths is not None:
-            names = _file_names(self.input_paths, self.extensions)
-            mask = (1 << ROW_BITS) - 1
-            columns.update(
-                path=pa.array(names(keys >> ROW_BITS) if len(keys) else [], pa.string()),
-                row=keys & mask,
-                group_path=pa.array(names(groups >> ROW_BITS) if len(groups) else [], pa.string()),
-                group_row=groups & mask,
-            )
-        return task.derive(pa.table(columns), cls=DocumentBatch)
+    def process_batch(self, tasks: list[FileGroupTask]) -> list[Any]:
+        return [self.stream(t) for t in tasks]
+
+    def stream(self, task: FileGroupTask) -> Iterator[DocumentBatch]:
+        """The list in batches of consecutive keys (each a sorted file), made one at a time from the components;
+        with ``survivors``, each group's first document too, as key == group_key (fuzzy_ids finds its id)."""
+        from curator_slurm.workflows.dedup.components import duplicate_member_batches
+
+        names = _file_names(self.input_paths, self.extensions) if self.input_paths is not None else None
+        for keys, groups in duplicate_member_batches(self._edges, survivors=self.survivors):
+            columns: dict[str, Any] = {KEY: keys, "group_key": groups}
+            if names is not None:
+                mask = (1 << ROW_BITS) - 1
+                columns.update(
+                    path=pa.array(names(keys >> ROW_BITS), pa.string()),
+                    row=keys & mask,
+                    group_path=pa.array(names(groups >> ROW_BITS), pa.string()),
+                    group_row=groups & mask,
+                )
+            yield task.derive(pa.table(columns), cls=DocumentBatch)
 
 
 def _file_names(inputs: Any, extensions: list[str] | None) -> Any:
@@ -285,6 +255,22 @@ def _names(partitioner: Any, named: bool) -> tuple[Any, list[str] | None]:
     of an earlier phase's outputs by what that phase recorded; nothing otherwise."""
     paths = (partitioner if isinstance(partitioner, PhaseOutputsSource) else partitioner.file_paths) if named else None
     return paths, list(partitioner.patterns) if partitioner.patterns else None
+
+
+def _candidates_phase(
+    name: str, bands_dir: str, upstream: Upstream, buckets: int, threshold: float | None, endpoints: bool, out: str
+) -> Phase:
+    """``candidates``: one task per bucket, the k-way merge of its sorted runs into star edges (:mod:`.candidates`),
+    in sorted files of at most ``DEFAULT_EDGES_PER_FILE`` edges into ``out``."""
+    from curator_slurm.pipeline import Pipeline
+
+    pipeline = (
+        Pipeline(f"{name}-candidates")
+        .add_stage(BucketSource(bands_dir, buckets, f"{name}/bands", upstream))
+        .add_stage(MergedCandidateEdges(threshold, endpoints=endpoints, verify_bits=VERIFY_BITS))
+        .add_stage(SortedKeyWriter(out))
+    )
+    return Phase("candidates", pipeline, max_shards=buckets)
 
 
 def _components_phase(
@@ -387,17 +373,16 @@ class FuzzyDuplicates(Workflow):
                 Pipeline(f"{name}-signatures")
                 .add_stage(signature_reader)
                 .add_stage(MinHashBands(text_field, ngram, bands, rows, seed, buckets, verify, char_ngrams, empty_text))
-                .add_stage(BucketWriter(bands_dir, compression=SHUFFLE_COMPRESSION)),
+                .add_stage(SortedRunWriter(bands_dir, buckets, BAND_ORDER)),
             ),
-            bucket_phase(
-                "candidates",
+            _candidates_phase(
                 name,
                 bands_dir,
-                buckets,
-                "bands",
-                CandidateEdges(jaccard_threshold if verify else None, endpoints=exact),
-                endpoints_dir if exact else edges_dir,
                 phase_upstream(work, "signatures"),
+                buckets,
+                jaccard_threshold if verify else None,
+                exact,
+                endpoints_dir if exact else edges_dir,
             ),
         ]
         if exact:

@@ -40,8 +40,10 @@ __all__ = [
     "shingle_hashes",
     "shingle_sets",
     "signature_similarity",
+    "sorted_star_edges",
     "take_sets",
     "text_jaccard",
+    "unique_edges",
 ]
 
 #: LSH bands and rows per band: 20 x 8 = 160 permutations. A pair at Jaccard similarity s becomes a
@@ -244,23 +246,36 @@ def candidate_edges(
     if (signatures is None) != (threshold is None):
         raise ValueError("signatures and threshold: give both to verify candidates, or neither")
     order = np.lexsort((keys, band_values, band_ids))
-    bid, val, k = band_ids[order], band_values[order], keys[order]
-    m = len(k)
+    sig = None if signatures is None else np.asarray(signatures)[order]
+    u, v, _ = sorted_star_edges(band_ids[order], band_values[order], keys[order], sig, threshold, bits)
+    return unique_edges(u, v)
+
+
+def sorted_star_edges(
+    band_ids: np.ndarray,
+    band_values: np.ndarray,
+    keys: np.ndarray,
+    signatures: np.ndarray | None = None,
+    threshold: float | None = None,
+    bits: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`candidate_edges` of rows already sorted by (band, value, key): the star edges ``(u, v)`` in row
+    order (repeats kept), and each row's position of its group's first row (its root)."""
+    m = len(keys)
     new_group = np.ones(m, dtype=bool)
     if m > 1:
-        new_group[1:] = (bid[1:] != bid[:-1]) | (val[1:] != val[:-1])
+        new_group[1:] = (band_ids[1:] != band_ids[:-1]) | (band_values[1:] != band_values[:-1])
     root_pos = np.maximum.accumulate(np.where(new_group, np.arange(m), 0)) if m else np.zeros(0, np.int64)
-    u, v = k[root_pos], k
+    u, v = keys[root_pos], keys
     keep = ~new_group & (u != v)
-    if signatures is not None:
-        sig = np.asarray(signatures)[order]
+    if signatures is not None and threshold is not None:
         idx = np.flatnonzero(keep)
-        sim = signature_similarity(sig[root_pos[idx]], sig[idx], bits=bits)
+        sim = signature_similarity(signatures[root_pos[idx]], signatures[idx], bits=bits)
         keep[idx[sim < threshold]] = False
-    return _unique_edges(u[keep], v[keep])
+    return u[keep], v[keep], root_pos
 
 
-def _unique_edges(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def unique_edges(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Edges sorted by (u, v), repeats removed."""
     order = np.lexsort((v, u))
     u, v = u[order], v[order]
