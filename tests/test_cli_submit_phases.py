@@ -157,3 +157,15 @@ def test_an_option_that_is_not_per_phase_is_not_offered() -> None:
     flags = set(re.findall(r"--phase-[a-z-]+", proc.stdout))
     assert flags == {"--phase-shards", "--phase-throttle", "--phase-time", "--phase-partition",
                      "--phase-cpus-per-task", "--phase-mem", "--phase-gpus-per-task", "--phase-sbatch-arg"}  # fmt: skip
+
+
+def test_local_runs_a_phase_at_most_its_throttle_at_once(corpus: Path, tmp_path: Path) -> None:
+    """`local` takes what applies on one machine: a phase's throttle caps its processes at once."""
+    args = ["--", "--input", str(corpus), "--output", str(tmp_path / "out")]
+    bad = cli("local", str(DEDUP), "--shards", "2", "--phase-throttle", "fnd=1", *args)
+    assert bad.returncode == 2 and "no phase 'fnd'" in bad.stderr, bad.stderr
+    proc = cli("local", str(DEDUP), "--shards", "2", "--parallel", "2", "--phase-throttle", "find=1",
+               "--logs", str(tmp_path / "logs"), *args)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    at_a_time = dict(re.findall(r"phase (\w+):\nrunning \d+ shards of .*?, (\d+) at a time", proc.stdout))
+    assert at_a_time == {"hash": "2", "find": "1", "write": "2"}, proc.stdout

@@ -30,15 +30,17 @@ from curator_slurm.runs.plan import (
 from curator_slurm.runs.rundir import default_run_dir_of
 from curator_slurm.slurm.local_array import LocalStopped, run_local
 from curator_slurm.slurm.locate import locate_run_dir
-from curator_slurm.slurm.options import SubmitOptions, option_values, phase_option_fields, requeue_signal
+from curator_slurm.slurm.options import SubmitOptions, option_values, requeue_signal
 from curator_slurm.slurm.phases import (
     check_phases,
     parse_dependency,
     parse_phase_resources,
     parse_phase_shards,
+    phase_option_texts,
     phase_shard_counts,
     preview_phases,
     refuse_if_workflow_busy,
+    refuse_phase_options,
     resource_notes,
     save_submission,
     submit_phases,
@@ -150,19 +152,6 @@ def _submit(
     return 0
 
 
-def _phase_given(args: argparse.Namespace) -> dict[str, list[str] | None]:
-    """The ``--phase-<option>`` texts given (field name -> the flags' values)."""
-    return {name: getattr(args, f"phase_{name}", None) for name, _ in phase_option_fields()}
-
-
-def _refuse_phase_options(args: argparse.Namespace) -> None:
-    """Per-phase options on a script that is no workflow: refused, naming them (they would be ignored)."""
-    given = [name for name, texts in _phase_given(args).items() if texts] + (["shards"] if args.phase_shards else [])
-    if given:
-        flags = ", ".join(f"--phase-{n.replace('_', '-')}" for n in given)
-        raise CuratorError(f"{flags}: {args.script} runs no workflow, so it has no phases; use the plain option(s)")
-
-
 def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
     after = parse_dependency(args.dependency)
     plan = run_plan(args.script, script_args)
@@ -175,7 +164,7 @@ def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
               "to do", file=sys.stderr)  # fmt: skip
     if plan.get("kind") == "workflow":
         return _submit_workflow(args, opts, plan, after)
-    _refuse_phase_options(args)
+    refuse_phase_options(args.script, phase_option_texts(vars(args)), args.phase_shards)
     opts = replace(opts, sbatch_args=(*opts.sbatch_args, *dependency(after)))  # a retry leaves it out
     plan_inputs(sources, opts.run_dir)  # first: a file changed under done work is refused, naming it
     check_before_submit(opts, plan, manifest=sources is not None)
@@ -194,7 +183,7 @@ def _submit_workflow(args: argparse.Namespace, opts: SubmitOptions, plan: dict[s
     phase_sources = plan.pop("phase_sources", None)  # each phase's manifest (not part of the saved plan)
     names = [p["phase"] for p in plan["phases"]]
     counts = phase_shard_counts(plan, args.shards, parse_phase_shards(args.phase_shards, names))
-    given = parse_phase_resources(_phase_given(args), names)
+    given = parse_phase_resources(phase_option_texts(vars(args)), names)
     plan = with_phase_resources(plan, given)
     for note in resource_notes(plan, given, option_values(args)):
         print(f"note: {note}", file=sys.stderr)
@@ -230,8 +219,8 @@ def _submit_steps(args: argparse.Namespace, script_args: list[str], plan: dict[s
     if args.dry_run:
         print(preview_steps(plan, options_of), end="")
         return 0
-    after = parse_dependency(args.dependency)
-    sent = submit_steps(plan, options_of, array_limits(False)[:2], args.phase_shards, _phase_given(args), after)
+    given, after = phase_option_texts(vars(args)), parse_dependency(args.dependency)
+    sent = submit_steps(plan, options_of, array_limits(False)[:2], args.phase_shards, given, after)
     _print_json(dict(sent)) if args.json else print(format_steps(sent, plan))
     return 0
 
@@ -359,7 +348,7 @@ def cmd_local(args: argparse.Namespace, script_args: list[str]) -> int:
     try:
         failed = run_local(
             args.script, script_args, args.shards, args.logs, args.parallel, args.strategy, args.phase_shards,
-            busy=busy, steal=not args.no_steal,
+            busy=busy, steal=not args.no_steal, phase_throttle=args.phase_throttle,
         )  # fmt: skip
     except LocalStopped as e:  # the shards ended (their summaries are in their logs); so does local
         return e.exit_code

@@ -112,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--logs", help="directory for shard-<i>.log (default: a new temporary directory)")
     add_option_arguments(p, sbatch=False)
     _phase_shards_option(p)
+    add_phase_arguments(p, only=("throttle",))
 
     p = command("shard", "print which shard this process would take, from the environment")
     p.add_argument("--json", action="store_true")

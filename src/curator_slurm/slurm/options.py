@@ -177,11 +177,14 @@ def phase_flag(name: str, option: Option) -> str:
     return "--phase-" + (option.flag or "--" + name.replace("_", "-"))[2:]
 
 
-def add_phase_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--phase-<option>`` for each of :func:`phase_option_fields` (destination ``phase_<field>``, a
-    list of what was given): ``PHASE=VALUE,...`` (repeatable), one ``PHASE=ARG`` for a repeatable option."""
+def add_phase_arguments(parser: argparse.ArgumentParser, only: Sequence[str] | None = None) -> None:
+    """Add ``--phase-<option>`` for each of :func:`phase_option_fields` (or ``only`` those; destination
+    ``phase_<field>``, a list of what was given): ``PHASE=VALUE,...`` (repeatable), one ``PHASE=ARG`` for a
+    repeatable option."""
     types = {f.name: str(f.type) for f in fields(SubmitOptions)}
     for name, option in phase_option_fields():
+        if only is not None and name not in only:
+            continue
         flag, many = phase_flag(name, option), types[name].startswith("tuple")
         plain = option.flag or "--" + name.replace("_", "-")
         text = f"{plain} for the phases named of a workflow (over the workflow's default for them)"

@@ -77,6 +77,19 @@ def parse_phase_resources(
     return out
 
 
+def phase_option_texts(parsed: Mapping[str, Any]) -> dict[str, list[str] | None]:
+    """The ``--phase-<option>`` texts of parsed arguments (``add_phase_arguments``'): field name -> the values."""
+    return {name: parsed.get(f"phase_{name}") for name, _ in phase_option_fields()}
+
+
+def refuse_phase_options(script: str, given: Mapping[str, Sequence[str] | None], phase_shards: str | None) -> None:
+    """Per-phase options for a script that runs no workflow: refused, naming them (they would do nothing)."""
+    flags = [phase_flag(name, option) for name, option in phase_option_fields() if given.get(name)]
+    flags += ["--phase-shards"] if phase_shards else []
+    if flags:
+        raise PhaseOptionError(f"{', '.join(flags)}: {script} runs no workflow, so no phases; use the plain option")
+
+
 def _phase_value(flag: str, phase: str, value: str, kind: str, so_far: dict[str, dict[str, Any]]) -> Any:
     if kind.startswith("tuple"):
         return (*so_far.get(phase, {}).get("sbatch_args", ()), value)
