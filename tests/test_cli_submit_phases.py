@@ -169,3 +169,23 @@ def test_local_runs_a_phase_at_most_its_throttle_at_once(corpus: Path, tmp_path:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     at_a_time = dict(re.findall(r"phase (\w+):\nrunning \d+ shards of .*?, (\d+) at a time", proc.stdout))
     assert at_a_time == {"hash": "2", "find": "1", "write": "2"}, proc.stdout
+
+
+def test_a_workflow_retry_asks_for_what_its_submission_asked_per_phase(tmp_path: Path) -> None:
+    """The resolved resources are saved with the workflow's plan: a retry (which resubmits from the saved
+    submission) gives each phase its own again, a plain option given to it only to the phases without one."""
+    from curator_slurm.slurm.phases import load_submission, preview_phases, save_submission
+    from curator_slurm.slurm.submit import SubmitOptions
+
+    phases = [{"phase": p, "run_dir": str(tmp_path / p), "tasks": [], "resources": {}} for p in PHASES]
+    given = parse_phase_resources({"mem": ["find=5G"], "sbatch_args": ["find=--qos=x"]}, PHASES)
+    plan = with_phase_resources({"workflow": "w", "run_dir": str(tmp_path), "phases": phases}, given)
+    base = SubmitOptions(script="s.py", run_dir=str(tmp_path), mem="1G")
+    save_submission(str(tmp_path), base, dict.fromkeys(PHASES, 1), plan)
+    saved = load_submission(str(tmp_path))
+    assert saved is not None
+    opts, counts, again = saved
+    plain = opts.with_arguments({"mem": "2G"})
+    retried = {name: o for name, o, _ in preview_phases(plain, again, counts, (1001, None))}
+    assert retried["find"].mem == "5G" and "--qos=x" in retried["find"].sbatch_args
+    assert retried["hash"].mem == retried["write"].mem == "2G" and "--qos=x" not in retried["write"].sbatch_args
