@@ -188,8 +188,10 @@ def add_phase_arguments(parser: argparse.ArgumentParser, only: Sequence[str] | N
         flag, many = phase_flag(name, option), types[name].startswith("tuple")
         plain = option.flag or "--" + name.replace("_", "-")
         text = f"{plain} for the phases named of a workflow (over the workflow's default for them)"
-        text += " (repeatable)" if many else ""
-        metavar = f"PHASE={option.metavar or 'ARG'}" if many else f"PHASE={name.split('_')[0].upper()},..."
+        if many:
+            text = f"{plain} for one phase of a workflow, after the plain ones (repeatable)"
+        value = option.metavar or name.split("_")[0].upper()
+        metavar = f"PHASE={value}" if many else f"PHASE={value},..."
         parser.add_argument(flag, dest=f"phase_{name}", action="append", default=None, metavar=metavar, help=text)
 
 
