@@ -1,6 +1,6 @@
 """Curate web text as NeMo Curator's heuristic pipeline does: stable ids, Unicode repair, ten heuristic
 filters with NeMo Curator's names and defaults, English only, Parquet out. It needs two extras beyond the
-core install (`pip install 'curator-slurm[lang,unicode]'`): pycld2 for LanguageFilter, ftfy for the repair.
+core install (`pip install -e '.[lang,unicode]'` in the checkout): pycld2 for LanguageFilter, ftfy for the repair.
 
     python examples/curate_web.py --make-sample data/ --files 8 --docs-per-file 200   # a web-like corpus
     python examples/curate_web.py --input data/ --output out/

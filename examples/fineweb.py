@@ -43,6 +43,7 @@ dedup) is named in a warning in the run's first lines, and ``status`` and ``repo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import os
 import sys
@@ -73,7 +74,7 @@ from curator_slurm.workflows.chain import PhaseOutputsReader
 from curator_slurm.workflows.dedup.fuzzy import FuzzyDuplicates
 from curator_slurm.workflows.dedup.minhash import FINEWEB_BANDS, FINEWEB_NGRAM, FINEWEB_ROWS
 from curator_slurm.workflows.tokenization import tokenization_phases
-from curator_slurm.workflows.workflow import Phase, Workflow
+from curator_slurm.workflows.workflow import Phase, PhaseResources, Workflow
 
 #: Where the merged Megatron files go, inside OUTPUT (beside the JSONL corpus, which stays where it is).
 MEGATRON_DIR = "megatron"
@@ -171,7 +172,12 @@ def build_workflow(args: argparse.Namespace) -> Workflow:
         )  # fmt: skip
         megatron = fs.join(fs.absolute(args.output), MEGATRON_DIR)
         phases += tokenization_phases(reader, writer, megatron, work, merge_tokens=args.merge_tokens, name="fineweb")
-    return Workflow("fineweb", work, phases, warnings=departures(args))
+    return Workflow(
+        "fineweb",
+        work,
+        [dataclasses.replace(p, resources=RESOURCES.get(p.name, p.resources)) for p in phases],
+        warnings=departures(args),
+    )
 
 
 def departures(args: argparse.Namespace) -> list[str]:
@@ -200,6 +206,15 @@ def departures(args: argparse.Namespace) -> list[str]:
     if args.no_dedup:
         out.append("no MinHash deduplication (FineWeb deduplicates each crawl)")
     return out
+
+
+#: The Slurm resources of the phases that need more than the submission's plain options give every phase: the one
+#: task that joins every duplicate pair, and the merge of the token files (``submit --phase-mem components=64G``
+#: and the other ``--phase-<option>`` override them).
+RESOURCES = {
+    "components": PhaseResources(mem="16G", cpus_per_task=1, time="24:00:00"),
+    "merge": PhaseResources(mem="8G", cpus_per_task=1),
+}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

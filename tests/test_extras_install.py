@@ -1,6 +1,7 @@
 """The core install: ``pip install .`` into a fresh venv (no system site-packages) brings pyarrow, xxhash, numpy
 and loguru and no optional package; the demo (``examples/curate.py``, what ``make demo`` runs) works on it; a
-feature whose extra is missing fails before any work, naming ``pip install 'curator-slurm[<extra>]'``.
+feature whose extra is missing fails before any work, naming the pip command that installs the extra from where the
+package came from (this checkout: ``pip install '<checkout>[<extra>]'``; the package is on no index).
 
 It builds and installs the package for real (a minute or so: the dependencies come from pip's cache or the
 configured index), once for the module.
@@ -119,7 +120,7 @@ def test_a_feature_without_its_extra_fails_at_once_with_the_pip_command(
     proc = run(core_python, "-c", code)
     assert proc.returncode == 1
     assert "MissingExtraError" in proc.stderr
-    assert f"pip install 'curator-slurm[{extra}]'" in proc.stderr, proc.stderr
+    assert f"pip install '{ROOT}[{extra}]'" in proc.stderr, proc.stderr
 
 
 def test_the_web_example_names_the_extras_it_needs_before_any_work(core_python: Path, tmp_path: Path) -> None:
@@ -131,7 +132,7 @@ def test_the_web_example_names_the_extras_it_needs_before_any_work(core_python: 
     assert made.returncode == 0, made.stderr
     proc = run(core_python, example, "--input", str(data), "--output", str(out))
     assert proc.returncode == 2, proc.stderr
-    assert re.search(r"pip install 'curator-slurm\[(unicode|lang)\]'", proc.stderr), proc.stderr
+    assert re.search(rf"pip install '{re.escape(str(ROOT))}\[(unicode|lang)\]'", proc.stderr), proc.stderr
     assert not out.exists(), "nothing was written"
 
 
@@ -139,7 +140,7 @@ def test_report_without_its_extra_fails_with_the_pip_command(core_python: Path, 
     """`curator-slurm report` on the core install says how to get its charts, before it reads any ledger."""
     (tmp_path / "run" / "ledger").mkdir(parents=True)
     proc = run(core_python.parent / "curator-slurm", "report", str(tmp_path / "run"), "-o", str(tmp_path / "r.html"))
-    assert proc.returncode == 2 and "pip install 'curator-slurm[report]'" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and f"pip install '{ROOT}[report]'" in proc.stderr, proc.stderr
     assert not (tmp_path / "r.html").exists()
 
 
@@ -173,3 +174,21 @@ def test_a_class_declares_what_it_needs_once_and_is_refused_as_it_is_built() -> 
         "report",
         "fineweb",
     ]
+
+
+def test_the_command_a_missing_extra_names_installs_it(core_python: Path) -> None:
+    """The hint is a command that works (the package is on no index, so ``pip install 'curator-slurm[x]'``
+    would not): pip resolves it, from the checkout the core install came from, to the extra's packages
+    (``--dry-run``: the core venv stays without them)."""
+    proc = run(core_python, "-c", "from curator_slurm.stages import UnicodeReformatter; UnicodeReformatter()")
+    match = re.search(r"pip install (-e )?'([^']+)\[unicode\]'", proc.stderr)
+    assert match, proc.stderr
+    resolved = subprocess.run(
+        [str(core_python), "-m", "pip", "install", "--dry-run", f"{match.group(2)}[unicode]"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=venv_env(),
+    )
+    assert resolved.returncode == 0, resolved.stderr
+    assert re.search(r"Would install .*\bftfy-", resolved.stdout), resolved.stdout

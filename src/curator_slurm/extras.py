@@ -49,11 +49,32 @@ class MissingExtraError(CuratorError, ImportError):
     """A feature was asked for whose optional package is not installed; the message gives the pip command."""
 
 
+def install_command(extra: str) -> str:
+    """The pip command that installs ``extra`` of this package as it was installed: the package is on no index,
+    so from the checkout (editable or not) or the wheel it came from, as pip recorded it (``direct_url.json``);
+    from a checkout's ``.`` when that is unknown (run from a source tree)."""
+    import json
+    from urllib.parse import unquote, urlparse
+
+    try:
+        record = json.loads(importlib.metadata.distribution("curator-slurm").read_text("direct_url.json") or "{}")
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        record = {}
+    url = urlparse(str(record.get("url", "")))
+    if url.scheme == "file" and url.path:
+        editable = "-e " if record.get("dir_info", {}).get("editable") else ""
+        return f"pip install {editable}'{unquote(url.path)}[{extra}]'"
+    if url.scheme:  # a URL (a git repository, an archive): the same, as a direct reference
+        vcs = record.get("vcs_info", {}).get("vcs")
+        return f"pip install 'curator-slurm[{extra}] @ {vcs + '+' if vcs else ''}{url.geturl()}'"
+    return f"pip install -e '.[{extra}]' (in a curator-slurm checkout; or pip install 'WHEEL[{extra}]' with its wheel)"
+
+
 def _message(module: str, feature: str, extra: str | None) -> str:
     extra = extra or extra_of(module)
     return (
-        f"{feature} needs the Python package {module.split('.')[0]!r}, which is not installed: "
-        f"pip install 'curator-slurm[{extra}]'"
+        f"{feature} needs the Python package {module.split('.')[0]!r}, which is not installed; its extra "
+        f"[{extra}] installs it: {install_command(extra)}"
     )
 
 
@@ -77,8 +98,7 @@ def load(module: str, feature: str, extra: str | None = None) -> ModuleType:
             raise MissingExtraError(_message(module, feature, extra)) from e
         raise MissingExtraError(
             f"{feature}: importing {module!r} failed because {e.name!r} is missing ({e}); "
-            f"pip install 'curator-slurm[{extra or extra_of(module)}]' installs "
-            "what the extra needs"
+            f"{install_command(extra or extra_of(module))} installs what the extra needs"
         ) from e
 
 

@@ -26,7 +26,7 @@ def plotly_installed() -> None:
     try:
         import plotly  # noqa: F401
     except ImportError:
-        why = "the report extra is not installed (pip install 'curator-slurm[report]')"
+        why = "the report extra is not installed (pip install -e '.[report]')"
         if os.environ.get("CURATOR_REQUIRE_SLURM") == "1":
             pytest.fail(f"CURATOR_REQUIRE_SLURM=1 but {why}")
         pytest.skip(why)

@@ -10,7 +10,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import IO, Any
 
 from curator_slurm import fs
@@ -33,12 +33,18 @@ from curator_slurm.slurm.locate import locate_run_dir
 from curator_slurm.slurm.options import SubmitOptions, option_values, requeue_signal
 from curator_slurm.slurm.phases import (
     check_phases,
+    parse_dependency,
+    parse_phase_resources,
     parse_phase_shards,
+    phase_option_texts,
     phase_shard_counts,
     preview_phases,
     refuse_if_workflow_busy,
+    refuse_phase_options,
+    resource_notes,
     save_submission,
     submit_phases,
+    with_phase_resources,
 )
 from curator_slurm.slurm.retry import plan_retry, plan_workflow_retry
 from curator_slurm.slurm.status import (
@@ -49,7 +55,13 @@ from curator_slurm.slurm.status import (
     status_report,
     workflow_phase_dirs,
 )
-from curator_slurm.slurm.step_submit import format_steps, preview_steps, refuse_run_dir_for_steps, submit_steps
+from curator_slurm.slurm.step_submit import (
+    dependency,
+    format_steps,
+    preview_steps,
+    refuse_run_dir_for_steps,
+    submit_steps,
+)
 from curator_slurm.slurm.submit import (
     Submission,
     array_limits,
@@ -141,6 +153,7 @@ def _submit(
 
 
 def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
+    after = parse_dependency(args.dependency)
     plan = run_plan(args.script, script_args)
     if len(plan["plans"]) > 1 or plan.get("glue"):
         return _submit_steps(args, script_args, plan)
@@ -150,7 +163,9 @@ def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
         print(f"note: {args.shards} shards for {len(plan['tasks'])} source tasks; {idle} or more will have nothing "
               "to do", file=sys.stderr)  # fmt: skip
     if plan.get("kind") == "workflow":
-        return _submit_workflow(args, opts, plan)
+        return _submit_workflow(args, opts, plan, after)
+    refuse_phase_options(args.script, phase_option_texts(vars(args)), args.phase_shards)
+    opts = replace(opts, sbatch_args=(*opts.sbatch_args, *dependency(after)))  # a retry leaves it out
     plan_inputs(sources, opts.run_dir)  # first: a file changed under done work is refused, naming it
     check_before_submit(opts, plan, manifest=sources is not None)
     if sources is not None:  # plan once: the tasks load their shard of this listing
@@ -162,16 +177,21 @@ def cmd_submit(args: argparse.Namespace, script_args: list[str]) -> int:
     return _submit(opts, "submit", args.dry_run, args.json)
 
 
-def _submit_workflow(args: argparse.Namespace, opts: SubmitOptions, plan: dict[str, Any]) -> int:
-    """Every phase of a workflow at once, each phase's arrays behind the phase before (afterok)."""
+def _submit_workflow(args: argparse.Namespace, opts: SubmitOptions, plan: dict[str, Any], after: list[str]) -> int:
+    """Every phase of a workflow at once, each phase's arrays behind the phase before (afterok), the first
+    behind ``after`` (``--dependency``); each phase with its own resources."""
     phase_sources = plan.pop("phase_sources", None)  # each phase's manifest (not part of the saved plan)
     names = [p["phase"] for p in plan["phases"]]
     counts = phase_shard_counts(plan, args.shards, parse_phase_shards(args.phase_shards, names))
+    given = parse_phase_resources(phase_option_texts(vars(args)), names)
+    plan = with_phase_resources(plan, given)
+    for note in resource_notes(plan, given, option_values(args)):
+        print(f"note: {note}", file=sys.stderr)
     limits = array_limits(args.dry_run)[:2]
     _requeue_note(opts)
     check_plan_inputs(plan, phase_sources)
     if args.dry_run:
-        for name, phase_opts, chunks in preview_phases(opts, plan, counts, limits):
+        for name, phase_opts, chunks in preview_phases(opts, plan, counts, limits, after):
             print(f"# === phase {name!r}: {phase_opts.shards} shards in {len(chunks)} array(s)")
             print("".join(render_script(phase_opts, chunk) for chunk in chunks), end="")
         return 0
@@ -179,7 +199,7 @@ def _submit_workflow(args: argparse.Namespace, opts: SubmitOptions, plan: dict[s
         refuse_if_workflow_busy(plan)
         check_phases(opts, plan, counts, phase_sources)
         save_submission(plan["run_dir"], opts, counts, plan)
-        submitted = submit_phases(opts, plan, counts, limits, sources=phase_sources)
+        submitted = submit_phases(opts, plan, counts, limits, after=after, sources=phase_sources)
     if args.json:
         _print_json({name: asdict(record) for name, record in submitted})
         return 0
@@ -199,7 +219,8 @@ def _submit_steps(args: argparse.Namespace, script_args: list[str], plan: dict[s
     if args.dry_run:
         print(preview_steps(plan, options_of), end="")
         return 0
-    sent = submit_steps(plan, options_of, array_limits(False)[:2], args.phase_shards)
+    given, after = phase_option_texts(vars(args)), parse_dependency(args.dependency)
+    sent = submit_steps(plan, options_of, array_limits(False)[:2], args.phase_shards, given, after)
     _print_json(dict(sent)) if args.json else print(format_steps(sent, plan))
     return 0
 
@@ -327,7 +348,7 @@ def cmd_local(args: argparse.Namespace, script_args: list[str]) -> int:
     try:
         failed = run_local(
             args.script, script_args, args.shards, args.logs, args.parallel, args.strategy, args.phase_shards,
-            busy=busy, steal=not args.no_steal,
+            busy=busy, steal=not args.no_steal, phase_throttle=args.phase_throttle,
         )  # fmt: skip
     except LocalStopped as e:  # the shards ended (their summaries are in their logs); so does local
         return e.exit_code

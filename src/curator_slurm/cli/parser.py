@@ -6,13 +6,15 @@ from __future__ import annotations
 import argparse
 
 from curator_slurm import __version__
-from curator_slurm.slurm.options import add_option_arguments
+from curator_slurm.slurm.options import add_option_arguments, add_phase_arguments
 
 EXAMPLES = {
     "submit": """examples:
   curator-slurm submit curate.py --shards 100 --time 2:00:00 --cpus-per-task 8 -- --input data/ --output out/
   curator-slurm submit curate.py --shards 5000 --throttle 200 --dry-run -- --input data/ --output out/
-  curator-slurm submit curate.py --shards 16 --nodes-per-task 4 -- --input data/ --output out/ --executor ray""",
+  curator-slurm submit curate.py --shards 16 --nodes-per-task 4 -- --input data/ --output out/ --executor ray
+  curator-slurm submit fineweb.py --shards 1000 --time 10:00:00 --mem 4G --phase-time components=30:00:00 \
+      --phase-mem components=64G,merge=16G --phase-sbatch-arg components=--qos=high -- --input warc/ --output out/""",
     "status": """examples:
   curator-slurm status out/
   curator-slurm status out/.curator-run --all --json
@@ -61,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_option_arguments(p, sbatch=False)
     _phase_shards_option(p)
     add_option_arguments(p, sbatch=True)
+    add_phase_arguments(p)
+    p.add_argument(
+        "--dependency", metavar="JOBID[,JOBID]", help="start only after these jobs completed well (afterok): the "
+        "array(s), or a workflow's first phase, wait for them"
+    )  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
     p.add_argument("--json", action="store_true")
 
@@ -105,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--logs", help="directory for shard-<i>.log (default: a new temporary directory)")
     add_option_arguments(p, sbatch=False)
     _phase_shards_option(p)
+    add_phase_arguments(p, only=("throttle",))
 
     p = command("shard", "print which shard this process would take, from the environment")
     p.add_argument("--json", action="store_true")

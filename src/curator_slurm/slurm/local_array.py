@@ -21,7 +21,12 @@ from curator_slurm.runs.liveness import marked, refuse_if_live
 from curator_slurm.runs.manifest import new_manifest_dir, write_manifest
 from curator_slurm.runs.plan import run_plan
 from curator_slurm.settings import job_environment
-from curator_slurm.slurm.phases import parse_phase_shards, phase_shard_counts
+from curator_slurm.slurm.phases import (
+    parse_phase_resources,
+    parse_phase_shards,
+    phase_shard_counts,
+    with_phase_resources,
+)
 
 
 def run_local(
@@ -36,6 +41,7 @@ def run_local(
     err: IO[str] | None = None,
     busy: Callable[[dict[str, Any]], None] | None = None,
     steal: bool = True,
+    phase_throttle: Sequence[str] | None = None,
 ) -> list[int]:
     """Plan ``script`` once and run it as ``shards`` local processes (a workflow: each phase in order with
     its own shard count, ``phase_shards`` as ``--phase-shards`` takes it), logs in ``logs`` (default: a new
@@ -44,7 +50,8 @@ def run_local(
     ended well). Progress goes to ``out`` (default stdout), the failed shards to ``err`` (default stderr).
     Refused while a process works in the run (``runs.liveness``), and when ``busy(plan)`` raises (the CLI
     passes a check of the run's Slurm array tasks). ``steal=False`` (``--no-steal``): every shard does its own
-    source tasks only (``CURATOR_STEAL=0``)."""
+    source tasks only (``CURATOR_STEAL=0``). A workflow's phase runs at most its throttle of processes at once:
+    ``phase_throttle`` (``--phase-throttle`` texts), else what the workflow declares for it."""
     if not os.path.isfile(script):
         raise OptionError(f"{script}: no such pipeline script")
     logs = logs or tempfile.mkdtemp(prefix="curator-local-")
@@ -56,7 +63,7 @@ def run_local(
         if busy is not None:
             busy(step)
     out, err = out or sys.stdout, err or sys.stderr
-    run = LocalArray(script, script_args, logs, parallel, strategy, out, err, steal)
+    run = LocalArray(script, script_args, logs, parallel, strategy, out, err, steal, phase_throttle)
     if not plan.get("run_dir"):
         return _run_steps(plan, run, shards, strategy, phase_shards, out)
     with marked(plan["run_dir"], f"curator-slurm local {script}"):  # between shards and phases too
@@ -120,12 +127,15 @@ def _run_plan(
         failed = run(shards, {**step, **extra}, f"{prefix}shard")
         _raise_if_stopped(run)
         return failed
-    counts = phase_shard_counts(plan, shards, parse_phase_shards(phase_shards, [p["phase"] for p in plan["phases"]]))
+    names = [p["phase"] for p in plan["phases"]]
+    counts = phase_shard_counts(plan, shards, parse_phase_shards(phase_shards, names))
+    own = with_phase_resources(plan, parse_phase_resources({"throttle": run.phase_throttle}, names))["phases"]
     run_dirs = {p["phase"]: p.get("run_dir") for p in plan["phases"]}
+    throttles = {p["phase"]: p["resources"].get("throttle") for p in own}
     for phase, n in counts.items():
         print(f"phase {phase}:", file=out)
         extra = _local_manifest(plan["phase_sources"].get(phase), run_dirs[phase], n, strategy)
-        failed = run(n, {**step, "CURATOR_PHASE": phase, **extra}, f"{prefix}{phase}-shard")
+        failed = run(n, {**step, "CURATOR_PHASE": phase, **extra}, f"{prefix}{phase}-shard", limit=throttles[phase])
         _raise_if_stopped(run)
         if failed:
             return failed
@@ -170,6 +180,7 @@ class LocalArray:
         out: where progress lines go.
         err: where failures are reported.
         steal: whether shards take over each other's unstarted work (False sets ``CURATOR_STEAL=0``).
+        phase_throttle: ``--phase-throttle`` texts: at most so many processes at once in the phases named.
     """
 
     def __init__(
@@ -182,22 +193,27 @@ class LocalArray:
         out: IO[str],
         err: IO[str],
         steal: bool = True,
+        phase_throttle: Sequence[str] | None = None,
     ) -> None:
         self.script, self.script_args, self.logs, self.steal = script, list(script_args), logs, steal
         self.parallel, self.strategy, self.out, self.err = parallel, strategy, out, err
         self.job = f"local{os.getpid()}"
         #: The name of the signal that stopped the last array (SIGTERM, SIGINT), or None.
         self.stopped_by: str | None = None
+        self.phase_throttle = phase_throttle
 
-    def __call__(self, n: int, extra: dict[str, str], name: str, driver: bool = False) -> list[int]:
+    def __call__(
+        self, n: int, extra: dict[str, str], name: str, driver: bool = False, limit: int | None = None
+    ) -> list[int]:
         """Run ``n`` shard processes with ``extra`` in their environment, logs in ``<logs>/<name>-<i>.log``;
         the shards that failed (or were stopped, or never started because a stop signal came first). With
         ``driver``, one plain process of the script (no shard, no step: it runs the script's glue).
 
         SIGTERM and SIGINT (Ctrl-C) are forwarded to the running shards, which finish their in-flight work
         as an array task would; no new shard starts, and this waits for every one to end, so none outlives
-        it. The shards run in their own sessions, so Ctrl-C at a terminal reaches them once, through here."""
-        parallel = self.parallel or min(n, os.cpu_count() or 1)
+        it. The shards run in their own sessions, so Ctrl-C at a terminal reaches them once, through here.
+        ``limit``: at most that many at once (a phase's throttle)."""
+        parallel = min(self.parallel or min(n, os.cpu_count() or 1), limit or n)
         running: dict[int, tuple[subprocess.Popen[bytes], IO[bytes]]] = {}
         codes: dict[int, int] = {}
         todo = list(range(n))[::-1]

@@ -163,6 +163,38 @@ def add_option_arguments(parser: argparse.ArgumentParser, sbatch: bool, defaults
         parser.add_argument(flag, **kwargs)
 
 
+def phase_option_fields() -> list[tuple[str, Option]]:
+    """The options a workflow's phases may each have their own value of (``--phase-<option> PHASE=VALUE``):
+    those :class:`~curator_slurm.workflows.workflow.PhaseResources` declares, in declaration order."""
+    from curator_slurm.workflows.workflow import PhaseResources
+
+    per_phase = {f.name for f in fields(PhaseResources)}
+    return [(name, option) for name, option in option_fields(sbatch=True) if name in per_phase]
+
+
+def phase_flag(name: str, option: Option) -> str:
+    """``--phase-time`` for ``--time``, ``--phase-sbatch-arg`` for ``--sbatch-arg``."""
+    return "--phase-" + (option.flag or "--" + name.replace("_", "-"))[2:]
+
+
+def add_phase_arguments(parser: argparse.ArgumentParser, only: Sequence[str] | None = None) -> None:
+    """Add ``--phase-<option>`` for each of :func:`phase_option_fields` (or ``only`` those; destination
+    ``phase_<field>``, a list of what was given): ``PHASE=VALUE,...`` (repeatable), one ``PHASE=ARG`` for a
+    repeatable option."""
+    types = {f.name: str(f.type) for f in fields(SubmitOptions)}
+    for name, option in phase_option_fields():
+        if only is not None and name not in only:
+            continue
+        flag, many = phase_flag(name, option), types[name].startswith("tuple")
+        plain = option.flag or "--" + name.replace("_", "-")
+        text = f"{plain} for the phases named of a workflow (over the workflow's default for them)"
+        if many:
+            text = f"{plain} for one phase of a workflow, after the plain ones (repeatable)"
+        value = option.metavar or name.split("_")[0].upper()
+        metavar = f"PHASE={value}" if many else f"PHASE={value},..."
+        parser.add_argument(flag, dest=f"phase_{name}", action="append", default=None, metavar=metavar, help=text)
+
+
 def option_values(parsed: argparse.Namespace | Mapping[str, Any]) -> dict[str, Any]:
     """The :class:`SubmitOptions` fields the user set in ``parsed`` (the arguments of
     :func:`add_option_arguments`; an option not given, None, is left out), as field values."""

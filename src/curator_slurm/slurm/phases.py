@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -15,6 +16,7 @@ from curator_slurm.errors import CuratorError, OptionError
 from curator_slurm.runs.layout import PLAN_FILE
 from curator_slurm.runs.plan import check_before_submit, plan_record
 from curator_slurm.slurm.control import active_jobs
+from curator_slurm.slurm.options import phase_flag, phase_option_fields
 from curator_slurm.slurm.submit import (
     ArrayChunk,
     Submission,
@@ -43,6 +45,94 @@ def parse_phase_shards(text: str | None, phases: Sequence[str]) -> dict[str, int
     return out
 
 
+def parse_phase_resources(
+    given: Mapping[str, Sequence[str] | None], phases: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """The ``--phase-<option>`` values (``given``: field name -> the texts given, see ``add_phase_arguments``)
+    as ``{phase: {field: value}}``. ``PHASE=VALUE`` parts are separated by commas; a part without ``=`` goes on
+    the value before it (``--phase-partition base=a,b`` is partitions ``a,b``). A repeatable option
+    (``sbatch_args``) takes one ``PHASE=ARG`` per flag, its commas kept."""
+    types = {f.name: str(f.type) for f in dataclasses.fields(SubmitOptions)}
+    flags = dict(phase_option_fields())
+    out: dict[str, dict[str, Any]] = {}
+    for name, texts in given.items():
+        flag = phase_flag(name, flags[name])
+        many = types[name].startswith("tuple")
+        for text in texts or ():
+            pairs: list[list[str]] = []
+            for part in [text] if many else text.split(","):
+                phase, sep, value = part.partition("=")
+                if sep and phase.strip() and not phase.strip().startswith("-"):
+                    pairs.append([phase.strip(), value])
+                elif pairs and not many:
+                    pairs[-1][1] += "," + part
+                else:
+                    raise PhaseOptionError(f"{flag} {text!r}: {part!r} is not PHASE=VALUE, e.g. {flag} merge=...")
+            for phase, value in pairs:
+                if phase not in phases:
+                    raise PhaseOptionError(f"{flag} {text!r}: no phase {phase!r}; the phases are {list(phases)}")
+                if not value.strip():
+                    raise PhaseOptionError(f"{flag} {text!r}: no value for phase {phase!r}")
+                out.setdefault(phase, {})[name] = _phase_value(flag, phase, value.strip(), types[name], out)
+    return out
+
+
+def phase_option_texts(parsed: Mapping[str, Any]) -> dict[str, list[str] | None]:
+    """The ``--phase-<option>`` texts of parsed arguments (``add_phase_arguments``'): field name -> the values."""
+    return {name: parsed.get(f"phase_{name}") for name, _ in phase_option_fields()}
+
+
+def refuse_phase_options(script: str, given: Mapping[str, Sequence[str] | None], phase_shards: str | None) -> None:
+    """Per-phase options for a script that runs no workflow: refused, naming them (they would do nothing)."""
+    flags = [phase_flag(name, option) for name, option in phase_option_fields() if given.get(name)]
+    flags += ["--phase-shards"] if phase_shards else []
+    if flags:
+        raise PhaseOptionError(f"{', '.join(flags)}: {script} runs no workflow, so no phases; use the plain option")
+
+
+def _phase_value(flag: str, phase: str, value: str, kind: str, so_far: dict[str, dict[str, Any]]) -> Any:
+    if kind.startswith("tuple"):
+        return (*so_far.get(phase, {}).get("sbatch_args", ()), value)
+    if kind.startswith("int"):
+        if not value.isdigit() or int(value) < 1:
+            raise PhaseOptionError(f"{flag}: {phase}={value!r} is not a whole number >= 1")
+        return int(value)
+    return value
+
+
+def with_phase_resources(plan: dict[str, Any], given: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """``plan`` with each phase's ``resources``: what the workflow declared for it, with the command line's
+    per-phase values (``given``, from :func:`parse_phase_resources`) over them. Saved with the plan, so a
+    retry of the workflow asks for the same."""
+    phases = [{**p, "resources": {**p.get("resources", {}), **given.get(p["phase"], {})}} for p in plan["phases"]]
+    return {**plan, "phases": phases}
+
+
+def resource_notes(plan: dict[str, Any], given: Mapping[str, Mapping[str, Any]], plain: Mapping[str, Any]) -> list[str]:
+    """Where a workflow's declared default for a phase wins over a plain option given (``plain``, field values):
+    one line each, with how to change it, so the rule (per phase beats every phase) never surprises."""
+    notes = []
+    for phase in plan["phases"]:
+        for name, value in phase.get("resources", {}).items():
+            mine = name in given.get(phase["phase"], {})
+            if name in plain and name != "sbatch_args" and not mine and plain[name] != value:
+                flag = phase_flag(name, dict(phase_option_fields())[name])
+                notes.append(
+                    f"phase {phase['phase']!r} keeps {value} for --{flag[8:]}, the workflow's default for it, "
+                    f"over {plain[name]}; {flag} {phase['phase']}={plain[name]} to change it"
+                )
+    return notes
+
+
+def parse_dependency(text: str | None) -> list[str]:
+    """``--dependency 123,456_7`` -> ``["123", "456_7"]``: jobs (or array tasks) the first array waits for."""
+    jobs = [j.strip() for j in (text or "").split(",") if j.strip()]
+    for job in jobs:
+        if not re.fullmatch(r"\d+(_\d+)?", job):
+            raise PhaseOptionError(f"--dependency {text!r}: {job!r} is not a job id (e.g. 1234 or 1234_5)")
+    return jobs
+
+
 def phase_shard_counts(plan: dict[str, Any], shards: int, overrides: dict[str, int]) -> dict[str, int]:
     """Array tasks per phase: ``--phase-shards`` where given, else the phase's default, else ``--shards``;
     never more than the phase can use (its source tasks, e.g. its buckets)."""
@@ -57,17 +147,24 @@ def phase_shard_counts(plan: dict[str, Any], shards: int, overrides: dict[str, i
 
 def phase_options(base: SubmitOptions, phase: dict[str, Any], shards: int, after: Sequence[str]) -> SubmitOptions:
     """The submission of one phase: the base options with the phase's shards, run directory, job name,
-    ``CURATOR_PHASE``, and a dependency on the job ids ``after`` (the arrays of the phase before)."""
+    ``CURATOR_PHASE``, its ``resources`` (over the base's; its sbatch arguments after the base's) and a
+    dependency on the job ids ``after`` (the arrays of the phase before)."""
     extra: tuple[str, ...] = ()
     if after:
         extra = (f"--dependency=afterok:{':'.join(after)}", "--kill-on-invalid-dep=yes")
+    resources = dict(phase.get("resources") or {})
+    own = tuple(resources.pop("sbatch_args", ()))
+    try:
+        base = dataclasses.replace(base, **resources)
+    except OptionError as e:
+        raise PhaseOptionError(f"phase {phase['phase']!r}: {e}") from e
     return dataclasses.replace(
         base,
         shards=shards,
         run_dir=phase["run_dir"],
         job_name=f"{base.job_name}-{phase['phase']}",
         env=(*base.env, ("CURATOR_PHASE", phase["phase"])),
-        sbatch_args=(*base.sbatch_args, *extra),
+        sbatch_args=(*base.sbatch_args, *own, *extra),
         output_logs=os.path.join(base.output_logs, phase["phase"]) if base.output_logs else "",
     )
 
@@ -136,12 +233,16 @@ def refuse_if_workflow_busy(plan: dict[str, Any], force: bool = False) -> None:
 
 
 def preview_phases(
-    base: SubmitOptions, plan: dict[str, Any], counts: dict[str, int], limits: tuple[int, int | None]
+    base: SubmitOptions,
+    plan: dict[str, Any],
+    counts: dict[str, int],
+    limits: tuple[int, int | None],
+    after: Sequence[str] = (),
 ) -> list[tuple[str, SubmitOptions, list[ArrayChunk]]]:
-    """What a dry run of a workflow's submission shows: each phase's options and arrays, each phase behind
-    placeholders for the job ids of the phase before (which only sbatch would give)."""
+    """What a dry run of a workflow's submission shows: each phase's options and arrays, the first behind
+    ``after``, each other behind placeholders for the job ids of the phase before (which only sbatch would give)."""
     out = []
-    previous: Sequence[str] = ()
+    previous: Sequence[str] = after
     for phase in plan["phases"]:
         opts = phase_options(base, phase, counts[phase["phase"]], previous)
         out.append((phase["phase"], opts, split_shards(opts.shards, *limits)))

@@ -7,7 +7,7 @@ import dataclasses
 import os
 import shlex
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from curator_slurm.errors import OptionError
@@ -18,11 +18,13 @@ from curator_slurm.runs.plan import check_before_submit, save_plan
 from curator_slurm.slurm.options import SubmitOptions, option_fields
 from curator_slurm.slurm.phases import (
     check_phases,
+    parse_phase_resources,
     parse_phase_shards,
     phase_shard_counts,
     refuse_if_workflow_busy,
     save_submission,
     submit_phases,
+    with_phase_resources,
 )
 from curator_slurm.slurm.submit import (
     _directive,
@@ -46,15 +48,18 @@ def submit_steps(
     options_of: Callable[[dict[str, Any]], SubmitOptions],
     limits: tuple[int, int | None],
     phase_shards: str | None = None,
+    phase_given: Mapping[str, Sequence[str] | None] | None = None,
+    first_after: Sequence[str] = (),
 ) -> list[tuple[str, list[str]]]:
-    """Submit every step of ``plan`` (as ``run_plan`` gives it) in order, each behind the one before, with
-    the options ``options_of(step)`` makes; then the driver job when the script has glue. Returns
+    """Submit every step of ``plan`` (as ``run_plan`` gives it) in order, each behind the one before (the first
+    behind ``first_after``), with the options ``options_of(step)`` makes, a workflow's phases with the
+    ``--phase-<option>`` texts of ``phase_given``; then the driver job when the script has glue. Returns
     (what, job ids) per step and for the driver."""
     steps = plan["plans"]
     for step in steps:  # all or nothing: every step is checked before the first is queued
         check_plan_inputs(step)
     done: list[tuple[str, list[str]]] = []
-    after: list[str] = []
+    after: list[str] = list(first_after)
     for k, step in enumerate(steps):
         base = options_of(step)
         opts = dataclasses.replace(
@@ -67,6 +72,7 @@ def submit_steps(
         if step.get("kind") == "workflow":
             names = [p["phase"] for p in step["phases"]]
             counts = phase_shard_counts(step, base.shards, parse_phase_shards(phase_shards, names))
+            step = with_phase_resources(step, parse_phase_resources(phase_given or {}, names))
             with submission_lock(step["run_dir"]):
                 refuse_if_workflow_busy(step)
                 check_phases(opts, step, counts, step.get("phase_sources"))

@@ -38,6 +38,35 @@ class PhaseNotReadyError(CuratorError, RuntimeError):
 
 
 @dataclass(frozen=True)
+class PhaseResources:
+    """What one phase's Slurm array asks for by default, as a workflow declares it in code (None: not declared,
+    the submission's own option applies); ``curator-slurm submit``'s ``--phase-<option>`` overrides it. The
+    fields are the per-phase options of ``submit`` (same names and values as its plain options).
+
+    Args:
+        time: time limit per task, e.g. ``"30:00:00"``.
+        mem: memory per node, e.g. ``"16G"``.
+        cpus_per_task: CPUs per array task.
+        partition: the partition.
+        throttle: at most this many of the phase's tasks at once.
+        gpus_per_task: GPUs per array task.
+        sbatch_args: extra sbatch options, e.g. ``("--qos=high",)``, after the submission's own.
+    """
+
+    time: str | None = None
+    mem: str | None = None
+    cpus_per_task: int | None = None
+    partition: str | None = None
+    throttle: int | None = None
+    gpus_per_task: int | None = None
+    sbatch_args: tuple[str, ...] = ()
+
+    def declared(self) -> dict[str, Any]:
+        """The fields that are set, as JSON values."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items() if v}
+
+
+@dataclass(frozen=True)
 class Phase:
     """One step of a workflow: a pipeline, and how many shards it should have when submitted.
 
@@ -46,6 +75,7 @@ class Phase:
         pipeline: what the phase runs.
         default_shards: the array tasks ``submit`` gives it when ``--phase-shards`` does not say.
         max_shards: the most shards that can have work (e.g. its buckets); None: no limit known.
+        resources: the Slurm resources of its array by default (see docs/reference.md, "Resources per phase").
     """
 
     name: str
@@ -55,6 +85,7 @@ class Phase:
     default_shards: int | None = None
     #: Most shards that can have work (e.g. the number of buckets of a bucket phase); None: no limit known.
     max_shards: int | None = None
+    resources: PhaseResources = PhaseResources()
 
 
 @dataclass
@@ -247,6 +278,7 @@ class Workflow:
             if plan_out:
                 plan["sources_file"] = save_plan_sources(plan_out, tasks, tag=f"-{phase.name}")
             plan.update(phase=phase.name, default_shards=phase.default_shards, max_shards=phase.max_shards)
+            plan["resources"] = phase.resources.declared()
             phases.append(plan)
         first = phases[0]
         plan = {
