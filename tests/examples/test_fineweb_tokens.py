@@ -160,6 +160,13 @@ def test_the_workflows_own_numbers_are_what_the_megatron_files_hold(data: dict[s
     assert numbers["complete"] and numbers["documents"] == len(sequences) == len(corpus_rows(reference))
     assert numbers["tokens"] == sum(len(s) for s in sequences)
     assert numbers["records"] == len(input_urls(data))
+    # The stats files' distributions: tokens per document as the Megatron files hold them, bytes per document
+    # as the corpus holds them, in log2 buckets (a value's bucket is its bit length).
+    tokens = Counter(len(s).bit_length() for s in sequences)
+    assert numbers["token_log2"] == [tokens[k] for k in range(len(numbers["token_log2"]))]
+    assert max(tokens) == len(numbers["token_log2"]) - 1
+    lengths = Counter(len(r["text"].encode()).bit_length() for r in corpus_rows(reference))
+    assert numbers["length_log2"] == [lengths[k] for k in range(max(lengths) + 1)]
     steps = numbers["funnel"]
     assert [s["stage"] for s in steps if s["removed"]][-1] == "remove_duplicates"
     assert steps[0]["documents_in"] == numbers["records"] and steps[-1]["documents_out"] == numbers["documents"]

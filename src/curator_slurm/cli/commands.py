@@ -263,7 +263,7 @@ def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
     if args.watch:
         args.run_dir = _wait_for_run_dir(getattr(args, "given", args.run_dir), args.run_dir, args.watch)
     while True:
-        report = status_report(args.run_dir, args.all, args.verify)
+        report = status_report(args.run_dir, args.all, args.verify, stats=args.json)  # the text shows no stats
         try:
             if in_place:
                 sys.stdout.write(CLEAR_SCREEN + f"every {args.watch:g} s, until nothing can change (Ctrl-C stops)\n")

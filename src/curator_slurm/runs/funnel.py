@@ -131,8 +131,9 @@ def workflow_numbers(statuses: dict[str, dict[str, Any] | None], documents: list
     """A workflow's own numbers from its phases' statuses (in order; None: not started) and the phases that
     write ``documents`` (None: unknown, then the first and the last phase): ``records`` the first phase's reader
     made, the ``funnel`` of every step between a document phase's reader and its writer (documents in, removed,
-    out), the stages' drop ``reasons`` (counts by cause, the largest first), and the ``documents`` and ``tokens``
-    the last document phase wrote (None until it ran); ``complete`` once every phase is done without failures."""
+    out), the stages' drop ``reasons`` (counts by cause, the largest first), the ``documents`` and ``tokens``
+    the last document phase wrote (None until it ran), the log2 distributions of the written documents' lengths
+    and tokens (from the stats files, ``runs.stats``); ``complete`` once every phase is done without failures."""
     names = list(statuses)
     chosen = documents if documents is not None else sorted({names[0], names[-1]}, key=names.index)
     first = statuses[names[0]]
@@ -153,6 +154,12 @@ def workflow_numbers(statuses: dict[str, dict[str, Any] | None], documents: list
         counts = ((statuses[name] or {}).get("notes") or {}).get("counts") or {}
         for cause, count in counts.items():
             reasons[cause] = reasons.get(cause, 0) + int(count)
+    lengths: list[int] = []
+    tokens: list[int] = []
+    for name in reversed([n for n in names if n in chosen]):  # what the last phases that had them wrote
+        stages = ((statuses[name] or {}).get("stats") or {}).get("stages") or []
+        lengths = lengths or next((s["length_log2"] for s in reversed(stages) if s["length_log2"]), [])
+        tokens = tokens or next((s["token_log2"] for s in reversed(stages) if s["token_log2"]), [])
     last = statuses.get(chosen[-1]) if chosen else None
     complete = all(s is not None and not s["pending"] and not s["failed"] for s in statuses.values())
     return {
@@ -161,6 +168,8 @@ def workflow_numbers(statuses: dict[str, dict[str, Any] | None], documents: list
         "documents": None if last is None else last["rows_out"],
         "tokens": None if last is None else last.get("tokens"),
         "reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+        "length_log2": lengths,
+        "token_log2": tokens,
         "document_phases": list(chosen),
         "complete": complete,
     }

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from curator_slurm.runs.layout import PROGRESS_DIR
 from curator_slurm.runs.liveness import process_alive, process_start
+from curator_slurm.runs.stats import StatsFile
 
 #: The directory of a run directory that holds the progress files.
 #: Seconds between two publications of one process, by default (``CURATOR_PROGRESS_SECONDS``).
@@ -141,7 +142,8 @@ class TaskProgress:
     """What a process publishes about the source task it is running: :meth:`begin` it, :meth:`tick` after
     every batch a stage handled (a clock read; the file is written only when due), :meth:`end` it. The counts
     are the stage adapters' own (documents the first stage made or took, documents the last one let out).
-    While a task is in hand, a daemon thread publishes whenever the file is due, so a task whose one batch
+    Each done task's stage stats go into the process's stats file (:meth:`count`). While a task is in hand, a
+    daemon thread publishes whenever the file is due, so a task whose one batch
     spends minutes in a stage shows its documents read and stays fresh (a frozen process stops refreshing it);
     the thread starts with the first task of each process (a forked child starts its own) and :meth:`close`
     stops it.
@@ -161,6 +163,12 @@ class TaskProgress:
         self.thread_pid = 0  # the process the thread runs in (a forked child has none)
         self.wake = threading.Event()
         self.stopped = False
+        target = publisher.target
+        self.stats = StatsFile(target.run_dir, target.shard, target.job, target.interval)
+
+    def count(self, stats: Sequence[Any], seconds: float) -> None:
+        """A source task ended done: its stages' stats go into this process's stats file (:mod:`.stats`)."""
+        self.stats.add(stats, seconds)
 
     def begin(self, task_id: str, size: int | None) -> None:
         if self.thread_pid != os.getpid():
@@ -169,7 +177,6 @@ class TaskProgress:
             self.task, self.began, self.shown = task_id, time.perf_counter(), False
             self.publisher.update(source_task=task_id, bytes=size, task_started=round(time.time(), 3))
             self.tick()
-        self.wake.set()  # the thread waits for the next due time of this task
 
     def tick(self) -> None:
         if self.task is None or not self.publisher.due():
@@ -213,8 +220,9 @@ class TaskProgress:
     def _beat(self) -> None:
         """The timer thread: publish whenever the file is due while a task is in hand."""
         publisher = self.publisher
-        while not self.stopped:
-            wait = max(publisher.next - publisher.clock(), MIN_BEAT) if self.task is not None else None
+        interval = max(publisher.target.interval, MIN_BEAT)
+        while not self.stopped:  # never woken by a task (a thread switch per task costs more than a look)
+            wait = max(publisher.next - publisher.clock(), MIN_BEAT) if self.task is not None else interval
             self.wake.wait(wait)
             self.wake.clear()
             if self.stopped:
@@ -224,7 +232,9 @@ class TaskProgress:
                     self._publish()
 
     def close(self) -> None:
-        """Stop the timer thread (the process's file stays: :meth:`Publisher.close` removes it)."""
+        """Stop the timer thread and write the stats file (the progress file stays: :meth:`Publisher.close`
+        removes it)."""
+        self.stats.close()
         self.stopped = True
         self.wake.set()
         if self.thread is not None and self.thread_pid == os.getpid() and self.thread is not threading.current_thread():

@@ -19,6 +19,7 @@ from curator_slurm.slurm.report_parts import (
     nodes_part,
     overview,
     timeline_part,
+    whole_ticks,
 )
 
 STYLE = """
@@ -104,6 +105,7 @@ def _progress(s: dict[str, Any]) -> Any:
                                ("pending", s["pending"], "#9e9e9e")):  # fmt: skip
         figure.add_trace(go.Bar(x=[value], y=["source tasks"], name=name, orientation="h", marker_color=color))
     figure.update_layout(barmode="stack", height=200)
+    whole_ticks(figure, "x", s["total"])
     return figure
 
 
@@ -160,6 +162,7 @@ def _durations(section: dict[str, Any]) -> Any:
     q = section["quantiles"]
     note = ", ".join(f"p{round(100 * float(k))}: {v:.3g} s" for k, v in q.items() if v is not None)
     figure.update_layout(xaxis={"type": "log", "title": f"seconds per source task ({note})"}, yaxis_title="tasks")
+    whole_ticks(figure, "y", max((b["tasks"] for b in bins), default=0))
     return figure
 
 

@@ -63,6 +63,12 @@ def date_axis(figure: Any, start: float, end: float) -> None:
     figure.update_xaxes(type="date", tickformat=fmt, dtick=step * 1000, hoverformat="%Y-%m-%d %H:%M:%S")
 
 
+def whole_ticks(figure: Any, axis: str, largest: int) -> None:
+    """Ticks on whole numbers of a count axis (no ``0.5`` task) while its counts are small."""
+    if largest <= 10:
+        figure.update_xaxes(dtick=1) if axis == "x" else figure.update_yaxes(dtick=1)
+
+
 #: Drop reasons listed in the overview (the largest first).
 REASONS = 30
 _COLORS = {"phase": "#37474f", "array": "#1e88e5", "process": "#90caf9"}
@@ -91,6 +97,7 @@ def overview(data: dict[str, Any]) -> list[str]:
         rows = [[_e(s["phase"]), _e(s["stage"]), _num(s["documents_in"]), _num(s["removed"]),
                  _num(s["documents_out"])] for s in steps]  # fmt: skip
         parts.append(_table(["phase", "step", "documents in", "removed", "documents out"], rows, {2, 3, 4}))
+    parts += _distributions(n.get("length_log2") or [], n.get("token_log2") or [])
     reasons = list(n.get("reasons", {}).items())
     if reasons:
         parts.append("<h3>why documents were dropped</h3>")
@@ -98,6 +105,32 @@ def overview(data: dict[str, Any]) -> list[str]:
         more = f"<p>... and {len(reasons) - REASONS} more causes</p>" if len(reasons) > REASONS else ""
         parts += [_table(["stage: cause", "documents"], rows, {1}), more]
     return parts
+
+
+def _distributions(lengths: list[int], tokens: list[int]) -> list[str]:
+    """Bars of the written documents' lengths and tokens, one per log2 bucket (``runs.stats``)."""
+    out = []
+    for counts, unit, name in ((lengths, "bytes", "document length"), (tokens, "tokens", "tokens per document")):
+        if not any(counts):
+            continue
+        first = next(k for k, c in enumerate(counts) if c)
+        labels = [_bucket_label(k, unit) for k in range(first, len(counts))]
+        go = _go()
+        figure = go.Figure(go.Bar(x=labels, y=counts[first:]))
+        figure.update_layout(xaxis={"title": f"{unit} per document", "type": "category"}, yaxis_title="documents")
+        whole_ticks(figure, "y", max(counts))
+        out.append(_chart(figure, f"{name} of the documents written"))
+    return out
+
+
+def _bucket_label(k: int, unit: str) -> str:
+    """``512-1,023`` (tokens) or ``1 KiB-2 KiB`` (bytes): the values log2 bucket ``k`` holds."""
+    if k == 0:
+        return "0"
+    low, high = 1 << (k - 1), (1 << k) - 1
+    if unit == "bytes" and low >= 1024:
+        return f"{_bytes(low)}-{_bytes(high + 1)}"
+    return f"{low:,}" if low == high else f"{low:,}-{high:,}"
 
 
 def timeline_part(bars: list[dict[str, Any]]) -> list[str]:
@@ -176,4 +209,4 @@ def _seconds(s: float | None) -> str:
     return f"{s / 60:.1f} min" if s < 3600 else f"{s / 3600:.1f} h"
 
 
-__all__ = ["accounting_part", "nodes_part", "overview", "timeline_part"]
+__all__ = ["accounting_part", "date_axis", "nodes_part", "overview", "timeline_part", "whole_ticks"]

@@ -23,6 +23,7 @@ from curator_slurm.runs.rundir import (
     load_refusals,
     read_json,
 )
+from curator_slurm.runs.stats import read_stats
 from curator_slurm.runs.summary import current_done, summarise_done
 from curator_slurm.runs.tallies import shard_row
 from curator_slurm.runs.verify import verify_problems, verify_run
@@ -91,7 +92,7 @@ def _read_ledger(run_dir: str) -> tuple[dict[str, dict[str, Any]], Any, int]:
     return state.failed, summarise_done(run_dir, current), outside
 
 
-def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
+def collect_status(run_dir: str, verify: bool = False, stats: bool = True) -> dict[str, Any]:
     """Everything `status` shows, as data (the keys are those of ``status --json``); with ``verify``, also
     whether every done source task's outputs are still there and its inputs unchanged (``verified``)."""
     check_run_dir(run_dir)
@@ -161,6 +162,7 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
         "damaged": int(summary.notes.get("damaged_total") or len(summary.notes.get("damaged") or [])),
     } | {
         "notes": summary.notes,  # why stages dropped documents, damaged inputs (stages.notes)
+        "stats": read_stats(run_dir) if stats else None,  # the processes' stats files merged (runs.stats)
         "takeover": summary.takeover,  # who did what (runs.takeover)
         **progress.fields(),
     }
@@ -258,17 +260,17 @@ class StatusReport:
     workflow: bool
 
 
-def status_report(run_dir: str, show_all: bool = False, verify: bool = False) -> StatusReport:
+def status_report(run_dir: str, show_all: bool = False, verify: bool = False, stats: bool = True) -> StatusReport:
     """:func:`collect_status` of ``run_dir``, or of every phase when it is a workflow's, with its text.
     Settled (``--watch`` stops) when nothing can change any more: nothing pending, or nothing running."""
     from curator_slurm.workflows.workflow import workflow_document_phases
 
     phases = workflow_phase_dirs(run_dir)
     if phases is None:
-        s = collect_status(run_dir, verify)
+        s = collect_status(run_dir, verify, stats)
         settled = s["pending"] == 0 or s["stalled"]
         return StatusReport(s, format_status(s, show_all), status_exit_code(s), settled, workflow=False)
-    statuses = workflow_status(phases, verify)
+    statuses = workflow_status(phases, verify, stats)
     stopped = workflow_stopped(statuses, live_processes(run_dir).running)
     starting = phases_starting(phases)
     numbers = workflow_numbers(statuses, workflow_document_phases(run_dir))
@@ -279,10 +281,12 @@ def status_report(run_dir: str, show_all: bool = False, verify: bool = False) ->
     return StatusReport(data, text, code, stopped or workflow_settled(statuses), workflow=True)
 
 
-def workflow_status(phases: list[tuple[str, str]], verify: bool = False) -> dict[str, dict[str, Any] | None]:
+def workflow_status(
+    phases: list[tuple[str, str]], verify: bool = False, stats: bool = True
+) -> dict[str, dict[str, Any] | None]:
     """The status of each phase (``workflow_phase_dirs``), in order; None for a phase whose run directory
     does not exist yet (not started)."""
-    return {name: collect_status(d, verify) if phase_started(d) else None for name, d in phases}
+    return {name: collect_status(d, verify, stats) if phase_started(d) else None for name, d in phases}
 
 
 def workflow_numbers_of(run_root: str) -> dict[str, Any]:
