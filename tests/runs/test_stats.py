@@ -67,3 +67,33 @@ def test_read_stats_merges_a_run_directory_and_skips_what_is_not_a_stats_file(tm
     assert got is not None and got["files"] == 2 and got["tasks"] == 2
     assert got["stages"][0]["length_log2"] == histogram(np.array([1, 2, 3, 1000])).tolist()[:11]
     assert read_stats(str(tmp_path / "nothing")) is None
+
+
+def test_the_stats_files_of_a_pool_of_workers_add_up_to_the_ledger(tmp_path: Path) -> None:
+    """Two worker processes (forked or spawned, each with its own stats file, written as it ends): the merged
+    stats count every document of the run once per stage, with every length in a bucket, as the ledger does."""
+    import subprocess
+    import sys
+
+    from support.helpers import REPO, clean_env
+
+    corpus, out = tmp_path / "in", tmp_path / "out"
+    corpus.mkdir()
+    texts = {name: [f"{name} {i} " * (1 + i % 40) for i in range(150)] for name in ("a", "b", "c")}
+    for name, rows in texts.items():
+        (corpus / f"{name}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in rows))
+    cmd = [sys.executable, str(REPO / "tests" / "pipelines" / "slow.py"), "--input", str(corpus), "--output",
+           str(out), "--batch-rows", "40", "--workers", "2"]  # fmt: skip
+    proc = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    run_dir = out / ".curator-run"
+    stats = read_stats(str(run_dir))
+    assert stats is not None and stats["files"] >= 2 and stats["tasks"] == 3
+    by_stage = {s["stage"]: s for s in stats["stages"]}
+    slow = by_stage["slow_stage"]
+    assert slow["docs_in"] == slow["docs_out"] == 450 == sum(slow["length_log2"])
+    want = histogram(np.array([len(t.encode()) for rows in texts.values() for t in rows], np.int64)).tolist()
+    assert slow["length_log2"] == want[: len(slow["length_log2"])] and not any(want[len(slow["length_log2"]) :])
+    look = [sys.executable, "-m", "curator_slurm.cli", "status", str(out), "--json"]
+    status = json.loads(subprocess.run(look, env=clean_env(), capture_output=True, text=True, timeout=120).stdout)
+    assert status["stats"] == stats and status["rows_out"] == slow["docs_out"]

@@ -106,6 +106,7 @@ def test_report_of_a_workflow_has_a_section_per_phase(tmp_path: Path) -> None:
     numbers = status["numbers"]
     assert f"documents out<b>{numbers['documents']:,}</b>" in rendered.dom
     assert f"records in<b>{numbers['records']:,}</b>" in rendered.dom
+    assert sum(numbers["length_log2"]) == numbers["documents"] and "document length of the documents written" in text
     assert_human_ticks(rendered.dom)
 
 
