@@ -120,7 +120,8 @@ class StatsFile:
         self.host, self.pid = socket.gethostname(), os.getpid()
         self.directory = os.path.join(run_dir, STATS_DIR)
         self.path = os.path.join(self.directory, f"{self.host}-{self.pid}.json")
-        self.interval, self.next, self.dirty = interval, 0.0, False
+        # The first write waits an interval too: a short process writes once, as it ends.
+        self.interval, self.next, self.dirty = interval, time.monotonic() + interval, False
         self.data: dict[str, Any] = {"version": VERSION, "host": self.host, "pid": self.pid, "shard": shard,
                                      "job": job, "tasks": 0, "seconds": 0.0, "stages": []}  # fmt: skip
         self.stages: dict[str, _Stage] = {}
