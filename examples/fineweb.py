@@ -50,7 +50,9 @@ import sys
 
 from curator_slurm import CuratorError, LocalExecutor, Pipeline, PipelineFailedError, configure_logging, fs
 from curator_slurm.errors import InputError
+from curator_slurm.runs.funnel import describe_numbers
 from curator_slurm.runs.layout import DEFAULT_WORK_DIR_NAME
+from curator_slurm.slurm.status import workflow_numbers_of
 from curator_slurm.stages import (
     JsonlWriter,
     JusTextExtractor,
@@ -269,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(lines), file=sys.stderr, flush=True)
     configure_logging()
     try:
-        result = build_workflow(args).run(LocalExecutor(workers=args.workers))
+        workflow = build_workflow(args)
+        result = workflow.run(LocalExecutor(workers=args.workers))
     except PipelineFailedError as e:
         print(f"fineweb: {e}", file=sys.stderr)
         return 1
@@ -278,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not result.planned:
         print(f"fineweb: {result.summary()}")
+    if not result.planned and len(result.phases) == len(workflow.phases):  # the whole workflow ran here
+        print(f"fineweb: {describe_numbers(workflow_numbers_of(workflow.run_root))}")
     return 0
 
 

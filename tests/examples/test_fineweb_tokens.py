@@ -9,6 +9,7 @@ on a missing input leaves no ``workflow.json``."""
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import subprocess
 import sys
@@ -98,7 +99,8 @@ def assert_tokens_are_the_corpus(out: Path, tokenizer: Any) -> None:
 @pytest.fixture(scope="module")
 def reference(data: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("ref") / "out"
-    run([sys.executable, str(FINEWEB), *recipe_args(data, out)])
+    proc = run([sys.executable, str(FINEWEB), *recipe_args(data, out)])
+    (out.parent / "stdout.txt").write_text(proc.stdout)
     return out
 
 
@@ -146,6 +148,36 @@ def test_unsharded_tokens_hold_the_corpus_and_every_step_writes_what_it_removed(
     status = run([sys.executable, "-m", "curator_slurm.cli", "status", str(runs)])
     for phase in PHASES:
         assert f"phase {phase}" in status.stdout, (phase, status.stdout)
+
+
+def test_the_workflows_own_numbers_are_what_the_megatron_files_hold(data: dict[str, Any], reference: Path) -> None:
+    """`status --json OUTPUT` has the workflow's numbers: its documents and tokens are those of the merged
+    Megatron files, its records every WARC response record, and each step of the funnel takes in what the step
+    before let out; fineweb.py printed the same line at its end, and `status` prints it first."""
+    proc = run([sys.executable, "-m", "curator_slurm.cli", "status", str(reference), "--json"])
+    numbers = json.loads(proc.stdout)["numbers"]
+    sequences = [s for p in pairs(reference / "megatron") for s in sequences_of(p)]
+    assert numbers["complete"] and numbers["documents"] == len(sequences) == len(corpus_rows(reference))
+    assert numbers["tokens"] == sum(len(s) for s in sequences)
+    assert numbers["records"] == len(input_urls(data))
+    # The stats files' distributions: tokens per document as the Megatron files hold them, bytes per document
+    # as the corpus holds them, in log2 buckets (a value's bucket is its bit length).
+    tokens = Counter(len(s).bit_length() for s in sequences)
+    assert numbers["token_log2"] == [tokens[k] for k in range(len(numbers["token_log2"]))]
+    assert max(tokens) == len(numbers["token_log2"]) - 1
+    lengths = Counter(len(r["text"].encode()).bit_length() for r in corpus_rows(reference))
+    assert numbers["length_log2"] == [lengths[k] for k in range(max(lengths) + 1)]
+    steps = numbers["funnel"]
+    assert [s["stage"] for s in steps if s["removed"]][-1] == "remove_duplicates"
+    assert steps[0]["documents_in"] == numbers["records"] and steps[-1]["documents_out"] == numbers["documents"]
+    for before, after in itertools.pairwise(steps):
+        assert after["documents_in"] == before["documents_out"]
+        assert before["documents_in"] - before["removed"] == before["documents_out"]
+    line = f"{numbers['records']:,} records -> "
+    printed = (reference.parent / "stdout.txt").read_text().splitlines()[-1]
+    assert printed.startswith(f"fineweb: {line}") and printed.endswith(f"-> {numbers['tokens']:,} tokens")
+    text = run([sys.executable, "-m", "curator_slurm.cli", "status", str(reference)]).stdout
+    assert text.splitlines()[0] == printed.replace("fineweb:", "workflow:", 1)
 
 
 def input_urls(data: dict[str, Any]) -> set[str]:

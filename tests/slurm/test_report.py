@@ -95,8 +95,59 @@ def test_report_of_a_workflow_has_a_section_per_phase(tmp_path: Path) -> None:
     page = tmp_path / "workflow.html"
     made = cli("report", str(out), "-o", str(page))
     assert made.returncode == 0, made.stderr
-    phases = json.loads(cli("status", str(out), "--json").stdout)["phases"]
-    check_page(page, *(f"<h2>phase {name}</h2>" for name in phases))
+    status = json.loads(cli("status", str(out), "--json").stdout)
+    rendered = check_page(
+        page, "<h2>overview</h2>", "<h2>timeline</h2>", "<h2>nodes</h2>", "<h2>Slurm accounting</h2>",
+        "Slurm accounting not available: the run has no submitted array job",
+        *(f"<h2>phase {name}</h2>" for name in status["phases"]),
+    )  # fmt: skip
+    text = page.read_text()
+    assert text.index("<h2>overview</h2>") < text.index("<h2>timeline</h2>") < text.index("<h2>phase hash</h2>")
+    numbers = status["numbers"]
+    assert f"documents out<b>{numbers['documents']:,}</b>" in rendered.dom
+    assert f"records in<b>{numbers['records']:,}</b>" in rendered.dom
+    assert sum(numbers["length_log2"]) == numbers["documents"] and "document length of the documents written" in text
+    assert_human_ticks(rendered.dom)
+
+
+def assert_human_ticks(dom: str) -> None:
+    """The clock axes' tick labels are whole seconds or minutes (``14:05:30``), never ``14:05:59.9996``."""
+    ticks = re.findall(r'class="xtick"[^>]*>.*?<text[^>]*>([^<]*)</text>', dom)
+    clock = [t for t in ticks if re.fullmatch(r"[\d:.]+", t) and ":" in t]
+    assert clock, "a clock axis was drawn"
+    assert all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", t) for t in clock), clock
+
+
+@pytest.mark.slurm
+def test_report_of_a_workflow_on_the_cluster_has_its_overview_timeline_nodes_and_accounting(
+    slurm_cluster: str, tmp_path: Path
+) -> None:
+    """The dedup workflow as real chained arrays on the test cluster: the report gives the overview, a timeline
+    with each phase's array, the node that ran them, and what Slurm accounting says (or why it cannot)."""
+    from support.slurmtools import wait_for_job
+
+    data, out = tmp_path / "in", tmp_path / "out"
+    data.mkdir()
+    for f in range(4):
+        rows = [json.dumps({"id": f"{f}-{i}", "text": f"document {i % 7} " * 30}) + "\n" for i in range(25)]
+        (data / f"part-{f}.jsonl").write_text("".join(rows))
+    submitted = cli("submit", str(DEDUP), "--shards", "2", "--json", "--", "--input", str(data), "--output",
+                    str(out), "--buckets", "2")  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    jobs = {name: record["arrays"][0]["job_id"] for name, record in json.loads(submitted.stdout).items()}
+    for name, job in jobs.items():
+        assert set(wait_for_job(job, timeout=300).values()) == {"COMPLETED"}, name
+    page = tmp_path / "cluster.html"
+    made = cli("report", str(out), "-o", str(page))
+    assert made.returncode == 0, made.stderr
+    rendered = check_page(page, "<h2>overview</h2>", "<h2>timeline</h2>", "<h2>nodes</h2>", "<h2>Slurm accounting</h2>")
+    text = page.read_text()
+    for job in jobs.values():
+        assert f"array {job}" in text
+    assert "Slurm accounting not available: " in text or "CPU efficiency" in text
+    status = json.loads(cli("status", str(out), "--json").stdout)
+    assert status["numbers"]["complete"] and f"documents out<b>{status['numbers']['documents']:,}</b>" in rendered.dom
+    assert_human_ticks(rendered.dom)
 
 
 def test_report_of_a_run_on_s3_shows_its_requests(corpus: Path, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from .fineweb_filters import bench_datatrove_filters
 from .fineweb_recipe import bench_fineweb_dedup, bench_fineweb_recipe
 from .ledger import bench_ledger
 from .memory import bench_rss
-from .observe import bench_progress, bench_report, bench_status_summaries
+from .observe import bench_progress, bench_report, bench_status_summaries, bench_workflow_status
 from .ray_executor import bench_ray
 from .s3 import bench_s3_listing, bench_s3_read
 from .sharded import bench_sharded_cpu
@@ -47,6 +47,7 @@ GROUPS: list[Group] = [
     Group(("8a", "8b"), bench_ledger),
     Group(("16",), bench_status),
     Group(("16s", "16r"), bench_status_summaries),
+    Group(("16w",), bench_workflow_status),
     Group(("17",), bench_progress),
     Group(("18",), bench_report),
     Group(("st1", "st2"), bench_takeover),

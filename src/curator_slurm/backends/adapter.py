@@ -17,6 +17,7 @@ from curator_slurm.backends.streaming import rows_of as _rows
 from curator_slurm.runs.progress import TaskProgress
 from curator_slurm.runs.results import SourceResult, StageStats, s3_counts, summarise
 from curator_slurm.runs.sharding import Selection, check_source_ids, read_source_list, select
+from curator_slurm.runs.stats import note_output
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.io.writers import LINEAGE_KEY
@@ -117,6 +118,7 @@ class BaseStageAdapter:
         if not isinstance(task, FailedTask):
             self.stats.tasks_out += 1
             self.stats.rows_out += _rows(task)
+            note_output(self.stats, task)  # its length and token distributions (runs.stats)
 
     def _drain(self, source: Task, entry: Iterator[Any]) -> Iterator[Task]:
         return drain(self, source, entry)
@@ -336,6 +338,8 @@ def run_source_task(adapters: list[BaseStageAdapter], task: Task, progress: Task
             progress.end()
     result = summarise(task.source_id or task.task_id, finals, [a.stats for a in adapters], start)
     result.s3 = s3_counts(before, fs.s3_stats())
+    if progress is not None and result.failure is None:
+        progress.count(result.stats, result.seconds)  # into this process's stats file
     return result
 
 

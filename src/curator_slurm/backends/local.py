@@ -55,6 +55,7 @@ def _init_worker(
         publisher = Publisher(progress, "worker")
         _worker_progress = TaskProgress(publisher, _worker_adapters)
         multiprocessing.util.Finalize(None, publisher.close, exitpriority=5)
+        multiprocessing.util.Finalize(None, _worker_progress.close, exitpriority=6)  # its timer thread first
     with started.get_lock():  # tells the driver that workers can start at all
         started.value += 1
 
@@ -172,6 +173,8 @@ class LocalExecutor(BaseExecutor):
                     return
                 yield run_source_task(adapters, task, progress)
         finally:
+            if progress is not None:
+                progress.close()
             tear_down_adapters(adapters)
 
     def _pool(

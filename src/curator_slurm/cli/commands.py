@@ -29,7 +29,7 @@ from curator_slurm.runs.plan import (
 )
 from curator_slurm.runs.rundir import default_run_dir_of
 from curator_slurm.slurm.local_array import LocalStopped, run_local
-from curator_slurm.slurm.locate import locate_run_dir
+from curator_slurm.slurm.locate import is_run_dir, locate_run_dir
 from curator_slurm.slurm.options import SubmitOptions, option_values, requeue_signal
 from curator_slurm.slurm.phases import (
     check_phases,
@@ -281,8 +281,10 @@ def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
     """The run's status, again every ``--watch`` seconds until nothing is left to wait for: on a terminal in
     place (the screen cleared before each), elsewhere one after the other."""
     in_place = bool(args.watch) and not args.json and sys.stdout.isatty()
+    if args.watch:
+        args.run_dir = _wait_for_run_dir(getattr(args, "given", args.run_dir), args.run_dir, args.watch)
     while True:
-        report = status_report(args.run_dir, args.all, args.verify)
+        report = status_report(args.run_dir, args.all, args.verify, stats=args.json)  # the text shows no stats
         try:
             if in_place:
                 sys.stdout.write(CLEAR_SCREEN + f"every {args.watch:g} s, until nothing can change (Ctrl-C stops)\n")
@@ -298,6 +300,20 @@ def cmd_status(args: argparse.Namespace, _: list[str]) -> int:
         time.sleep(args.watch)
         if not in_place:
             print()
+
+
+def _wait_for_run_dir(given: str, located: str, seconds: float) -> str:
+    """The run directory ``given`` means, once there is one: `status --watch` started before the run (or
+    its submission) made it waits, saying so once (on stderr), instead of failing."""
+    said = False
+    while not is_run_dir(located):
+        if not said:
+            print(f"waiting for a run in {given} (nothing there yet; checking every {seconds:g} s, Ctrl-C stops)",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            said = True
+        time.sleep(seconds)
+        located = locate_run_dir(given)
+    return located
 
 
 def cmd_failures(args: argparse.Namespace, _: list[str]) -> int:
@@ -406,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "run_dir", None) and args.command in LOOKS_AT_A_RUN:
         # A run directory, or the output (local or s3://, of a pipeline or a workflow) whose run directory a
         # run put in its default place: `status OUT` means OUT/.curator-run (slurm.locate).
-        args.run_dir = locate_run_dir(args.run_dir)
+        args.given, args.run_dir = args.run_dir, locate_run_dir(args.run_dir)
     elif getattr(args, "run_dir", None) and fs.is_uri(args.run_dir):
         # An output on object storage: its run directory is local (runs.rundir.default_run_dir_of).
         args.run_dir = default_run_dir_of(args.run_dir)

@@ -127,4 +127,66 @@ class FunnelSum:
         return rows
 
 
-__all__ = ["FunnelRow", "FunnelSum", "funnel_of_records"]
+def workflow_numbers(statuses: dict[str, dict[str, Any] | None], documents: list[str] | None) -> dict[str, Any]:
+    """A workflow's own numbers from its phases' statuses (in order; None: not started) and the phases that
+    write ``documents`` (None: unknown, then the first and the last phase): ``records`` the first phase's reader
+    made, the ``funnel`` of every step between a document phase's reader and its writer (documents in, removed,
+    out), the stages' drop ``reasons`` (counts by cause, the largest first), the ``documents`` and ``tokens``
+    the last document phase wrote (None until it ran), the log2 distributions of the written documents' lengths
+    and tokens (from the stats files, ``runs.stats``); ``complete`` once every phase is done without failures."""
+    names = list(statuses)
+    chosen = documents if documents is not None else sorted({names[0], names[-1]}, key=names.index)
+    first = statuses[names[0]]
+    records = None
+    if first is not None and first["funnel"]:
+        head = first["funnel"][0]
+        records = head["rows_out"] if head["rows_in"] == 0 else head["rows_in"]
+    funnel = []
+    for name in (n for n in names if n in chosen):
+        rows = (statuses[name] or {}).get("funnel") or []
+        for i, row in enumerate(rows):
+            if row["rows_in"] == 0 or i == len(rows) - 1:  # a reader (documents from files), the writer
+                continue
+            funnel.append({"phase": name, "stage": row["stage"], "documents_in": row["rows_in"],
+                           "removed": row["dropped"], "documents_out": row["rows_out"]})  # fmt: skip
+    reasons: dict[str, int] = {}
+    for name in (n for n in names if n in chosen):
+        counts = ((statuses[name] or {}).get("notes") or {}).get("counts") or {}
+        for cause, count in counts.items():
+            reasons[cause] = reasons.get(cause, 0) + int(count)
+    lengths: list[int] = []
+    tokens: list[int] = []
+    for name in reversed([n for n in names if n in chosen]):  # what the last phases that had them wrote
+        stages = ((statuses[name] or {}).get("stats") or {}).get("stages") or []
+        lengths = lengths or next((s["length_log2"] for s in reversed(stages) if s["length_log2"]), [])
+        tokens = tokens or next((s["token_log2"] for s in reversed(stages) if s["token_log2"]), [])
+    last = statuses.get(chosen[-1]) if chosen else None
+    complete = all(s is not None and not s["pending"] and not s["failed"] for s in statuses.values())
+    return {
+        "records": records,
+        "funnel": funnel,
+        "documents": None if last is None else last["rows_out"],
+        "tokens": None if last is None else last.get("tokens"),
+        "reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+        "length_log2": lengths,
+        "token_log2": tokens,
+        "document_phases": list(chosen),
+        "complete": complete,
+    }
+
+
+def describe_numbers(numbers: dict[str, Any]) -> str:
+    """``N records -> stage -k -> ... -> M documents -> T tokens`` (``(so far)`` while not complete)."""
+
+    def n(value: Any) -> str:
+        return "?" if value is None else f"{value:,}"
+
+    parts = [f"{n(numbers['records'])} records"]
+    parts += [f"{step['stage']} -{n(step['removed'])}" for step in numbers["funnel"]]
+    parts.append(f"{n(numbers['documents'])} documents")
+    if numbers.get("tokens") is not None:
+        parts.append(f"{n(numbers['tokens'])} tokens")
+    return " -> ".join(parts) + ("" if numbers["complete"] else " (so far: not complete)")
+
+
+__all__ = ["FunnelRow", "FunnelSum", "describe_numbers", "funnel_of_records", "workflow_numbers"]

@@ -1,13 +1,15 @@
 """Live progress: one small JSON file per working process, ``<run dir>/progress/<host>-<pid>.json``, saying what it
-is doing now, replaced atomically at most every ``interval`` seconds and removed as the process ends (a killed
-one's stays). Read by :mod:`curator_slurm.runs.progress_read`."""
+is doing now, replaced atomically about every ``interval`` seconds (by a timer thread while a batch is inside a
+stage) and removed as the process ends (a killed one's stays). Read by :mod:`curator_slurm.runs.progress_read`."""
 
 from __future__ import annotations
 
 import json
 import os
 import socket
+import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -15,10 +17,14 @@ from typing import Any, Protocol
 
 from curator_slurm.runs.layout import PROGRESS_DIR
 from curator_slurm.runs.liveness import process_alive, process_start
+from curator_slurm.runs.stats import StatsFile
 
 #: The directory of a run directory that holds the progress files.
 #: Seconds between two publications of one process, by default (``CURATOR_PROGRESS_SECONDS``).
 DEFAULT_INTERVAL = 10.0
+#: The shortest wait of the timer thread that publishes while a batch is inside a stage (interval 0 publishes
+#: at every batch; the thread then looks this often).
+MIN_BEAT = 0.1
 
 
 @dataclass(frozen=True)
@@ -69,18 +75,26 @@ class Publisher:
         }
         self.next = 0.0  # clock() after which the next publication is due
         self.written = False
+        #: Held while the state changes or is written: the timer thread of :class:`TaskProgress` publishes too.
+        self.lock = threading.RLock()
+        _PUBLISHERS.add(self)
 
     def due(self) -> bool:
         return self.clock() >= self.next
 
     def update(self, **fields: Any) -> None:
-        self.state.update(fields)
+        with self.lock:
+            self.state.update(fields)
 
     def publish(self) -> None:
         """Write the file now."""
-        self.next = self.clock() + self.target.interval
-        self.state["updated"] = round(time.time(), 3)
-        data = json.dumps(self.state, separators=(",", ":")).encode()
+        with self.lock:
+            self.next = self.clock() + self.target.interval
+            self.state["updated"] = round(time.time(), 3)
+            data = json.dumps(self.state, separators=(",", ":")).encode()
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
         temporary = os.path.join(self.directory, f".{self.host}-{self.pid}.tmp")
         try:
             os.makedirs(self.directory, exist_ok=True)
@@ -111,10 +125,28 @@ class _Adapter(Protocol):
     def stats(self) -> _Stats: ...
 
 
+#: Every publisher of this process: a forked child gets fresh locks (one held by a thread at the fork would
+#: never be released in the child, where that thread does not exist).
+_PUBLISHERS: weakref.WeakSet[Publisher] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for publisher in list(_PUBLISHERS):
+        publisher.lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class TaskProgress:
     """What a process publishes about the source task it is running: :meth:`begin` it, :meth:`tick` after
     every batch a stage handled (a clock read; the file is written only when due), :meth:`end` it. The counts
     are the stage adapters' own (documents the first stage made or took, documents the last one let out).
+    Each done task's stage stats go into the process's stats file (:meth:`count`). While a task is in hand, a
+    daemon thread publishes whenever the file is due, so a task whose one batch
+    spends minutes in a stage shows its documents read and stays fresh (a frozen process stops refreshing it);
+    the thread starts with the first task of each process (a forked child starts its own) and :meth:`close`
+    stops it.
 
     Args:
         publisher: this process's progress file.
@@ -127,14 +159,33 @@ class TaskProgress:
         self.began = 0.0
         self.done = 0
         self.shown = False  # the file names the task in hand
+        self.thread: threading.Thread | None = None
+        self.thread_pid = 0  # the process the thread runs in (a forked child has none)
+        self.wake = threading.Event()
+        self.stopped = False
+        target = publisher.target
+        self.stats = StatsFile(target.run_dir, target.shard, target.job, target.interval)
+
+    def count(self, stats: Sequence[Any], seconds: float) -> None:
+        """A source task ended done: its stages' stats go into this process's stats file (:mod:`.stats`)."""
+        self.stats.add(stats, seconds)
 
     def begin(self, task_id: str, size: int | None) -> None:
-        self.task, self.began, self.shown = task_id, time.perf_counter(), False
-        self.publisher.update(source_task=task_id, bytes=size, task_started=round(time.time(), 3))
-        self.tick()
+        if self.thread_pid != os.getpid():
+            self._start_thread()
+        with self.publisher.lock:
+            self.task, self.began, self.shown = task_id, time.perf_counter(), False
+            self.publisher.update(source_task=task_id, bytes=size, task_started=round(time.time(), 3))
+            self.tick()
 
     def tick(self) -> None:
         if self.task is None or not self.publisher.due():
+            return
+        with self.publisher.lock:
+            self._publish()
+
+    def _publish(self) -> None:
+        if self.task is None:
             return
         first, last = self.adapters[0].stats, self.adapters[-1].stats
         seconds = time.perf_counter() - self.began
@@ -151,14 +202,44 @@ class TaskProgress:
 
     def end(self) -> None:
         """The task in hand is over; a file that named it now says the process is between tasks."""
-        self.done += 1
-        self.task = None
-        if self.shown:
-            self.publisher.update(
-                source_task=None, docs_in=0, docs_out=0, seconds=0.0, docs_per_second=None, tasks_done=self.done
-            )
-            self.publisher.publish()
-            self.shown = False
+        with self.publisher.lock:
+            self.done += 1
+            self.task = None
+            if self.shown:
+                self.publisher.update(
+                    source_task=None, docs_in=0, docs_out=0, seconds=0.0, docs_per_second=None, tasks_done=self.done
+                )
+                self.publisher.publish()
+                self.shown = False
+
+    def _start_thread(self) -> None:
+        self.wake, self.stopped, self.thread_pid = threading.Event(), False, os.getpid()
+        self.thread = threading.Thread(target=self._beat, name="curator-progress", daemon=True)
+        self.thread.start()
+
+    def _beat(self) -> None:
+        """The timer thread: publish whenever the file is due while a task is in hand."""
+        publisher = self.publisher
+        interval = max(publisher.target.interval, MIN_BEAT)
+        while not self.stopped:  # never woken by a task (a thread switch per task costs more than a look)
+            wait = max(publisher.next - publisher.clock(), MIN_BEAT) if self.task is not None else interval
+            self.wake.wait(wait)
+            self.wake.clear()
+            if self.stopped:
+                return
+            if self.task is not None and publisher.due():
+                with publisher.lock:
+                    self._publish()
+
+    def close(self) -> None:
+        """Stop the timer thread and write the stats file (the progress file stays: :meth:`Publisher.close`
+        removes it)."""
+        self.stats.close()
+        self.stopped = True
+        self.wake.set()
+        if self.thread is not None and self.thread_pid == os.getpid() and self.thread is not threading.current_thread():
+            self.thread.join(timeout=5)
+        self.thread, self.thread_pid = None, 0
 
 
 @dataclass
@@ -222,4 +303,13 @@ def prune(run_dir: str, driver: int | None = None) -> None:
                 os.unlink(path)
 
 
-__all__ = ["DEFAULT_INTERVAL", "PROGRESS_DIR", "ProgressTarget", "Publisher", "RunProgress", "TaskProgress", "prune"]
+__all__ = [
+    "DEFAULT_INTERVAL",
+    "MIN_BEAT",
+    "PROGRESS_DIR",
+    "ProgressTarget",
+    "Publisher",
+    "RunProgress",
+    "TaskProgress",
+    "prune",
+]

@@ -21,6 +21,11 @@ STRAGGLER_MIN_DONE = 5
 #: ... and at least this many of its process's publication intervals (before that, its file cannot tell a
 #: slow task from one that just started).
 STRAGGLER_MIN_INTERVALS = 2
+#: A running process whose file is older than this many of its publication intervals (at least
+#: :data:`MIN_FROZEN_SECONDS`) is not progressing: its timer thread publishes every interval while it works,
+#: so it is frozen (SIGSTOP, a debugger, swapped out) or wedged.
+FROZEN_INTERVALS = 2
+MIN_FROZEN_SECONDS = 1.0
 
 
 @dataclass
@@ -109,7 +114,18 @@ def _entry(state: dict[str, Any], now: float) -> dict[str, Any]:
         "checked": state["alive"] is not None,
         "interval": float(state["interval"] if state.get("interval") is not None else DEFAULT_INTERVAL),
         "straggler": False,
+        "progressing": progressing(state, now),
     }
+
+
+def progressing(state: dict[str, Any], now: float) -> bool:
+    """Whether the process of a progress file is alive and published within :data:`FROZEN_INTERVALS` of its
+    intervals (a process on another host counts by its file's age alone)."""
+    if state.get("alive") is False:
+        return False
+    interval = float(state["interval"] if state.get("interval") is not None else DEFAULT_INTERVAL)
+    age = now - float(state.get("updated") or now)
+    return age <= FROZEN_INTERVALS * max(interval, MIN_FROZEN_SECONDS)
 
 
 def mark_stragglers(running: list[dict[str, Any]], typical: float | None) -> None:
@@ -132,9 +148,11 @@ def running_fraction(running: list[dict[str, Any]], typical: float | None) -> fl
 
 
 __all__ = [
+    "FROZEN_INTERVALS",
     "STRAGGLER_FACTOR",
     "STRAGGLER_MIN_DONE",
     "Progress",
+    "progressing",
     "read_progress",
     "read_states",
     "running_fraction",

@@ -35,6 +35,13 @@ class StageStats:
     #: Documents in of the tasks whose characters it did not count (a stage that is not a filter, a failure):
     #: while there are any, the characters it removed are unknown.
     rows_uncounted: int = 0
+    #: Log2 bucket counts (``runs.stats``) of the UTF-8 lengths of the documents it let out, and of the tokens per
+    #: document a token writer wrote; None while it let out none.
+    lengths: Any = None
+    tokens: Any = None
+    #: Lengths not folded into ``lengths`` yet (``runs.stats.note_output``), and how many.
+    pending: list[Any] = field(default_factory=list)
+    pending_rows: int = 0
 
     @property
     def chars_known(self) -> bool:
@@ -52,6 +59,13 @@ class StageStats:
         self.chars_rewritten += other.chars_rewritten
         self.rows_uncounted += other.rows_uncounted
         merge_notes(self.notes, other.notes)
+        self.pending += other.pending
+        self.pending_rows += other.pending_rows
+        for key in ("lengths", "tokens"):
+            theirs = getattr(other, key)
+            if theirs is not None:
+                mine = getattr(self, key)
+                setattr(self, key, theirs.copy() if mine is None else mine + theirs)
 
     def funnel_row(self) -> FunnelRow:
         """This stage's row of the funnel (its characters None when unknown)."""

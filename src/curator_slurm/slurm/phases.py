@@ -258,7 +258,7 @@ def save_submission(run_root: str, base: SubmitOptions, counts: dict[str, int], 
     """Record what `submit` used for every phase, so `retry` can resubmit a phase and those after it."""
     from curator_slurm.workflows.workflow import write_marker
 
-    write_marker(run_root, plan["workflow"], [p["phase"] for p in plan["phases"]], plan.get("warnings") or ())
+    write_marker(run_root, plan["workflow"], [p["phase"] for p in plan["phases"]], warnings=plan.get("warnings") or ())
     path = os.path.join(run_root, WORKFLOW_SUBMISSION)
     fs.atomic_write_text(
         path, json.dumps({"options": dataclasses.asdict(base), "counts": counts, "plan": plan_record(plan)})

@@ -25,11 +25,17 @@ def format_running(status: dict[str, Any], show_all: bool) -> list[str]:
     running, dead = status.get("running") or [], status.get("dead") or []
     lines = []
     if running:
-        shown = running if show_all else running[:SHOWN] + [e for e in running[SHOWN:] if e["straggler"]]
+        shown = (
+            running
+            if show_all
+            else running[:SHOWN] + [e for e in running[SHOWN:] if e["straggler"] or not e.get("progressing", True)]
+        )
         stragglers = sum(e["straggler"] for e in running)
+        frozen = sum(not e.get("progressing", True) for e in running)
         lines.append(
             f"running: {len(running)} process(es) on a source task now"
             + (f", {stragglers} straggling" if stragglers else "")
+            + (f", {frozen} not progressing" if frozen else "")
             + (f" (the {len(shown)} longest running shown; --all for every one)" if len(shown) < len(running) else "")
         )
         lines.append(
@@ -39,8 +45,8 @@ def format_running(status: dict[str, Any], show_all: bool) -> list[str]:
         for e in shown:
             rate = "-" if e["docs_per_second"] is None else f"{e['docs_per_second']:.0f}"
             flags = " STRAGGLER" if e["straggler"] else ""
-            if e["updated_seconds_ago"] > 3 * e["interval"] + 5:
-                flags += f" (no news for {e['updated_seconds_ago']:.0f} s)"
+            if not e.get("progressing", True):
+                flags += f" NOT PROGRESSING (no news for {e['updated_seconds_ago']:.0f} s: frozen or stopped?)"
             process = f"{e['host']}:{e['pid']}"
             task = str(e["source_task"])[:18]
             lines.append(

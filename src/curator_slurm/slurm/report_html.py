@@ -4,13 +4,23 @@ is opened), drawn from :func:`curator_slurm.slurm.report.report_data` with Plotl
 from __future__ import annotations
 
 import datetime
-import html
 from typing import Any
 
 from curator_slurm import extras
-
-#: Plotly's options for every chart: no logo, sized by the page.
-CONFIG = {"displaylogo": False, "responsive": True}
+from curator_slurm.slurm.report_parts import (
+    _chart,
+    _e,
+    _go,
+    _num,
+    _table,
+    _when,
+    accounting_part,
+    date_axis,
+    nodes_part,
+    overview,
+    timeline_part,
+    whole_ticks,
+)
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1150px; padding: 0 1em; color: #222; }
@@ -30,6 +40,8 @@ def render_report(data: dict[str, Any]) -> str:
     when = datetime.datetime.fromtimestamp(data["generated"]).strftime("%Y-%m-%d %H:%M:%S")
     body = [f"<h1>curator-slurm report</h1><p><code>{_e(data['run_dir'])}</code>, made {when}</p>"]
     body += [f"<p class=bad>warning: {_e(w)}</p>" for w in data.get("warnings") or []]
+    body += overview(data) + timeline_part(data["timeline"]) + nodes_part(data["nodes"])
+    body += accounting_part(data["accounting"])
     for section in data["sections"]:
         body.append(_section(section, data["workflow"]))
     return (
@@ -38,25 +50,6 @@ def render_report(data: dict[str, Any]) -> str:
         + "\n".join(body)
         + "</body></html>\n"
     )
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value))
-
-
-def _num(value: Any, digits: int = 0) -> str:
-    """A number with thousands separators, ``-`` for None."""
-    return "-" if value is None else f"{value:,.{digits}f}"
-
-
-def _table(head: list[str], rows: list[list[str]], numeric: frozenset[int] | set[int] = frozenset()) -> str:
-    """An HTML table; the cells are HTML already (escape text with :func:`_e`); columns ``numeric`` align right."""
-    top = "".join(f"<th>{h}</th>" for h in head)
-    body = "".join(
-        "<tr>" + "".join(f"<td{' class=n' if i in numeric else ''}>{c}</td>" for i, c in enumerate(row)) + "</tr>"
-        for row in rows
-    )
-    return f"<table><tr>{top}</tr>{body}</table>"
 
 
 def _section(section: dict[str, Any], workflow: bool) -> str:
@@ -79,17 +72,6 @@ def _section(section: dict[str, Any], workflow: bool) -> str:
         parts += ["<h3>throughput over time</h3>", _chart(_throughput(section["per_minute"]), "throughput")]
     parts += _failures(section["failures"]) + _damaged(status) + _s3(status)
     return "\n".join(parts)
-
-
-def _chart(figure: Any, name: str) -> str:
-    figure.update_layout(margin={"l": 60, "r": 20, "t": 40, "b": 60}, title={"text": name})
-    height = figure.layout.height or 360
-    inner = figure.to_html(full_html=False, include_plotlyjs=False, config=CONFIG, default_height=f"{height}px")
-    return f"<div class='chart' data-chart='{_e(name)}'>{inner}</div>"
-
-
-def _go() -> Any:
-    return extras.load("plotly.graph_objects", "curator-slurm report (its charts)", "report")
 
 
 def _fmt(seconds: float | None) -> str:
@@ -124,6 +106,7 @@ def _progress(s: dict[str, Any]) -> Any:
                                ("pending", s["pending"], "#9e9e9e")):  # fmt: skip
         figure.add_trace(go.Bar(x=[value], y=["source tasks"], name=name, orientation="h", marker_color=color))
     figure.update_layout(barmode="stack", height=200)
+    whole_ticks(figure, "x", s["total"])
     return figure
 
 
@@ -180,6 +163,7 @@ def _durations(section: dict[str, Any]) -> Any:
     q = section["quantiles"]
     note = ", ".join(f"p{round(100 * float(k))}: {v:.3g} s" for k, v in q.items() if v is not None)
     figure.update_layout(xaxis={"type": "log", "title": f"seconds per source task ({note})"}, yaxis_title="tasks")
+    whole_ticks(figure, "y", max((b["tasks"] for b in bins), default=0))
     return figure
 
 
@@ -190,9 +174,10 @@ def _slowest(section: dict[str, Any]) -> str:
 
 def _throughput(per_minute: list[tuple[int, int]]) -> Any:
     go = _go()
-    times = [datetime.datetime.fromtimestamp(60 * m) for m, _ in per_minute]
+    times = [_when(60 * m) for m, _ in per_minute]
     figure = go.Figure(go.Bar(x=times, y=[n for _, n in per_minute]))
     figure.update_layout(yaxis_title="source tasks done per minute")
+    date_axis(figure, 60 * per_minute[0][0], 60 * per_minute[-1][0] + 60)
     return figure
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from curator_slurm.errors import RunDirError
+from curator_slurm.runs.funnel import describe_numbers, workflow_numbers
 from curator_slurm.runs.ledger import LEDGER_DIR, load_status
 from curator_slurm.runs.ledger_summary import read_run
 from curator_slurm.runs.liveness import live_processes
@@ -22,6 +23,7 @@ from curator_slurm.runs.rundir import (
     load_refusals,
     read_json,
 )
+from curator_slurm.runs.stats import read_stats
 from curator_slurm.runs.summary import current_done, summarise_done
 from curator_slurm.runs.tallies import shard_row
 from curator_slurm.runs.verify import verify_problems, verify_run
@@ -90,7 +92,7 @@ def _read_ledger(run_dir: str) -> tuple[dict[str, dict[str, Any]], Any, int]:
     return state.failed, summarise_done(run_dir, current), outside
 
 
-def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
+def collect_status(run_dir: str, verify: bool = False, stats: bool = True) -> dict[str, Any]:
     """Everything `status` shows, as data (the keys are those of ``status --json``); with ``verify``, also
     whether every done source task's outputs are still there and its inputs unchanged (``verified``)."""
     check_run_dir(run_dir)
@@ -160,6 +162,7 @@ def collect_status(run_dir: str, verify: bool = False) -> dict[str, Any]:
         "damaged": int(summary.notes.get("damaged_total") or len(summary.notes.get("damaged") or [])),
     } | {
         "notes": summary.notes,  # why stages dropped documents, damaged inputs (stages.notes)
+        "stats": read_stats(run_dir) if stats else None,  # the processes' stats files merged (runs.stats)
         "takeover": summary.takeover,  # who did what (runs.takeover)
         **progress.fields(),
     }
@@ -257,30 +260,64 @@ class StatusReport:
     workflow: bool
 
 
-def status_report(run_dir: str, show_all: bool = False, verify: bool = False) -> StatusReport:
+def status_report(run_dir: str, show_all: bool = False, verify: bool = False, stats: bool = True) -> StatusReport:
     """:func:`collect_status` of ``run_dir``, or of every phase when it is a workflow's, with its text.
     Settled (``--watch`` stops) when nothing can change any more: nothing pending, or nothing running."""
+    from curator_slurm.workflows.workflow import workflow_document_phases, workflow_warnings
+
     phases = workflow_phase_dirs(run_dir)
     if phases is None:
-        s = collect_status(run_dir, verify)
+        s = collect_status(run_dir, verify, stats)
         settled = s["pending"] == 0 or s["stalled"]
         return StatusReport(s, format_status(s, show_all), status_exit_code(s), settled, workflow=False)
-    statuses = workflow_status(phases, verify)
+    statuses = workflow_status(phases, verify, stats)
     stopped = workflow_stopped(statuses, live_processes(run_dir).running)
-    from curator_slurm.workflows.workflow import workflow_warnings
-
     warnings = workflow_warnings(run_dir)
-    data = {"workflow": run_dir, "phases": statuses, "stopped": stopped, "warnings": warnings}
-    text = "".join(f"warning: {w}\n" for w in warnings)
-    text += format_workflow_status(statuses, show_all, run_dir if stopped else None)
+    starting = phases_starting(phases)
+    numbers = workflow_numbers(statuses, workflow_document_phases(run_dir))
+    data = {
+        "workflow": run_dir,
+        "phases": statuses,
+        "stopped": stopped,
+        "starting": starting,
+        "numbers": numbers,
+        "warnings": warnings,
+    }
+    text = format_workflow_status(statuses, show_all, run_dir if stopped else None, starting)
+    text = "".join(f"warning: {w}\n" for w in warnings) + f"workflow: {describe_numbers(numbers)}\n{text}"
     code = worst([workflow_exit_code(statuses), EXIT_NOT_COMPLETE if stopped else EXIT_OK])
     return StatusReport(data, text, code, stopped or workflow_settled(statuses), workflow=True)
 
 
-def workflow_status(phases: list[tuple[str, str]], verify: bool = False) -> dict[str, dict[str, Any] | None]:
+def workflow_status(
+    phases: list[tuple[str, str]], verify: bool = False, stats: bool = True
+) -> dict[str, dict[str, Any] | None]:
     """The status of each phase (``workflow_phase_dirs``), in order; None for a phase whose run directory
     does not exist yet (not started)."""
-    return {name: collect_status(d, verify) if os.path.isdir(d) else None for name, d in phases}
+    return {name: collect_status(d, verify, stats) if phase_started(d) else None for name, d in phases}
+
+
+def workflow_numbers_of(run_root: str) -> dict[str, Any]:
+    """The workflow's own numbers (``status --json``'s ``numbers``: :func:`~curator_slurm.runs.funnel.
+    workflow_numbers`) of the workflow whose run directory is ``run_root``."""
+    from curator_slurm.workflows.workflow import workflow_document_phases
+
+    phases = workflow_phase_dirs(run_root)
+    if phases is None:
+        raise RunDirError(f"{run_root} is not a workflow's run directory (no workflow.json)")
+    return workflow_numbers(workflow_status(phases), workflow_document_phases(run_root))
+
+
+def phase_started(run_dir: str) -> bool:
+    """Whether a phase's run directory holds a run yet: a directory that exists without any of its files is
+    being set up (``starting``), not an error."""
+    markers = (RUN_FILE, SOURCES_FILE, LEDGER_DIR, PLAN_FILE, SUBMISSIONS_FILE)
+    return os.path.isdir(run_dir) and any(os.path.exists(os.path.join(run_dir, m)) for m in markers)
+
+
+def phases_starting(phases: list[tuple[str, str]]) -> list[str]:
+    """The phases whose run directory exists but holds no run yet (being set up)."""
+    return [name for name, d in phases if os.path.isdir(d) and not phase_started(d)]
 
 
 def workflow_exit_code(statuses: dict[str, dict[str, Any] | None]) -> int:
@@ -378,5 +415,6 @@ __all__ = [
     "format_workflow_status",
     "shard_order",
     "status_report",
+    "workflow_numbers_of",
     "workflow_phase_dirs",
 ]

@@ -18,12 +18,17 @@ def shard_order(row: dict[str, Any]) -> tuple[int, int, str]:
 
 
 def format_workflow_status(
-    statuses: dict[str, dict[str, Any] | None], show_all: bool, stopped_root: str | None = None
+    statuses: dict[str, dict[str, Any] | None],
+    show_all: bool,
+    stopped_root: str | None = None,
+    starting: list[str] | None = None,
 ) -> str:
-    """The text of `curator-slurm status` for a workflow: each phase's, under its name, and a last line
-    when it is stopped (``stopped_root``, its run directory)."""
+    """The text of `curator-slurm status` for a workflow: each phase's, under its name (``starting``: those
+    being set up), and a last line when it is stopped (``stopped_root``, its run directory)."""
     lines = [
-        f"== phase {name}: not started" if s is None else f"== phase {name}\n{format_status(s, show_all)}"
+        f"== phase {name}: {'starting' if name in (starting or []) else 'not started'}"
+        if s is None
+        else f"== phase {name}\n{format_status(s, show_all)}"
         for name, s in statuses.items()
     ]
     if stopped_root is not None:

@@ -297,7 +297,18 @@ class Workflow:
         inputs were listed: a start that fails on a missing input leaves no workflow behind for `status`."""
         if first and not os.path.exists(os.path.join(self.run_root, WORKFLOW_FILE)):
             list_sources(self.phases[0].pipeline.build()[0], ShardSpec.single())  # an InputError ends it here
-        write_marker(self.run_root, self.name, [p.name for p in self.phases], self.warnings)
+        write_marker(
+            self.run_root, self.name, [p.name for p in self.phases], document_phases(self.phases), self.warnings
+        )
+
+
+def document_phases(phases: list[Phase]) -> list[str]:
+    """The phases that write documents (their last stage is a writer of documents or tokens), in order: the
+    workflow's own numbers (`status`) follow the documents through them; the others write side data (buckets,
+    signatures, edges)."""
+    from curator_slurm.stages.io.writers import BaseWriter
+
+    return [p.name for p in phases if isinstance(p.pipeline.build()[-1], BaseWriter)]
 
 
 def phase_upstream(work_dir: str | os.PathLike, phase: str, per_task: bool = False) -> Upstream:
@@ -306,9 +317,12 @@ def phase_upstream(work_dir: str | os.PathLike, phase: str, per_task: bool = Fal
     return Upstream(phase, phase_run_dir(default_run_dir_of(fs.absolute(work_dir)), phase), per_task)
 
 
-def write_marker(run_root: str, name: str, phases: list[str], warnings: Sequence[str] = ()) -> None:
-    """``workflow.json`` in the run root names the phases in order (and the workflow's warnings), for
-    `curator-slurm status`; written by `submit` (so status works before any task ran) and by every run."""
+def write_marker(
+    run_root: str, name: str, phases: list[str], documents: list[str] | None = None, warnings: Sequence[str] = ()
+) -> None:
+    """``workflow.json`` in the run root names the phases in order, for `curator-slurm status`, those that write
+    ``documents`` (:func:`document_phases`) and the workflow's warnings; written by `submit` (so status works
+    before any task ran) and by every run."""
 
     fs.makedirs(run_root)  # a file in the way: an OutputError naming it
     path = os.path.join(run_root, WORKFLOW_FILE)
@@ -317,11 +331,15 @@ def write_marker(run_root: str, name: str, phases: list[str], warnings: Sequence
         payload["warnings"] = list(warnings)
     try:
         with open(path, encoding="utf-8") as f:
-            if json.load(f) == payload:
-                return
+            found = json.load(f)
     except (OSError, ValueError):
-        pass
-    fs.atomic_write_text(path, json.dumps(payload))
+        found = None
+    if documents is None and isinstance(found, dict) and found.get("phases") == phases:
+        documents = found.get("documents")  # `submit` does not know them: a run's stay
+    if documents is not None:
+        payload["documents"] = documents
+    if found != payload:
+        fs.atomic_write_text(path, json.dumps(payload))
 
 
 def planned_ids(run_dir: str) -> list[str] | None:
@@ -354,3 +372,14 @@ def workflow_warnings(run_root: str) -> list[str]:
     except (OSError, ValueError, AttributeError):
         return []
     return [str(w) for w in found] if isinstance(found, list) else []
+
+
+def workflow_document_phases(run_root: str) -> list[str] | None:
+    """The phases of the workflow at ``run_root`` that write documents, as its runs recorded them (None: not
+    recorded, a workflow only submitted so far or run by an older version)."""
+    try:
+        with open(os.path.join(run_root, WORKFLOW_FILE), encoding="utf-8") as f:
+            documents = json.load(f).get("documents")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [str(d) for d in documents] if isinstance(documents, list) else None

@@ -148,6 +148,15 @@ def resolve_tokenizer(
     return TokenizerSpec(file, digest, max(ids, default=0), eod_id, bos_id)
 
 
+def log2_counts(values: np.ndarray) -> list[int]:
+    """How many of ``values`` have each bit length (0, 1, 2-3, 4-7, ...), up to the largest: the log2 buckets of
+    the run's stats files (docs/reference.md, "Stats files")."""
+    if not len(values):
+        return []
+    _, bits = np.frexp(np.asarray(values, np.float64))
+    return [int(n) for n in np.bincount(bits)]
+
+
 class MegatronTokenizerWriter(BaseWriter):
     """Tokenize ``text_field`` of each batch and write ``<source id>.bin``/``.idx`` (Megatron's indexed dataset,
     one sequence per document) into ``path``; ``model_identifier`` is a local ``tokenizer.json`` or tokenizer
@@ -270,11 +279,12 @@ class MegatronTokenizerWriter(BaseWriter):
             atomic_write(final_bin, lambda f: lengths.append(self.encode_into(texts, f)), sync=sync),
             atomic_write(final_idx, lambda f: write_index(f, self._spec.dtype, lengths[0]), sync=sync),
         ]
+        tokens = int(lengths[0].sum(dtype=np.int64))
         return FileGroupTask(
             task_id=task.task_id,
             dataset_name=task.dataset_name,
             data=[final_bin, final_idx],
-            metadata={"rows": len(texts), "tokens": int(lengths[0].sum(dtype=np.int64)), "sizes": sizes},
+            metadata={"rows": len(texts), "tokens": tokens, "sizes": sizes, "token_histogram": log2_counts(lengths[0])},
             stage_perf=task.stage_perf,
             source_id=task.source_id,
         )
