@@ -18,11 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from curator_slurm import DocumentBatch, LocalExecutor, Pipeline, PipelineFailedError, ShardSpec
+from curator_slurm.backends.run import hint_fan_out
 from curator_slurm.fs import TMP_MARK
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.runs.upstream import recorded
 from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetWriter, ProcessingStage
-from curator_slurm.stages.io.outputs import Naming, fan_out_dir
+from curator_slurm.stages.io.outputs import FAN_OUT_ABOVE, Naming, fan_out_dir
 from support.helpers import clean_env, read_tree
 
 
@@ -204,3 +205,17 @@ def test_fanned_out_outputs_go_into_hashed_subdirectories_that_the_ledger_record
     written = {os.path.realpath(p) for r in recorded(str(out / DEFAULT_RUN_DIR_NAME)).values() for p, _ in r.files}
     assert written == {os.path.realpath(p) for p in result.output_files}
     assert sorted(JsonlWriter(out, fan_out=True).existing_outputs()) == sorted(result.output_files)
+
+
+def test_a_run_of_more_than_ten_thousand_source_tasks_is_told_to_fan_out() -> None:
+    warned: list[str] = []
+
+    class Log:
+        def warning(self, line: str) -> None:
+            warned.append(line)
+
+    flat, spread = JsonlWriter("/tmp/out-flat"), JsonlWriter("/tmp/out-spread", fan_out=True)
+    hint_fan_out([flat, spread], FAN_OUT_ABOVE, Log())
+    assert warned == []
+    hint_fan_out([flat, spread], FAN_OUT_ABOVE + 1, Log())
+    assert len(warned) == 1 and "/tmp/out-flat" in warned[0] and "fan_out=True" in warned[0]

@@ -20,7 +20,7 @@ from curator_slurm.errors import OutputError
 #: Default ``max_file_size`` of the writers: an output part is closed, and the next begun, once it holds this
 #: many bytes (1 GiB; a source task's output smaller than that is one file).
 DEFAULT_MAX_FILE_SIZE = 1 << 30
-#: ``fan_out="auto"`` puts outputs into subdirectories once a run has more source tasks than this.
+#: A run of more source tasks than this warns about a writer without ``fan_out`` (a flat directory of as many files).
 FAN_OUT_ABOVE = 10_000
 
 
