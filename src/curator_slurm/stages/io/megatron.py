@@ -270,7 +270,7 @@ class MegatronTokenizerWriter(BaseWriter):
         before = sum(p.tokens for p in out.parts if isinstance(p, _TokenPart))
         if texts or not out.parts:
             table = pa.table({self.text_field: pa.array(texts, pa.string())})
-            append(out, table, lambda: self.new_part(key), self.max_file_size, key)
+            append(out, table, lambda: self.new_part(key), self.max_file_size, key, self.path)
         tokens = sum(p.tokens for p in out.parts if isinstance(p, _TokenPart)) - before
         return self.receipt(task, len(texts), tokens=tokens)
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import xxhash
 
 from curator_slurm import fs
-from curator_slurm.errors import OutputError
+from curator_slurm.errors import OutputError, OutputSpaceError, is_out_of_space, out_of_space
 
 #: Default ``max_file_size`` of the writers: an output part is closed, and the next begun, once it holds this
 #: many bytes (1 GiB; a source task's output smaller than that is one file).
@@ -129,10 +129,13 @@ class Naming:
         return fs.join(self.path, fan_out_dir(stem), name + ending)
 
 
-def append(out: OpenOutput, table: pa.Table, new_part: Callable[[], Part], max_file_size: int, source: str) -> None:
+def append(
+    out: OpenOutput, table: pa.Table, new_part: Callable[[], Part], max_file_size: int, source: str, where: str
+) -> None:
     """Append ``table`` to ``out``: to its last part, or to a new one when there is none, the last is full
-    (``max_file_size`` bytes or more) or cannot hold it. An error leaves ``out`` broken (whatever was
-    half-written cannot be taken back): the source task fails and is done again whole."""
+    (``max_file_size`` bytes or more) or cannot hold it (``where``: the directory, for a full disk's error). An
+    error leaves ``out`` broken (whatever was half-written cannot be taken back): the source task fails and is
+    done again whole."""
     if out.broken is not None:
         raise OutputError(
             f"the output of source task {source} was left incomplete by an earlier error ({out.broken!r}); "
@@ -158,6 +161,8 @@ def append(out: OpenOutput, table: pa.Table, new_part: Callable[[], Part], max_f
         out.rows += table.num_rows
     except BaseException as e:
         out.broken = e
+        if isinstance(e, OSError) and is_out_of_space(e) and not isinstance(e, OutputSpaceError):  # say where
+            raise out_of_space(e, where) from e
         raise
 
 
@@ -180,9 +185,11 @@ def publish(out: OpenOutput, naming: Naming, stem: str, sync: bool) -> tuple[lis
                 sizes.append(f.publish(final, sync=sync))
                 paths.append(final)
         return paths, sizes
-    except BaseException:
+    except BaseException as e:
         for part in out.parts:
             part.discard()
+        if isinstance(e, OSError) and is_out_of_space(e) and not isinstance(e, OutputSpaceError):
+            raise out_of_space(e, naming.path) from e
         raise
 
 

@@ -233,7 +233,7 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
             out = self.opened(task)
             if table.num_rows or not out.parts:
                 key = task.source_id or task.task_id
-                append(out, table, lambda: self.new_part(key), self.max_file_size, key)
+                append(out, table, lambda: self.new_part(key), self.max_file_size, key, self.path)
         return self.receipt(task, table.num_rows)
 
     def end_source(self, source: Task, failed: bool, whole: bool = True) -> list[Task]:
