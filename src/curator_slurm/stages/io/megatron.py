@@ -219,7 +219,7 @@ class MegatronTokenizerWriter(BaseWriter):
         self._tokenizer = load_tokenizer(self._spec.file)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_tokenizer": None}  # workers load their own in setup()
+        return {**super().__getstate__(), "_tokenizer": None}  # workers load their own in setup()
 
     def texts(self, task: DocumentBatch) -> list[str]:
         """The non-empty texts of the batch, in order (empty and null ones get no sequence)."""
