@@ -152,6 +152,12 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_open": {}}  # what a process has open is its own
 
+    def __copy__(self) -> Any:  # a copy (``with_``) keeps its own open outputs
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._open = {}
+        return new
+
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], list(self.fields or [])
 
