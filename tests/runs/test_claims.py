@@ -248,3 +248,32 @@ def test_a_taker_waits_for_the_verdict_on_a_late_holder_of_another_host(tmp_path
         work = Takeover(run, taker, lists, mine_done).steal()
         assert work is not None and work.shard == 0 and work.claim.generation == 1
         assert time.monotonic() - started >= 0.5, "it waited for the heartbeat to go stale"
+
+
+def test_a_retired_shard_leaves_no_claim_and_takes_none_until_its_owner_registers_again(tmp_path: Path) -> None:
+    """Once its tasks are all done, a shard's claims hold nothing: they go, with its directory and .end, so
+    a finished array leaves none; a taker's claim on it then fails (nothing to do); an owner's re-run (its
+    outputs lost, say) claims afresh."""
+    owner = me(0)
+    board = ClaimBoard(str(tmp_path), "h4", owner)
+    for s in (0, 1):
+        board.register(s)
+    with holding(owner):
+        assert [board.claim(0, g) for g in range(3)] == [Claim(0, g, 0) for g in range(3)]
+        board.finish(0)
+        board.retire(0)
+        assert not (tmp_path / TAKEOVER_DIR / "h4" / "0").exists()
+        assert sorted(os.listdir(tmp_path / TAKEOVER_DIR / "h4")) == ["1"]
+        assert board.open_shards() == [1]
+        assert ClaimBoard(str(tmp_path), "h4", me(1)).claim(0, 0) is None
+        board.register(0)
+        assert board.claim(0, 0) == Claim(0, 0, 0)
+
+
+def test_a_claim_being_made_keeps_a_retired_shards_directory_marked_finished(tmp_path: Path) -> None:
+    board = ClaimBoard(str(tmp_path), "h4", me(0))
+    board.register(0)
+    (tmp_path / TAKEOVER_DIR / "h4" / "0" / ".0-0.tmp-1-abcd").write_text("a taker's, half made")
+    board.retire(0)
+    assert board.open_shards() == []
+    assert (tmp_path / TAKEOVER_DIR / "h4" / "0.end").exists()

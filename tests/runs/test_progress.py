@@ -78,7 +78,7 @@ def _watch_running(out: Path, proc: subprocess.Popen[str], until: int, deadline:
 def test_a_large_source_task_shows_its_documents_growing_before_it_ends(tmp_path: Path) -> None:
     """One source task of 120 documents read 20 at a time, each batch held 0.5 s: `status OUT --json` lists the
     process running it with docs_in growing while the ledger records nothing done; afterwards nothing runs, the
-    task is done once, and its six batches are six files named by position."""
+    task is done once, and its six batches are one file."""
     corpus, out = _corpus(tmp_path / "in"), tmp_path / "out"
     proc = _start(corpus, out, "--sleep", "0.5", "--batch-rows", "20")
     seen = _watch_running(out, proc, until=60)
@@ -97,7 +97,7 @@ def test_a_large_source_task_shows_its_documents_growing_before_it_ends(tmp_path
     code, after = status(out, "--json")
     assert code == 0 and after["running"] == [] and after["dead"] == [] and after["done"] == 1
     names = sorted(p.name for p in out.glob("*.parquet"))
-    assert names == [f"{record['source']}-{k}.parquet" for k in range(6)]
+    assert names == [f"{record['source']}.parquet"], "six batches, one file for the source task"
     assert sum(pq.read_table(out / n).num_rows for n in names) == 120
 
 

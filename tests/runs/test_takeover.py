@@ -74,6 +74,8 @@ def test_local_array_helps_the_heavy_shard(skewed: Path, reference: dict[str, by
     assert all(r["shard"] == "0/4" for r in by_owner)
     assert {r["taken_from"] for r in heavy if "taken_from" in r} == {"0/4"}
     assert len(by_owner) <= len(heavy) / 2, f"the heavy shard did {len(by_owner)} of its {len(heavy)} tasks itself"
+    claims = [p for p in (out / DEFAULT_RUN_DIR_NAME / TAKEOVER_DIR).rglob("*") if p.is_file()]
+    assert claims == [], "every shard done: no claim file is left"
     taken = Counter(r["taken_from"] for r in done if "taken_from" in r)  # a light shard that started late: too
     status = status_json(out)
     assert status["takeover"]["tasks"] == sum(taken.values())

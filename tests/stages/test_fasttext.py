@@ -270,7 +270,9 @@ def test_fasttext_filters_write_what_they_removed(quality_model: str, lid_model:
     }
     for name, stage in stages.items():
         stage = stage.with_(exclusion_writer=JsonlWriter(tmp_path / name))
-        out = stage.process(_batch(texts))
+        task = _batch(texts)
+        out = stage.process(task)
+        stage.end_source(task, failed=False)  # the exclusion file is published as the source task ends
         rows = [json.loads(line) for p in (tmp_path / name).glob("*.jsonl") for line in p.read_text().splitlines()]
         assert sorted(out.data.column("n").to_pylist() + [r["n"] for r in rows]) == [0, 1, 2], name
         assert all(r["text"] == texts[r["n"]] and r[REASON_FIELD] == stage.name for r in rows), name

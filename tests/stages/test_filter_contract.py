@@ -110,11 +110,18 @@ def test_document_filters_run_in_a_pipeline_with_their_exclusions(tmp_path: Path
 # --- NeMo's lists and functions ----------------------------------------------------------------------------
 
 
+def excluding(stage: Any, task: DocumentBatch) -> DocumentBatch:
+    """``stage`` on ``task`` as the one batch of its source task: its exclusion file is published as it ends."""
+    out = stage.process(task)
+    stage.end_source(task, failed=False)
+    return out
+
+
 def test_a_list_of_filters_is_applied_in_order_naming_the_filter_that_removed_each(tmp_path: Path) -> None:
     filters = [WordCountFilter(min_words=3), NonAlphaNumericFilter(), RepeatedLinesFilter()]
     chained = ScoreFilter(filters, score_field=["words", "alnum", "unique"], exclusion_writer=JsonlWriter(tmp_path))
     assert chained.name == "score_filter[word_count+alpha_numeric+repeated_lines]"
-    out = chained.process(batch(TEXTS)).data
+    out = excluding(chained, batch(TEXTS)).data
     one_by_one = batch(TEXTS)
     for f in filters:
         one_by_one = ScoreFilter(f).process(one_by_one)
@@ -151,7 +158,7 @@ def test_the_language_filter_writes_what_it_removed_with_its_columns(tmp_path: P
         "Der Ausschuss hat letzte Woche seinen Jahresbericht über die Wasserqualität veröffentlicht.",
     ]
     removed = tmp_path / "removed"
-    out = LanguageFilter("en", exclusion_writer=JsonlWriter(removed)).process(batch(texts)).data
+    out = excluding(LanguageFilter("en", exclusion_writer=JsonlWriter(removed)), batch(texts)).data
     assert out.column("id").to_pylist() == [0]
     (row,) = _rows(removed)
     assert (row["id"], row["language"], row[REASON_FIELD]) == (1, "de", "language_filter")
@@ -188,7 +195,7 @@ class DigitShare(BaseFilter):
 
 def test_a_new_filter_gets_exclusions_notes_and_characters_from_the_base(tmp_path: Path) -> None:
     texts = ["123456 ab", "plain words", "", "12 and 34 are numbers"]
-    out = DigitShare(exclusion_writer=JsonlWriter(tmp_path)).process(batch(texts))
+    out = excluding(DigitShare(exclusion_writer=JsonlWriter(tmp_path)), batch(texts))
     assert out.data.column("id").to_pylist() == [1, 3]
     assert out.metadata["notes"]["counts"] == {"digits": 1, "empty": 1}
     assert out.metadata["removed_chars"] == {"dropped": 9, "rewritten": 0}

@@ -39,7 +39,9 @@ def files(directory: Path) -> dict[str, bytes]:
 def write_batch(out: Path, table: pa.Table, compression: str | None) -> Path:
     writer = JsonlWriter(out, compression=compression)
     writer.setup()
-    result = writer.process(DocumentBatch(task_id="t", dataset_name="d", data=table, source_id="src"))
+    batch = DocumentBatch(task_id="t", dataset_name="d", data=table, source_id="src")
+    writer.process(batch)
+    (result,) = writer.end_source(batch, failed=False)
     (path,) = result.data
     assert result.metadata["sizes"] == [Path(path).stat().st_size], "the size reported is the file's"
     return Path(path)

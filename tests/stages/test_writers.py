@@ -165,13 +165,21 @@ def test_atomic_write_replaces_whole_file(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
 
 
+def write_alone(writer: ParquetWriter, table: pa.Table) -> Any:
+    """What ``writer`` publishes for a source task ``t`` of one batch ``table``."""
+    batch = DocumentBatch(task_id="t", data=table, source_id="t")
+    writer.process(batch)
+    (written,) = writer.end_source(batch, failed=False)
+    return written
+
+
 @pytest.mark.parametrize("compression", ["snappy", "zstd", "none"])
 def test_parquet_writer_writes_the_bytes_pyarrow_parquet_writes(tmp_path: Path, compression: str) -> None:
     """ParquetWriter skips importing pyarrow.parquet (and with it pyarrow.fs) by calling pyarrow's
     lower-level writer; the file must still be the one ``pyarrow.parquet.write_table`` writes, byte for
     byte, for nested, unicode and null values."""
     table = pa.Table.from_pylist(ROWS)
-    written = ParquetWriter(tmp_path / "ours", compression=compression).process(DocumentBatch(task_id="t", data=table))
+    written = write_alone(ParquetWriter(tmp_path / "ours", compression=compression), table)
     reference = tmp_path / "reference.parquet"
     pq.write_table(table, reference, compression=compression)
     assert Path(written.data[0]).read_bytes() == reference.read_bytes()
@@ -212,7 +220,7 @@ def test_a_pyarrow_whose_private_writer_differs_gets_the_public_one(
 
     monkeypatch.setattr(writers._parquet, "ParquetWriter", changed_signature)
     table = pa.Table.from_pylist(ROWS)
-    written = ParquetWriter(tmp_path / "ours").process(DocumentBatch(task_id="t", data=table))
+    written = write_alone(ParquetWriter(tmp_path / "ours"), table)
     reference = tmp_path / "reference.parquet"
     pq.write_table(table, reference, compression="snappy")
     assert Path(written.data[0]).read_bytes() == reference.read_bytes()

@@ -4,6 +4,7 @@ list of adapters. Design: docs/design.md, "The one idea"."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import traceback
@@ -321,6 +322,49 @@ def run_chain(
     return finals
 
 
+def run_to_end(
+    adapters: list[BaseStageAdapter],
+    tasks: list[Task],
+    source: Task,
+    whole: bool = True,
+    tick: Callable[[], None] | None = None,
+) -> list[Task]:
+    """:func:`run_chain` of ``tasks`` (all of the source task ``source``), then the end of ``source`` in every
+    stage (:func:`end_source`); if anything escapes (a stop, the grace period's end), what stages hold open
+    for ``source`` is dropped."""
+    try:
+        finals = run_chain(adapters, tasks, tick)
+        return finals + end_source(adapters, source, finals, whole)
+    except BaseException:
+        for a in adapters:
+            with contextlib.suppress(Exception):
+                a.stage.end_source(source, True, whole)
+        raise
+
+
+def end_source(adapters: list[BaseStageAdapter], source: Task, finals: list[Task], whole: bool = True) -> list[Task]:
+    """Tell each stage in turn that ``source`` ended (failed when a FailedTask is among ``finals``): what one
+    publishes goes through the stages after it before those are told; returns what came out. A stage that
+    fails to publish fails the source task (the stages after it drop what they hold)."""
+    failed = any(isinstance(t, FailedTask) for t in finals)
+    out: list[Task] = []
+    for i, a in enumerate(adapters):
+        try:
+            made = a.stage.end_source(source, failed, whole)
+        except Exception as e:
+            stop_if_out_of_space(e)
+            logger.warning(f"stage {a.stage.name!r} failed to end source task {source.task_id}: {e!r}")
+            a.stats.failures += 1
+            out.append(failed_task(source, a.stage.name, e, traceback.format_exc()))
+            failed = True
+            continue
+        if made:
+            after = run_chain(adapters[i + 1 :], made)
+            failed = failed or any(isinstance(t, FailedTask) for t in after)
+            out.extend(after)
+    return out
+
+
 def run_source_task(adapters: list[BaseStageAdapter], task: Task, progress: TaskProgress | None = None) -> SourceResult:
     """Run one source task through every stage after the source and summarise what came out; ``progress``
     publishes how far it got while it runs."""
@@ -329,11 +373,11 @@ def run_source_task(adapters: list[BaseStageAdapter], task: Task, progress: Task
         a.stats = StageStats(a.stage.name)
     before = fs.s3_stats()  # this process's object-store counts: the task's are the difference
     if progress is None:
-        finals = run_chain(adapters, [task])
+        finals = run_to_end(adapters, [task], task)
     else:
         progress.begin(task.source_id or task.task_id, task.metadata.get("bytes"))
         try:
-            finals = run_chain(adapters, [task], progress.tick)
+            finals = run_to_end(adapters, [task], task, tick=progress.tick)
         finally:
             progress.end()
     result = summarise(task.source_id or task.task_id, finals, [a.stats for a in adapters], start)
@@ -379,10 +423,12 @@ def manifest_sources(stage: ProcessingStage, shard: ShardSpec, retry_backoff: fl
 
 __all__ = [
     "BaseStageAdapter",
+    "end_source",
     "list_sources",
     "manifest_sources",
     "run_chain",
     "run_source_task",
+    "run_to_end",
     "set_up_adapters",
     "tear_down_adapters",
 ]

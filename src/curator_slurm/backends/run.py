@@ -21,6 +21,8 @@ from curator_slurm.runs.session import Listing, RunSession
 from curator_slurm.runs.upstream import upstreams_of
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.stages.io.outputs import FAN_OUT_ABOVE
+from curator_slurm.stages.io.writers import BaseWriter
 from curator_slurm.tasks import Task
 
 #: ``should_stop()``: whether to start no new source task (a :class:`StopSignal` in a run).
@@ -84,6 +86,7 @@ class BaseExecutor:
         options = options or RunOptions()
         log = bound(shard.label, shard.job.label)
         listing = self.run_source_stage(stages[0], shard, log)  # first: a bad input path must not claim a run dir
+        hint_fan_out(stages, listing.total, log)
         names, upstreams = [s.name for s in stages], upstreams_of(stages)
         outputs = getattr(stages[-1], "existing_outputs", None)
         session = RunSession(
@@ -110,6 +113,19 @@ def listing_of(adapter: BaseStageAdapter) -> Listing:
     return Listing(
         adapter.stage.name, adapter.sources, adapter.kept, adapter.selection, adapter.manifest, adapter.shared
     )
+
+
+def hint_fan_out(stages: list[ProcessingStage], total: int, log: Any) -> None:
+    """Warn when a writer is to put the outputs of more than :data:`FAN_OUT_ABOVE` source tasks into one flat
+    directory (``fan_out=True`` spreads them over hashed subdirectories)."""
+    if total <= FAN_OUT_ABOVE:
+        return
+    for stage in stages:
+        if isinstance(stage, BaseWriter) and not stage.fan_out:
+            log.warning(
+                f"{stage.name}: {total} source tasks write about as many files into {stage.path}; parallel "
+                "filesystems slow down past some 10,000 entries a directory: give the writer fan_out=True"
+            )
 
 
 def remove_dead_temporaries(stages: list[ProcessingStage], log: Any) -> None:

@@ -38,6 +38,7 @@ from .paths import (
 )
 from .publish import (
     TMP_MARK,
+    AtomicFile,
     Cleanup,
     atomic_write,
     atomic_write_text,
@@ -51,6 +52,7 @@ from .s3 import S3Options, configure_s3, reset_s3, s3_options, start_jitter
 __all__ = [
     "COMPRESSIONS",
     "TMP_MARK",
+    "AtomicFile",
     "Cleanup",
     "FileInfo",
     "Listing",

@@ -100,6 +100,71 @@ def atomic_write(final_path: str, write: Callable[[BinaryIO], Any], sync: bool =
         raise
 
 
+class AtomicFile:
+    """A file written in pieces and published whole, or not at all: locally under a hidden temporary name
+    (:func:`temp_name` of ``provisional``'s name, in its directory) renamed at :meth:`publish`; for an object
+    store, a local spool uploaded as one object at :meth:`publish`. :meth:`discard` drops it.
+
+    Args:
+        provisional: the path it is meant for (its directory is where the temporary file lies, locally).
+    """
+
+    def __init__(self, provisional: str) -> None:
+        self.local = is_local(provisional)
+        self.directory, name = os.path.split(provisional)
+        if self.local:
+            self.tmp = os.path.join(self.directory, temp_name(name))
+            try:
+                self.file: BinaryIO = open(self.tmp, "wb")  # noqa: SIM115 - closed by publish() or discard()
+            except OSError as e:
+                raise _write_error(e, self.directory, provisional) from e
+        else:
+            import tempfile
+
+            self.tmp = ""
+            self.file = tempfile.NamedTemporaryFile(prefix="curator-upload-")  # type: ignore[assignment]  # noqa: SIM115
+
+    def size(self) -> int:
+        """Bytes written so far (what reached the file: flush a buffering stream first)."""
+        return self.file.tell()
+
+    def publish(self, final_path: str, sync: bool = True) -> int:
+        """Publish what was written as ``final_path`` (locally, in this file's directory or one below it); returns
+        its bytes. ``sync`` False leaves the fsync to the caller (a run ledger)."""
+        try:
+            self.file.flush()
+            size = os.fstat(self.file.fileno()).st_size
+            if not self.local:
+                with self.file as spool:
+                    return _upload_spool(final_path, spool)
+            if sync:
+                os.fsync(self.file.fileno())
+            self.file.close()
+            os.replace(self.tmp, final_path)
+            return size
+        except BaseException as e:
+            self.discard()
+            if isinstance(e, OSError):
+                raise _write_error(e, self.directory, final_path) from e
+            raise
+
+    def discard(self) -> None:
+        """Drop what was written (nothing is published); safe to call more than once."""
+        with contextlib.suppress(OSError):
+            self.file.close()
+        if self.local:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.tmp)
+
+
+def _write_error(e: OSError, directory: str, final_path: str) -> BaseException:
+    """An OSError met while writing ``final_path``, as the error that names the place (and the fix)."""
+    if is_out_of_space(e):
+        return out_of_space(e, os.path.abspath(directory or "."))
+    clear = output_error(e, final_path)
+    return output_error(e, os.path.abspath(directory or ".")) if clear is not e else e
+
+
 def atomic_write_text(final_path: str, text: str, sync: bool = True) -> None:
     """:func:`atomic_write` of UTF-8 text."""
     data = text.encode("utf-8")
@@ -111,18 +176,23 @@ def _write_object(uri: str, write: Callable[[BinaryIO], Any]) -> int:
     transient errors, :func:`.retry.call`)."""
     import tempfile
 
+    with tempfile.NamedTemporaryFile(prefix="curator-upload-") as spool:
+        write(spool.file)  # type: ignore[arg-type]
+        return _upload_spool(uri, spool)
+
+
+def _upload_spool(uri: str, spool: Any) -> int:
+    """The local file ``spool`` (a named temporary file) uploaded as the object ``uri``; its bytes."""
     import pyarrow as pa
 
     filesystem, inner = resolve(uri)
-    with tempfile.NamedTemporaryFile(prefix="curator-upload-") as spool:
-        write(spool.file)  # type: ignore[arg-type]
-        spool.file.flush()
-        size = os.fstat(spool.fileno()).st_size
-        data = pa.memory_map(spool.name).read_buffer() if size else pa.py_buffer(b"")  # no copy in memory
-        forget_size(uri)
-        call(uri, "upload", lambda: _upload(filesystem, inner, data), writing=True)
-        remember_sizes({uri: size})
-        return size
+    spool.file.flush()
+    size = os.fstat(spool.fileno()).st_size
+    data = pa.memory_map(spool.name).read_buffer() if size else pa.py_buffer(b"")  # no copy in memory
+    forget_size(uri)
+    call(uri, "upload", lambda: _upload(filesystem, inner, data), writing=True)
+    remember_sizes({uri: size})
+    return size
 
 
 def _upload(filesystem: Any, inner: str, data: Any) -> None:

@@ -1,5 +1,6 @@
 """Takeover claims: which process may start a group of a shard's source tasks (its owner, or one taker), as
-files created atomically in the run directory, and whether the holder of a claim may still be working."""
+files created atomically in the run directory (removed once the shard's tasks are all done), and whether the
+holder of a claim may still be working."""
 
 from __future__ import annotations
 
@@ -176,6 +177,30 @@ class ClaimBoard:
         fd = os.open(os.path.join(self.root, f"{shard}.end"), os.O_WRONLY | os.O_CREAT, 0o644)
         os.close(fd)
 
+    def retire(self, shard: int) -> None:
+        """Every source task of ``shard`` is done (its owner read it in the ledger as it ended): its claims hold
+        nothing any more, so they go, with its directory and ``.end``; takers no longer see the shard at all, and
+        a finished array leaves no claim behind. A claim being made right now (its hidden temporary file keeps
+        the directory) leaves the directory there, marked finished."""
+        directory = self.shard_dir(shard)
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            names = []
+        for name in names:
+            if not name.startswith("."):  # a taker's half-made claim is its own to remove
+                with suppress(FileNotFoundError):
+                    os.unlink(os.path.join(directory, name))
+        try:
+            os.rmdir(directory)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            self.finish(shard)
+            return
+        with suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.root, f"{shard}.end"))
+
     def open_shards(self) -> list[int]:
         """The shards whose owner has started and that are not finished: where takers look for work."""
         try:
@@ -227,7 +252,10 @@ class ClaimBoard:
         succeeded answers "exists": the temporary file's link count then says it was this process.)"""
         directory = self.shard_dir(claim.shard)
         tmp = os.path.join(directory, f".{claim.name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileNotFoundError:  # the shard was retired (every task done): nothing to claim
+            return False
         try:
             os.write(fd, self._payload)
         finally:

@@ -24,7 +24,8 @@ LEDGER_DIR = "ledger"
 CLAIMS_DIR = "claims"
 #: Takeover claims: ``takeover/<namespace>/<shard>/<group>-<generation>``, one per group of a shard's source tasks
 #: that a process started (its owner, or a taker once the owner's process is gone or busy), and
-#: ``takeover/<namespace>/<shard>.end`` once the owner finished its own (:mod:`curator_slurm.runs.claims`).
+#: ``takeover/<namespace>/<shard>.end`` once the owner finished its own; both removed when the owner ends with every
+#: task of its shard done (:mod:`curator_slurm.runs.claims`).
 TAKEOVER_DIR = "takeover"
 #: ``refusals/<array job id>_<task id>.json``: why the run directory refused a Slurm task before any work.
 REFUSALS_DIR = "refusals"

@@ -252,8 +252,14 @@ class Takeover:
         return Work(shard, claim, todo, input_states(todo))
 
     def finish(self) -> None:
-        """This process did every group of its own that it held: takers need not look at its shard again."""
-        self.board.finish(self.me)
+        """This process did every group of its own that it held: takers need not look at its shard again. When
+        the ledger records every task of the shard done, its claims are removed (:meth:`ClaimBoard.retire`)."""
+        tasks = self.lists.tasks(self.me)
+        done = load_status(self.run_dir, self.lists.spec(self.me), [t.task_id for t in tasks]).done
+        if all(t.task_id in done for t in tasks):
+            self.board.retire(self.me)
+        else:
+            self.board.finish(self.me)
 
 
 def takeover_of(session: Any, beat: float | None) -> Takeover | None:

@@ -99,6 +99,15 @@ class ProcessingStage(Generic[In, Out]):
     def teardown(self) -> None:
         """Called once per worker after the last task."""
 
+    def end_source(self, source: Task, failed: bool, whole: bool = True) -> list[Task]:
+        """Called in each process after the last batch of the source task ``source`` went through this stage
+        (and for a source task none of whose batches came here): a stage that keeps something open per source
+        task (a writer's one output file) publishes it and returns what it made, which the later stages then
+        get; with ``failed`` (the source task failed, or the process is going down) it drops it instead.
+        ``whole`` is False when this process saw only a slice of the source task's batches (one call of a
+        Ray pool fed by another pool). Nothing by default."""
+        return []
+
     def process(self, task: In) -> Out | list[Out] | None:
         raise NotImplementedError(f"stage {self.name!r} ({type(self).__name__}) must implement process()")
 

@@ -26,7 +26,9 @@ from curator_slurm.stages.io.readers import (
 from curator_slurm.tasks import DocumentBatch, EmptyTask, FileGroupTask
 from curator_slurm.workflows.workflow import planned_ids
 
-#: Outputs one earlier source task may have: keys are ``(task index * MAX_OUTPUTS + output) << 32 | row``.
+#: Outputs one earlier source task may have: keys are ``(task index * MAX_OUTPUTS + output) << 32 | row``. A
+#: writer makes one output per source task, in parts of ``max_file_size`` (1 GiB by default): 256 GiB of output
+#: from one source task.
 MAX_OUTPUTS = 256
 
 
@@ -111,8 +113,8 @@ DATA_ENDINGS = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet")
 
 
 def data_files(paths: list[str]) -> list[str]:
-    """The document files among an earlier source task's outputs, in the order it made them: ``x-2`` before
-    ``x-10`` (one output per batch of a source task), as positions number them."""
+    """The document files among an earlier source task's outputs, in the order it made them: ``x-p2`` before
+    ``x-p10`` (the parts of a source task's output), as positions number them."""
     return sorted((p for p in paths if p.endswith(DATA_ENDINGS)), key=_natural)
 
 
@@ -131,7 +133,8 @@ class PhaseOutputsReaderStage(FileReaderStage):
         files = data_files(files_of(upstream, [task.task_id]))
         if len(files) > MAX_OUTPUTS:
             raise InputError(
-                f"{upstream.run_dir}: source task {task.task_id} wrote {len(files)} files, more than {MAX_OUTPUTS}"
+                f"{upstream.run_dir}: source task {task.task_id} wrote {len(files)} files, more than {MAX_OUTPUTS}; "
+                "give the earlier phase's writer a larger max_file_size (its parts), or split its input finer"
             )
         return files
 

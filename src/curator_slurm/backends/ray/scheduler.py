@@ -146,7 +146,7 @@ class Run:
                 call = queue.popleft()
                 actor = pool.idle.popleft()
                 summary_ref, outputs_ref = actor.process.options(num_returns=2).remote(
-                    call.inputs, call.start, call.stop, call.deaths, pool.index == last
+                    call.inputs, call.start, call.stop, call.deaths, pool.index == last, pool.index == 0
                 )
                 self.running[summary_ref] = (call, actor, outputs_ref)
                 self.busy_cpus += cost

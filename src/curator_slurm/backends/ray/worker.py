@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from curator_slurm.backends.adapter import BaseStageAdapter, run_chain, set_up_adapters, tear_down_adapters
+from curator_slurm.backends.adapter import BaseStageAdapter, run_to_end, set_up_adapters, tear_down_adapters
 from curator_slurm.logs import ROOT, CollectWarnings, configure_logging
 from curator_slurm.runs.results import StageStats
 from curator_slurm.runs.signals import ignore_stop_signals
@@ -62,15 +62,16 @@ class StageWorker:
         tear_down_adapters(self.adapters)
 
     def process(
-        self, tasks: list[Task], start: int, stop: int, deaths: int, inline: bool
+        self, tasks: list[Task], start: int, stop: int, deaths: int, inline: bool, whole: bool = False
     ) -> tuple[CallSummary, list[Task] | None]:
         """Run the stages on ``tasks[start:stop]`` (the driver passes a whole upstream output list by
-        reference and a slice of it, so the data never travels through the driver)."""
+        reference and a slice of it, so the data never travels through the driver), then end their source task
+        in each stage (``whole``: the call had the source task itself, so the stages saw all of it)."""
         batch = list(tasks[start:stop])
         for adapter in self.adapters:
             adapter.stats = StageStats(adapter.stage.name)
         self.warnings.clear()
-        out = self._after_deaths(batch, deaths) if deaths else run_chain(self.adapters, batch)
+        out = self._after_deaths(batch, deaths, whole) if deaths else run_to_end(self.adapters, batch, batch[0], whole)
         good = [t for t in out if not isinstance(t, FailedTask)]
         summary = CallSummary(
             stats=[a.stats for a in self.adapters],
@@ -81,7 +82,7 @@ class StageWorker:
         )
         return summary, (None if inline else good)
 
-    def _after_deaths(self, batch: list[Task], deaths: int) -> list[Task]:
+    def _after_deaths(self, batch: list[Task], deaths: int, whole: bool) -> list[Task]:
         """Re-run a task whose earlier attempts killed their workers: those deaths count against each
         stage's retry budget, and every output records the deaths plus the attempts made here."""
         stages = [a.stage for a in self.adapters]
@@ -92,7 +93,7 @@ class StageWorker:
         for stage in stages:
             stage.max_retries = max(0, stage.max_retries - deaths)
         try:
-            out = run_chain(self.adapters, batch)
+            out = run_to_end(self.adapters, batch, batch[0], whole)
         finally:
             for stage, budget in zip(stages, budgets, strict=True):
                 stage.max_retries = budget

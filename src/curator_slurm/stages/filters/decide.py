@@ -19,7 +19,7 @@ from curator_slurm.stages.io.writers import BaseWriter, output_stem
 from curator_slurm.stages.notes import add_notes, note_removed_chars
 from curator_slurm.stages.text.compute import call, filter_table, from_numpy, to_numpy
 from curator_slurm.stages.text.split import strings
-from curator_slurm.tasks import DocumentBatch
+from curator_slurm.tasks import DocumentBatch, Task
 
 #: The column that says why an excluded document was removed (datatrove's ``metadata["filter_reason"]``).
 REASON_FIELD = "filter_reason"
@@ -138,6 +138,16 @@ class BaseFilter(ProcessingStage[DocumentBatch, DocumentBatch]):
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         if self.exclusion_writer is not None:
             fs.makedirs(self.exclusion_writer.path)
+
+    def end_source(self, source: Task, failed: bool, whole: bool = True) -> list[Task]:
+        """The exclusion file of ``source`` published (or dropped): it is not handed on, nor recorded."""
+        if self.exclusion_writer is not None:
+            self.exclusion_writer.end_source(source, failed, whole)
+        return []
+
+    def teardown(self) -> None:
+        if self.exclusion_writer is not None:
+            self.exclusion_writer.teardown()
 
     def remove_dead_temporaries(self) -> fs.Cleanup:
         """What dead writers on this host left half-written in the exclusion directory, deleted."""

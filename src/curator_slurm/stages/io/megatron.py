@@ -16,7 +16,8 @@ from curator_slurm import extras, fs
 from curator_slurm.errors import InputError
 from curator_slurm.settings import limit_tokenizer_threads
 from curator_slurm.stages.io.megatron_format import token_dtype, write_index
-from curator_slurm.stages.io.writers import BaseWriter, atomic_write, output_sync_deferred
+from curator_slurm.stages.io.outputs import Part, append
+from curator_slurm.stages.io.writers import BaseWriter
 from curator_slurm.stages.text.compute import call
 from curator_slurm.tasks import DocumentBatch, FileGroupTask
 
@@ -227,7 +228,7 @@ class MegatronTokenizerWriter(BaseWriter):
         self._tokenizer = load_tokenizer(self._spec.file)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_tokenizer": None}  # workers load their own in setup()
+        return {**super().__getstate__(), "_tokenizer": None}  # workers load their own in setup()
 
     def texts(self, task: DocumentBatch) -> list[str]:
         """The non-empty texts of the batch, in order (empty and null ones get no sequence)."""
@@ -268,23 +269,42 @@ class MegatronTokenizerWriter(BaseWriter):
     def existing_outputs(self) -> list[str]:
         return sorted(super().existing_outputs() + fs.finished_files(self.path, ".idx"))
 
+    def new_part(self, stem: str) -> Part:
+        return _TokenPart(fs.join(self.path, stem), self)
+
     def process(self, task: DocumentBatch) -> FileGroupTask:
         texts = self.texts(task)
-        fs.makedirs(self.path)
-        final_bin = self.output_path(task)
-        final_idx = final_bin[: -len(self.extension)] + ".idx"
-        sync = not (self.is_sink_stage and output_sync_deferred())
-        lengths: list[np.ndarray] = []
-        sizes = [
-            atomic_write(final_bin, lambda f: lengths.append(self.encode_into(texts, f)), sync=sync),
-            atomic_write(final_idx, lambda f: write_index(f, self._spec.dtype, lengths[0]), sync=sync),
-        ]
-        tokens = int(lengths[0].sum(dtype=np.int64))
-        return FileGroupTask(
-            task_id=task.task_id,
-            dataset_name=task.dataset_name,
-            data=[final_bin, final_idx],
-            metadata={"rows": len(texts), "tokens": tokens, "sizes": sizes, "token_histogram": log2_counts(lengths[0])},
-            stage_perf=task.stage_perf,
-            source_id=task.source_id,
-        )
+        key = task.source_id or task.task_id
+        out = self.opened(task)
+        seen = {id(p): len(p.lengths) for p in out.parts if isinstance(p, _TokenPart)}
+        if texts or not out.parts:
+            table = pa.table({self.text_field: pa.array(texts, pa.string())})
+            append(out, table, lambda: self.new_part(key), self.max_file_size, key, self.path)
+        added = [a for p in out.parts if isinstance(p, _TokenPart) for a in p.lengths[seen.get(id(p), 0) :]]
+        lengths = np.concatenate(added) if added else np.empty(0, dtype=np.int64)
+        tokens = int(lengths.sum(dtype=np.int64))
+        return self.receipt(task, len(texts), tokens=tokens, token_histogram=log2_counts(lengths))
+
+
+class _TokenPart(Part):
+    """A ``.bin`` of token ids appended batch by batch; its ``.idx`` written at :meth:`finish` from the lengths."""
+
+    def __init__(self, stem: str, writer: MegatronTokenizerWriter) -> None:
+        super().__init__(fs.AtomicFile(stem + writer.extension), writer.extension)
+        self.stem, self.writer = stem, writer
+        self.lengths: list[np.ndarray] = []
+        self.tokens = 0
+
+    def write(self, table: pa.Table) -> bool:
+        lengths = self.writer.encode_into(table.column(0).to_pylist(), self.main.file)
+        self.lengths.append(lengths)
+        self.tokens += int(lengths.sum(dtype=np.int64))
+        return True
+
+    def finish(self) -> None:
+        if len(self.files) > 1:  # ended already
+            return
+        index = fs.AtomicFile(self.stem + ".idx")
+        self.files.append((index, ".idx"))
+        lengths = np.concatenate(self.lengths) if self.lengths else np.empty(0, dtype=np.int32)
+        write_index(index.file, self.writer.dtype, lengths)

@@ -1,16 +1,15 @@
-"""JSONL and Parquet writers: one file per batch, named by its lineage (:func:`output_stem`), written under a
-hidden temporary name and renamed, fsynced unless the run ledger took that over (:func:`defer_output_sync`).
+"""JSONL and Parquet writers: one file per source task (parts past a size limit), named by the source task, written
+under a hidden temporary name as batches come and renamed as the source task ends, fsynced unless the run ledger
+took that over (:func:`defer_output_sync`).
 Design: docs/design.md, section Readers and writers."""
 
 from __future__ import annotations
 
 import contextlib
-import gzip
-import io
 import json
 import math
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from typing import Any, BinaryIO
 
 import pyarrow as pa
@@ -20,6 +19,17 @@ from curator_slurm._lazy import LazyModule
 from curator_slurm.errors import OutputError
 from curator_slurm.fs import TMP_MARK, atomic_write, remove_temporaries
 from curator_slurm.stages.base import ProcessingStage
+from curator_slurm.stages.io.outputs import (
+    DEFAULT_MAX_FILE_SIZE,
+    JSONL_COMPRESSIONS,
+    Naming,
+    OpenOutput,
+    Part,
+    append,
+    compressed,
+    discard,
+    publish,
+)
 from curator_slurm.tasks import DocumentBatch, FileGroupTask, Task
 
 #: ``pyarrow.parquet`` imports ``pyarrow.fs``, which loads the S3, GCS, Azure and HDFS bindings and ``ssl``:
@@ -105,61 +115,48 @@ def _holds_bytes(type_: pa.DataType) -> bool:
     return any(_holds_bytes(type_.field(i).type) for i in range(type_.num_fields))
 
 
-#: What :class:`JsonlWriter` takes for ``compression``: the file ending of each.
-JSONL_COMPRESSIONS = {None: ".jsonl", "gzip": ".jsonl.gz", "zstd": ".jsonl.zst"}
-#: The gzip level of compressed JSONL (zlib's own default: about datatrove's size, at a third of level 9's time).
-GZIP_LEVEL = 6
-
-
-class _Unclosable(io.RawIOBase):
-    """``f`` for a compressing stream that closes what it wraps: writes go through, a close leaves ``f`` open (the
-    atomic write still flushes, measures and renames it)."""
-
-    def __init__(self, f: BinaryIO) -> None:
-        self._f = f
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        return self._f.write(data)
-
-    def flush(self) -> None:
-        self._f.flush()
-
-
-@contextlib.contextmanager
-def compressed(f: BinaryIO, compression: str | None) -> Iterator[Any]:
-    """A stream writing into ``f``, compressed with ``compression`` (None: ``f`` itself), always the same bytes
-    for the same data however it is written in pieces: gzip with no file name and time 0 in its header
-    (:data:`GZIP_LEVEL`); zstd one frame from pyarrow's streaming compressor at its fixed default level, with
-    no content size in the header."""
-    if compression is None:
-        yield f
-    elif compression == "gzip":
-        with gzip.GzipFile(filename="", mode="wb", fileobj=f, compresslevel=GZIP_LEVEL, mtime=0) as stream:
-            yield stream
-    else:
-        stream = pa.CompressedOutputStream(_Unclosable(f), compression)
-        try:
-            yield stream
-        finally:
-            stream.close()
-
-
 class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
-    """One output file per batch, named by its lineage (:func:`output_stem`), written atomically into ``path``.
+    """One output file per source task (rolled over into numbered parts at ``max_file_size`` bytes), named by
+    the source task (:func:`output_stem`), written under a temporary name as its batches come and published
+    when the source task ends (:meth:`end_source`), into ``path``.
 
     Args:
         path: the output directory, local or ``s3://``.
         fields: the fields written (default all).
+        max_file_size: an output part is closed, and the next begun, once it holds this many bytes.
+        fan_out: put each output into a subdirectory ``ab/cd/`` from a hash of its name (for phases that write
+            many thousands of files: a directory keeps about ``files / 65536`` entries).
     """
 
     extension = ""
 
-    def __init__(self, path: str | os.PathLike, fields: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        fields: list[str] | None = None,
+        max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+        fan_out: bool = False,
+    ) -> None:
         self.path = os.fspath(path) if fs.is_local(os.fspath(path)) else fs.absolute(path)
         self.fields = list(fields) if fields else None
+        if max_file_size < 1:
+            raise ValueError(f"{type(self).__name__}(max_file_size={max_file_size}): give a number of bytes >= 1")
+        self.max_file_size = max_file_size
+        if fan_out:  # set only when asked: other runs keep their fingerprint
+            self.fan_out = True
+        self._open: dict[str, OpenOutput] = {}
+
+    fan_out: bool = False
+    fingerprint_exclude = frozenset({"_open"})
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_open": {}}  # what a process has open is its own
+
+    def __copy__(self) -> Any:  # a copy (``with_``) keeps its own open outputs
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._open = {}
+        return new
 
     def inputs(self) -> tuple[list[str], list[str]]:
         return ["data"], list(self.fields or [])
@@ -173,6 +170,11 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
     def setup(self, worker_metadata: dict[str, Any] | None = None) -> None:
         fs.makedirs(self.path)
 
+    def teardown(self) -> None:
+        for out in self._open.values():  # source tasks that never ended here: nothing of them is published
+            discard(out)
+        self._open.clear()
+
     def remove_temporaries(self, pids: Collection[int]) -> list[str]:
         """The temporary files that processes ``pids`` (killed while writing) left in ``path``, deleted."""
         return remove_temporaries(self.path, pids)
@@ -185,12 +187,23 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
     def existing_outputs(self) -> list[str]:
         """The files now in ``path`` that this writer could have written (by their names; hidden ones are
         never outputs): what a run starting afresh there must not mix with its own."""
-        return fs.finished_files(self.path, self.extension) if self.extension else []
+        if not self.extension:
+            return []
+        if not self.fan_out:
+            return fs.finished_files(self.path, self.extension)
+        subdirs = [d for d in fs.finished_files(self.path, "") if fs.isdir(d) and len(fs.basename(d)) == 2]
+        found = [f for d in subdirs for e in fs.finished_files(d, "") for f in fs.finished_files(e, self.extension)]
+        return sorted(found)
+
+    def naming(self) -> Naming:
+        return Naming(self.path, self.fan_out)
 
     def output_path(self, task: DocumentBatch) -> str:
-        return fs.join(self.path, output_stem(task) + self.extension)
+        """Where the output of ``task``'s source task goes when it is one file."""
+        return self.naming().final(task.source_id or task.task_id, 0, 1, self.extension)
 
-    def write_table(self, table: pa.Table, f: BinaryIO) -> None:
+    def new_part(self, stem: str) -> Part:
+        """A new part of the output ``stem``, its files open under temporary names in ``path``."""
         raise NotImplementedError
 
     def check(self, table: pa.Table) -> None:
@@ -199,31 +212,132 @@ class BaseWriter(ProcessingStage[DocumentBatch, FileGroupTask]):
     #: Whether a batch with no rows still gets a file (Parquet keeps the schema; JSONL would be 0 bytes).
     write_empty = True
 
-    def process(self, task: DocumentBatch) -> FileGroupTask:
-        table = task.data.select(self.fields) if self.fields else task.data
-        final = self.output_path(task)
-        written, sizes = [final], []
-        if table.num_rows or self.write_empty:
-            self.check(table)
-            fs.makedirs(self.path)
-            # The sink's outputs are the ones a run ledger records, so it may leave their fsync to the ledger.
-            sync = not (self.is_sink_stage and output_sync_deferred())
-            sizes.append(atomic_write(final, lambda f: self.write_table(table, f), sync=sync))
-        else:
-            written = []
+    def receipt(self, task: DocumentBatch, rows: int, **metadata: Any) -> FileGroupTask:
+        """What the writer hands on for a batch it took: no file yet (the source task's comes at its end)."""
         return FileGroupTask(
             task_id=task.task_id,
             dataset_name=task.dataset_name,
-            data=written,
-            metadata={"rows": table.num_rows, "sizes": sizes},
+            data=[],
+            metadata={"rows": rows, "sizes": [], **metadata},
             stage_perf=task.stage_perf,
             source_id=task.source_id,
         )
 
+    def opened(self, task: DocumentBatch) -> OpenOutput:
+        """The open output of ``task``'s source task (begun with this batch when there is none)."""
+        key = task.source_id or task.task_id
+        out = self._open.get(key)
+        if out is None:
+            fs.makedirs(self.path)
+            out = self._open[key] = OpenOutput(output_stem(task), task.dataset_name)
+        return out
+
+    def process(self, task: DocumentBatch) -> FileGroupTask:
+        table = task.data.select(self.fields) if self.fields else task.data
+        if table.num_rows or self.write_empty:
+            self.check(table)
+            out = self.opened(task)
+            if table.num_rows or not out.parts:
+                key = task.source_id or task.task_id
+                append(out, table, lambda: self.new_part(key), self.max_file_size, key, self.path)
+        return self.receipt(task, table.num_rows)
+
+    def end_source(self, source: Task, failed: bool, whole: bool = True) -> list[Task]:
+        """Publish the output of ``source`` (every part, named by the source task, or, when this process saw
+        only a slice of its batches, by the first of them), or drop it when ``failed``."""
+        key = source.source_id or source.task_id
+        out = self._open.pop(key, None)
+        if out is None:
+            return []
+        if failed or out.broken is not None:
+            discard(out)
+            return []
+        # The sink's outputs are the ones a run ledger records, so it may leave their fsync to the ledger.
+        sync = not (self.is_sink_stage and output_sync_deferred())
+        stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in key) if whole else out.stem
+        paths, sizes = publish(out, self.naming(), stem, sync)
+        return [
+            FileGroupTask(
+                task_id=key,
+                dataset_name=out.dataset_name,
+                data=paths,
+                metadata={"rows": 0, "sizes": sizes, **out.extra},
+                source_id=key,
+            )
+        ]
+
+
+class _JsonlPart(Part):
+    """A JSONL part: lines appended to one (compressed) stream, ended at :meth:`finish`."""
+
+    def __init__(self, main: fs.AtomicFile, ending: str, writer: JsonlWriter) -> None:
+        super().__init__(main, ending)
+        self.writer = writer
+        self.stack = contextlib.ExitStack()
+        self.stream = self.stack.enter_context(compressed(main.file, writer.compression))
+
+    def write(self, table: pa.Table) -> bool:
+        self.writer.write_table(table, self.stream)
+        return True
+
+    def size(self) -> int:
+        self.stream.flush()
+        return self.main.size()
+
+    def finish(self) -> None:
+        self.stack.close()
+
+
+class _ParquetPart(Part):
+    """A Parquet part: one row group per batch of one schema (a batch of another that cannot be cast to it
+    begins the next part), the footer written at :meth:`finish`."""
+
+    def __init__(self, main: fs.AtomicFile, ending: str, compression: str) -> None:
+        super().__init__(main, ending)
+        self.compression = compression
+        self.writer: Any = None
+        self.schema: pa.Schema | None = None
+
+    def write(self, table: pa.Table) -> bool:
+        if self.schema is None:
+            self.writer = parquet_writer(self.main.file, table.schema, self.compression)
+            self.schema = table.schema
+        elif table.schema != self.schema:
+            try:
+                table = table.cast(self.schema)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, TypeError):
+                return False
+        self.writer.write_table(table, row_group_size=None)
+        return True
+
+    def finish(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+def parquet_writer(f: BinaryIO, schema: pa.Schema, compression: str) -> Any:
+    """A Parquet writer into ``f`` with the settings ``pyarrow.parquet.write_table`` gives it, made by
+    ``pyarrow._parquet`` when that takes them (see the note at the top of the module), else by ``pyarrow.parquet``."""
+    try:
+        return _parquet.ParquetWriter(
+            f,
+            schema,
+            version="2.6",
+            compression=compression,
+            use_dictionary=True,
+            write_statistics=True,
+            writer_engine_version="V2",
+            data_page_version="1.0",
+        )
+    except (AttributeError, TypeError):  # not the private writer this was written for; nothing written yet
+        return pq.ParquetWriter(f, schema, compression=compression)
+
 
 class JsonlWriter(BaseWriter):
-    """Write each batch as a ``.jsonl`` file (UTF-8, one compact JSON object per line), or compressed:
-    ``compression="gzip"`` (``.jsonl.gz``) or ``"zstd"`` (``.jsonl.zst``), the same bytes in every run.
+    """Write each source task's documents as one ``.jsonl`` file (UTF-8, one compact JSON object per line; parts
+    ``-p0``, ``-p1``, ... past ``max_file_size``), or compressed: ``compression="gzip"`` (``.jsonl.gz``) or
+    ``"zstd"`` (``.jsonl.zst``), the same bytes in every run.
 
     A NaN or infinite float is written as ``null`` (JSON has none; pandas' ``to_json`` does the same). A column
     of bytes is refused, naming it: decode it to text first, or write Parquet.
@@ -232,6 +346,8 @@ class JsonlWriter(BaseWriter):
         path: the output directory, local or ``s3://``.
         fields: the fields written (default all).
         compression: None, ``"gzip"`` or ``"zstd"``.
+        max_file_size: an output part is closed, and the next begun, once it holds this many bytes.
+        fan_out: put each output into a subdirectory ``ab/cd/`` from a hash of its name.
     """
 
     name = "jsonl_writer"
@@ -239,9 +355,14 @@ class JsonlWriter(BaseWriter):
     write_empty = False  # an empty .jsonl carries nothing, and readers refuse 0-byte files
 
     def __init__(
-        self, path: str | os.PathLike, fields: list[str] | None = None, compression: str | None = None
+        self,
+        path: str | os.PathLike,
+        fields: list[str] | None = None,
+        compression: str | None = None,
+        max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+        fan_out: bool = False,
     ) -> None:
-        super().__init__(path, fields)
+        super().__init__(path, fields, max_file_size, fan_out)
         if compression not in JSONL_COMPRESSIONS:
             raise ValueError(
                 f"JsonlWriter(compression={compression!r}): give 'gzip' (.jsonl.gz), 'zstd' (.jsonl.zst) or None"
@@ -252,6 +373,9 @@ class JsonlWriter(BaseWriter):
 
     compression: str | None = None
 
+    def new_part(self, stem: str) -> Part:
+        return _JsonlPart(fs.AtomicFile(fs.join(self.path, stem + self.extension)), self.extension, self)
+
     def check(self, table: pa.Table) -> None:
         binary = [field.name for field in table.schema if _holds_bytes(field.type)]
         if binary:
@@ -260,54 +384,48 @@ class JsonlWriter(BaseWriter):
                 "before the writer, leave them out (the writer's fields=[...]), or write Parquet (ParquetWriter)"
             )
 
-    def write_table(self, table: pa.Table, f: BinaryIO) -> None:
+    def write_table(self, table: pa.Table, out: Any) -> None:
+        """``table``'s rows as JSON lines into the (compressing) stream ``out``."""
         self.check(table)
         encode = json.JSONEncoder(
             ensure_ascii=False, separators=(",", ":"), default=_json_default, allow_nan=False
         ).encode
-        with compressed(f, self.compression) as out:
-            for batch in table.to_batches(max_chunksize=8192):
-                rows = batch.to_pylist()
-                try:
-                    lines = [encode(row) for row in rows]
-                except ValueError:  # a NaN or infinity somewhere in the batch: null, as pandas writes it
-                    lines = [encode(_finite(row)) for row in rows]
-                if lines:
-                    out.write(("\n".join(lines) + "\n").encode("utf-8"))
+        for batch in table.to_batches(max_chunksize=8192):
+            rows = batch.to_pylist()
+            try:
+                lines = [encode(row) for row in rows]
+            except ValueError:  # a NaN or infinity somewhere in the batch: null, as pandas writes it
+                lines = [encode(_finite(row)) for row in rows]
+            if lines:
+                out.write(("\n".join(lines) + "\n").encode("utf-8"))
 
 
 class ParquetWriter(BaseWriter):
-    """Write each batch as a ``.parquet`` file.
+    """Write each source task's documents as one ``.parquet`` file (a row group per batch; parts ``-p0``,
+    ``-p1``, ... past ``max_file_size``, or where a batch's schema cannot be cast to the part's).
 
     Args:
         path: the output directory, local or ``s3://``.
         fields: the fields written (default all).
         compression: Parquet's codec (``"snappy"``, ``"zstd"``, ``"gzip"``, ``"none"``, ...).
+        max_file_size: an output part is closed, and the next begun, once it holds this many bytes.
+        fan_out: put each output into a subdirectory ``ab/cd/`` from a hash of its name.
     """
 
     name = "parquet_writer"
     extension = ".parquet"
 
-    def __init__(self, path: str | os.PathLike, fields: list[str] | None = None, compression: str = "snappy") -> None:
-        super().__init__(path, fields)
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        fields: list[str] | None = None,
+        compression: str = "snappy",
+        max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+        fan_out: bool = False,
+    ) -> None:
+        super().__init__(path, fields, max_file_size, fan_out)
         self.compression = compression
 
-    def write_table(self, table: pa.Table, f: BinaryIO) -> None:
-        try:
-            writer = _parquet.ParquetWriter(
-                f,
-                table.schema,
-                version="2.6",
-                compression=self.compression,
-                use_dictionary=True,
-                write_statistics=True,
-                writer_engine_version="V2",
-                data_page_version="1.0",
-            )
-        except (AttributeError, TypeError):  # not the private writer this was written for; nothing written yet
-            pq.write_table(table, f, compression=self.compression)
-            return
-        try:
-            writer.write_table(table, row_group_size=None)
-        finally:
-            writer.close()
+    def new_part(self, stem: str) -> Part:
+        main = fs.AtomicFile(fs.join(self.path, stem + self.extension))
+        return _ParquetPart(main, self.extension, self.compression)
