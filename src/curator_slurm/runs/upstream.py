@@ -15,6 +15,7 @@ from curator_slurm import fs
 from curator_slurm.errors import RunDirError
 from curator_slurm.runs.inputs import done_records
 from curator_slurm.runs.layout import LEDGER_DIR, UPSTREAMS_FILE
+from curator_slurm.runs.verify import changed_files, recorded_files
 
 
 class PhaseInputsError(RunDirError):
@@ -51,10 +52,12 @@ class Upstream:
 @dataclass(frozen=True)
 class Recorded:
     """What one source task of an earlier phase wrote, by its latest done record: when it was recorded, and
-    each output with its size (None where the record kept none, as records before sizes were kept)."""
+    each output with its size (None where the record kept none, as records before sizes were kept), and the
+    modification times it kept of local files (compared with the sizes, but not part of :func:`digest`)."""
 
     time: float
     files: tuple[tuple[str, int | None], ...]
+    mtimes: tuple[tuple[str, int], ...] = ()
 
 
 #: Recorded outputs already read in this process, by run directory, with the ledger files' sizes they were
@@ -70,13 +73,14 @@ def recorded(run_dir: str) -> dict[str, Recorded]:
         return cached[1]
     out: dict[str, Recorded] = {}
     for source, record in done_records(run_dir).items():
-        written = record.get("written") or {}
-        paths, sizes = written.get("paths") or [], written.get("sizes") or []
-        if paths:
-            files = tuple((p, int(s) if s is not None else None) for p, s in zip(paths, sizes, strict=False))
+        kept = recorded_files(record)
+        if kept:
+            files = tuple((p, size) for p, size, _ in kept)
         else:  # no sizes kept (an older record, or outputs it could not stat): the outputs it names
-            files = tuple((p, None) for p in record.get("outputs") or [])
-        out[source] = Recorded(float(record.get("time") or 0.0), tuple(sorted(files)))
+            files = tuple((p, None) for p in record.get("outputs") or [] if isinstance(p, str))
+        mtimes = tuple(sorted((p, m) for p, _, m in kept if m is not None))
+        when = record.get("time")
+        out[source] = Recorded(float(when) if isinstance(when, (int, float)) else 0.0, tuple(sorted(files)), mtimes)
     _CACHE[run_dir] = (key, out)
     return out
 
@@ -127,16 +131,20 @@ def combined_digest(upstreams: Sequence[Upstream], source: str) -> str | None:
 
 
 def problems(upstream: Upstream) -> list[str]:
-    """The recorded outputs of ``upstream`` that are gone or have another size now, one phrase each (objects
-    are looked at with one listing per prefix)."""
-    files = [(p, size) for r in recorded(upstream.run_dir).values() for p, size in r.files]
-    now = fs.sizes_of(p for p, _ in files)
+    """The recorded outputs of ``upstream`` that are gone or changed now (another size; for local files also
+    another modification time: a rewrite at the same size), one phrase each (objects are looked at with one
+    listing per prefix)."""
+    found = recorded(upstream.run_dir).values()
+    files = []
+    for r in found:
+        mtimes = dict(r.mtimes)
+        files.extend((p, size, mtimes.get(p)) for p, size in r.files)
+    changed = changed_files(files)
     out = []
-    for path, size in files:
-        if path not in now:
-            out.append(f"{path}: missing")
-        elif size is not None and now[path] != size:
-            out.append(f"{path}: is {now[path]} bytes, was {size} when phase {upstream.name!r} recorded it")
+    for path, _, _ in files:
+        if path in changed:
+            what = changed[path].replace(" when recorded", f" when phase {upstream.name!r} recorded it")
+            out.append(f"{path}: {what}")
     return out
 
 

@@ -44,19 +44,58 @@ def lost_outputs(run_dir: str, sources: set[str] | None = None, shard: Any = Non
 
 def lost_of(records: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
     """:func:`lost_outputs` of the done ``records`` given (source -> its latest done record)."""
-    recorded: list[tuple[str, str, int]] = []
+    recorded: list[tuple[str, str, int, int | None]] = []
     for source, record in records.items():
-        written = record.get("written") or {}
-        for path, size in zip(written.get("paths") or [], written.get("sizes") or [], strict=False):
-            recorded.append((source, path, int(size)))
-    now = fs.sizes_of(path for _, path, _ in recorded)
+        for path, size, mtime in recorded_files(record):
+            if size is not None:
+                recorded.append((source, path, size, mtime))
+    found = changed_files((path, size, mtime) for _, path, size, mtime in recorded)
     problems: dict[str, list[str]] = {}
-    for source, path, size in recorded:
-        if path not in now:
-            problems.setdefault(source, []).append(f"{path}: missing")
-        elif now[path] != size:
-            problems.setdefault(source, []).append(f"{path}: is {now[path]} bytes, was {size} when recorded")
+    for source, path, _, _ in recorded:
+        if path in found:
+            problems.setdefault(source, []).append(f"{path}: {found[path]}")
     return problems
+
+
+def recorded_files(record: Mapping[str, Any]) -> list[tuple[str, int | None, int | None]]:
+    """What a done ``record`` says it wrote: each output's path, size and modification time (None where the
+    record kept none: an object, a record written before they were kept); damaged entries are left out."""
+    written = record.get("written") if isinstance(record.get("written"), Mapping) else {}
+    paths, sizes, mtimes = (_list(written.get(k)) for k in ("paths", "sizes", "mtimes"))
+    out: list[tuple[str, int | None, int | None]] = []
+    for i, path in enumerate(paths):
+        size, mtime = sizes[i] if i < len(sizes) else None, mtimes[i] if i < len(mtimes) else None
+        if isinstance(path, str):
+            out.append((path, _int(size), _int(mtime)))
+    return out
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def changed_files(files: Iterable[tuple[str, int | None, int | None]]) -> dict[str, str]:
+    """Of ``files`` (path, recorded size, recorded modification time in ns: each None where not recorded), those
+    gone or changed now, each with a phrase saying how. A local file is compared by size and modification time
+    (one ``stat``, as for its size alone): a rewrite at the same size changes its modification time. An
+    object by its size (one listing per prefix)."""
+    files = list(files)
+    local = stat_files(p for p, _, _ in files if fs.is_local(p))
+    remote = fs.sizes_of(p for p, _, _ in files if not fs.is_local(p))
+    out: dict[str, str] = {}
+    for path, size, mtime in files:
+        now = local.get(path) if fs.is_local(path) else ((remote[path], None) if path in remote else None)
+        if now is None:
+            out[path] = "missing"
+        elif size is not None and now[0] != size:
+            out[path] = f"is {now[0]} bytes, was {size} when recorded"
+        elif mtime is not None and now[1] is not None and now[1] != mtime:
+            out[path] = f"rewritten since it was recorded (same size, {now[0]} bytes, another modification time)"
+    return out
 
 
 def verify_run(run_dir: str) -> dict[str, Any]:
@@ -98,4 +137,13 @@ def verify_problems(verified: Mapping[str, Any] | None) -> bool:
     )
 
 
-__all__ = ["lost_of", "lost_outputs", "outstanding", "verify_problems", "verify_run", "written_files"]
+__all__ = [
+    "changed_files",
+    "lost_of",
+    "lost_outputs",
+    "outstanding",
+    "recorded_files",
+    "verify_problems",
+    "verify_run",
+    "written_files",
+]
