@@ -13,9 +13,9 @@ import xxhash
 
 from curator_slurm import fs
 from curator_slurm.errors import RunDirError
-from curator_slurm.runs.inputs import done_records
+from curator_slurm.runs.inputs import changed_files, done_records, file_states
 from curator_slurm.runs.layout import LEDGER_DIR, UPSTREAMS_FILE
-from curator_slurm.runs.verify import changed_files, recorded_files
+from curator_slurm.runs.readfile import load_json
 
 
 class PhaseInputsError(RunDirError):
@@ -73,7 +73,7 @@ def recorded(run_dir: str) -> dict[str, Recorded]:
         return cached[1]
     out: dict[str, Recorded] = {}
     for source, record in done_records(run_dir).items():
-        kept = recorded_files(record)
+        kept = file_states(record, "written")
         if kept:
             files = tuple((p, size) for p, size, _ in kept)
         else:  # no sizes kept (an older record, or outputs it could not stat): the outputs it names
@@ -135,7 +135,7 @@ def problems(upstream: Upstream) -> list[str]:
     another modification time: a rewrite at the same size), one phrase each (objects are looked at with one
     listing per prefix)."""
     found = recorded(upstream.run_dir).values()
-    files = []
+    files: list[tuple[str, int | None, int | None]] = []
     for r in found:
         mtimes = dict(r.mtimes)
         files.extend((p, size, mtimes.get(p)) for p, size in r.files)
@@ -167,10 +167,9 @@ def save(run_dir: str, upstreams: Sequence[Upstream]) -> None:
     path = os.path.join(run_dir, UPSTREAMS_FILE)
     payload = [u.as_json() for u in upstreams]
     try:
-        with open(path, encoding="utf-8") as f:
-            if json.load(f) == payload:
-                return
-    except (OSError, ValueError):
+        if load_json(path) == payload:
+            return
+    except (OSError, ValueError, RunDirError):
         pass
     fs.atomic_write_text(path, json.dumps(payload))
 
@@ -178,9 +177,8 @@ def save(run_dir: str, upstreams: Sequence[Upstream]) -> None:
 def load(run_dir: str) -> list[Upstream]:
     """The earlier phases the run in ``run_dir`` reads, as :func:`save` kept them (none when it kept none)."""
     try:
-        with open(os.path.join(run_dir, UPSTREAMS_FILE), encoding="utf-8") as f:
-            return [Upstream.of(u) for u in json.load(f)]
-    except (OSError, ValueError, KeyError, TypeError):
+        return [Upstream.of(u) for u in load_json(os.path.join(run_dir, UPSTREAMS_FILE))]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RunDirError):
         return []
 
 
