@@ -11,9 +11,10 @@ from typing import Any, TypedDict
 import pyarrow as pa
 import pyarrow.json as pj
 
+from curator_slurm import fs
 from curator_slurm.errors import RunDirError
 from curator_slurm.runs.layout import is_workflow_root
-from curator_slurm.runs.ledger import complete_lines, ledger_files
+from curator_slurm.runs.ledger import complete_lines, ledger_files, parse_lines
 from curator_slurm.tasks import Origin
 
 #: (size, mtime_ns) of each file, by absolute path.
@@ -97,16 +98,57 @@ def input_states(tasks: Iterable[Any]) -> dict[str, FileStates]:
     return out
 
 
+def file_states(record: Mapping[str, Any], key: str) -> list[tuple[str, int | None, int | None]]:
+    """The files a done ``record`` keeps under ``key`` (``inputs``, ``written``): each one's path, size and
+    modification time, None where it kept none (an object; a record of an older version); entries of the
+    wrong type (a damaged record) are left out."""
+    kept = record.get(key)
+    if not isinstance(kept, Mapping) or not isinstance(kept.get("paths"), list):
+        return []
+    paths = kept["paths"]
+    sizes, mtimes = (_padded(kept.get(k), len(paths)) for k in ("sizes", "mtimes"))
+    return [
+        (p, s if type(s) is int else None, m if type(m) is int else None)  # not a bool, a float, a string
+        for p, s, m in zip(paths, sizes, mtimes, strict=False)
+        if type(p) is str
+    ]
+
+
+def _padded(column: Any, length: int) -> list[Any]:
+    """``column`` (a record's list) padded with None to ``length``; all None when it is not a list."""
+    return column + [None] * (length - len(column)) if isinstance(column, list) else [None] * length
+
+
+def changed_files(files: Iterable[tuple[str, int | None, int | None]]) -> dict[str, str]:
+    """Of ``files`` (path, recorded size, recorded modification time in ns: each None where not recorded), those
+    gone or changed now, each with a phrase saying how. A local file is compared by size and modification time
+    (one ``stat``, as for its size alone): a rewrite at the same size changes its modification time. An
+    object by its size (one listing per prefix)."""
+    files = list(files)
+    remote = [p for p, _, _ in files if "://" in p and not fs.is_local(p)]
+    now_of: dict[str, tuple[int, int | None]] = {p: (size, None) for p, size in fs.sizes_of(remote).items()}
+    now_of.update(stat_files(p for p, _, _ in files if "://" not in p or fs.is_local(p)))
+    out: dict[str, str] = {}
+    for path, size, mtime in files:
+        now = now_of.get(path)
+        if now is None:
+            out[path] = "missing"
+        elif size is not None and now[0] != size:
+            out[path] = f"is {now[0]} bytes, was {size} when recorded"
+        elif mtime is not None and now[1] is not None and now[1] != mtime:
+            out[path] = f"rewritten since it was recorded (same size, {now[0]} bytes, another modification time)"
+    return out
+
+
 def recorded_inputs(run_dir: str, sources: set[str] | None = None, shard: Any = None) -> Stats:
     """The files that the done source tasks of ``run_dir`` (those in ``sources``, default all; with
     ``shard``, read from its ledger files only) were computed from, each with the size and time of the
     last done record that names it."""
     out: Stats = {}
     for record in done_records(run_dir, sources, shard).values():
-        read = record.get("inputs") or {}
-        columns = (read.get("paths") or [], read.get("sizes") or [], read.get("mtimes") or [])
-        for p, size, mtime in zip(*columns, strict=False):
-            out[p] = (int(size), int(mtime))
+        for p, size, mtime in file_states(record, "inputs"):
+            if size is not None and mtime is not None:
+                out[p] = (size, mtime)
     return out
 
 
@@ -143,13 +185,8 @@ def _done_rows(path: str) -> list[dict[str, Any]]:
         )
         rows = table.to_pylist()
     except pa.ArrowInvalid:  # a damaged line in the middle: record by record
-        rows = []
-        for line in data.splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return [r for r in rows if isinstance(r, dict) and r.get("status") == "done" and r.get("source")]
+        rows = parse_lines(path, data)
+    return [r for r in rows if r.get("status") == "done" and isinstance(r.get("source"), str) and r["source"]]
 
 
 def changes(recorded: Mapping[str, tuple[int, int]], now: Stats, paths: Iterable[str] | None = None) -> list[str]:
@@ -206,19 +243,19 @@ def check_listing(run_dir: str, done: set[str], shard: Any = None, tasks: Iterab
     recorded: Stats = {}
     moved: list[str] = []
     for source, record in records.items():
-        read = record.get("inputs") or {}
-        columns = (read.get("paths") or [], read.get("sizes") or [], read.get("mtimes") or [])
+        kept = [(p, size, mtime) for p, size, mtime in file_states(record, "inputs") if size is not None]
         now = listed.get(source)
-        if now is not None and len(now) == len(columns[0]) and now != sorted(columns[0]):
-            for path, size, (old, _, _) in zip(now, columns[1], zip(*columns, strict=False), strict=False):
+        if now is not None and len(now) == len(kept) and now != sorted(p for p, _, _ in kept):
+            for path, (old, size, _) in zip(now, kept, strict=True):
                 current = stat_files([path]).get(path)
-                if current is None or current[0] != int(size):
+                if current is None or current[0] != size:
                     was = f"was {size} bytes as {old}"
                     moved.append(f"{path}: " + ("no longer exists" if current is None else f"is {current[0]} bytes")
                                  + f" ({was})")  # fmt: skip
             continue
-        for path, size, mtime in zip(*columns, strict=False):
-            recorded[path] = (int(size), int(mtime))
+        for path, size, mtime in kept:
+            if mtime is not None:
+                recorded[path] = (size, mtime)
     found = moved + changes(recorded, stat_files(recorded))
     refuse(found, f"the run in {run_dir}", afresh_hint(run_dir))
 
@@ -270,11 +307,13 @@ def table_files(table: pa.Table | None) -> list[str]:
 __all__ = [
     "InputsChangedError",
     "afresh_hint",
+    "changed_files",
     "changes",
     "check_listing",
     "check_plan_inputs",
     "check_recorded",
     "done_records",
+    "file_states",
     "input_states",
     "plan_inputs",
     "position_base",

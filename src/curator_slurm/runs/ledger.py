@@ -21,6 +21,7 @@ from curator_slurm.errors import is_out_of_space, out_of_space
 from curator_slurm.runs.durable import best_sync_method, make_durable
 from curator_slurm.runs.layout import LEDGER_DIR
 from curator_slurm.runs.ledger_keeper import SummaryKeeper
+from curator_slurm.runs.readfile import LEDGER_BYTES, UnreadableFileError, read_bytes
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.io.writers import defer_output_sync
 
@@ -101,11 +102,76 @@ def ledger_files(path: str, shard: ShardSpec | None = None, task_ids: Iterable[s
     return sorted(os.path.join(directory, f) for f in names)
 
 
+#: The damaged ledger lines (line 0: the whole file) this process met, by file, each with why: each is
+#: warned about once (status reads a file more than once), and `status --verify` lists them.
+_DAMAGED: dict[str, dict[int, str]] = {}
+
+
+def _warn(path: str, lineno: int, why: str) -> None:
+    seen = _DAMAGED.setdefault(path, {})
+    if lineno not in seen:
+        seen[lineno] = why
+        where = f"{path}:{lineno}: damaged ledger record" if lineno else f"{path}: ledger file"
+        logger.warning(f"{where} skipped ({why}); its source task(s) are done again")
+
+
+def damaged_records(run_dir: str) -> list[str]:
+    """The damaged ledger lines of ``run_dir`` that this process skipped while reading it, ``file:line: why``."""
+    directory = os.path.join(os.path.abspath(run_dir), LEDGER_DIR) + os.sep
+    return [
+        f"{path}:{line}: {why}" if line else f"{path}: {why}"
+        for path, lines in sorted(_DAMAGED.items())
+        if os.path.abspath(path).startswith(directory)
+        for line, why in sorted(lines.items())
+    ]
+
+
 def complete_lines(path: str) -> bytes:
-    """The file's bytes up to its last newline: a torn last line (the writer was killed) is dropped."""
-    with open(path, "rb") as f:
-        data = f.read()
-    return data[: data.rfind(b"\n") + 1]
+    """The file's complete records: its bytes up to its last newline (a torn last line, the writer killed, is
+    dropped), without the lines that are not UTF-8 (bit rot: each is warned about, naming the file and line,
+    and its task is done again). A file that is not a regular file of bounded size is warned about and read
+    as empty (:mod:`curator_slurm.runs.readfile`)."""
+    try:
+        data = read_bytes(path, LEDGER_BYTES)
+    except FileNotFoundError:
+        return b""
+    except (OSError, UnreadableFileError) as e:
+        _warn(path, 0, str(e).removeprefix(f"{path}: "))
+        return b""
+    data = data[: data.rfind(b"\n") + 1]
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        lines = data.split(b"\n")[:-1]
+        kept = []
+        for lineno, line in enumerate(lines, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                _warn(path, lineno, f"not UTF-8 at byte {e.start}")
+                continue
+            kept.append(line + b"\n")
+        data = b"".join(kept)
+    return data
+
+
+def parse_lines(path: str, data: bytes) -> list[dict[str, Any]]:
+    """The records of ``data`` (:func:`complete_lines` of ``path``) one line at a time, for a file that
+    pyarrow's reader could not parse whole: a line that is not a JSON object is warned about and skipped."""
+    records = []
+    for lineno, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as e:
+            _warn(path, lineno, f"not JSON: {e}")
+            continue
+        if not isinstance(record, dict):
+            _warn(path, lineno, f"a JSON {type(record).__name__}, not an object")
+            continue
+        records.append(record)
+    return records
 
 
 def iter_records(path: str) -> Iterator[dict[str, Any]]:
@@ -117,20 +183,15 @@ def done_outputs(path: str) -> dict[str, list[str]]:
     """Each done source task of the run directory ``path`` and the outputs its last done record lists, sorted."""
     outputs: dict[str, list[str]] = {}
     for record in iter_records(path):
-        if record.get("status") == "done":
-            outputs[str(record["source"])] = sorted(record.get("outputs") or [])
+        source, files = record.get("source"), record.get("outputs")
+        if record.get("status") == "done" and isinstance(source, str):
+            outputs[source] = sorted(f for f in files if isinstance(f, str)) if isinstance(files, list) else []
     return outputs
 
 
 def _records_of(files: Iterable[str]) -> Iterator[dict[str, Any]]:
     for name in files:
-        for lineno, line in enumerate(complete_lines(name).splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                logger.warning(f"{name}:{lineno}: unreadable ledger record skipped")
+        yield from parse_lines(name, complete_lines(name))
 
 
 def load_status(path: str, shard: ShardSpec | None = None, task_ids: Iterable[str] | None = None) -> LedgerState:
@@ -156,16 +217,13 @@ def load_status(path: str, shard: ShardSpec | None = None, task_ids: Iterable[st
             )
             sources, statuses = table.column("source").to_pylist(), table.column("status").to_pylist()
         except pa.ArrowInvalid:  # a damaged line in the middle: fall back to line-by-line
-            records = []
-            for line in data.splitlines():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
-            sources = [r.get("source") for r in records]
+            records = parse_lines(name, data)
+            sources = [r.get("source") if isinstance(r.get("source"), str) else None for r in records]
             statuses = [r.get("status") for r in records]
         state.records += len(sources)
         for source, status in zip(sources, statuses, strict=True):
+            if source is None:
+                continue
             if status == "done":
                 state.done.add(source)
             elif status == "failed":

@@ -14,14 +14,16 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from curator_slurm.errors import RunDirError
 from curator_slurm.runs.durations import Durations
 from curator_slurm.runs.funnel import FunnelSum
 from curator_slurm.runs.layout import SUMMARIES_DIR
+from curator_slurm.runs.readfile import LEDGER_BYTES, SMALL_BYTES, load_json, read_bytes
 from curator_slurm.runs.tallies import add_s3_counts, count_taken, shard_row
 from curator_slurm.stages.notes import merge_notes
 
-#: The directory of a run directory that holds the ledger files' summaries.
-VERSION = 2
+#: The summaries' format: 3 carries a digest of the summary itself (its totals too, not only the keys).
+VERSION = 3
 #: How many bytes before a summary's end its digest covers (a ledger file replaced by another of one length).
 TAIL = 4096
 _HEX_ID = re.compile(r"[0-9a-f]{16}")
@@ -120,12 +122,15 @@ class FileSummary:
             durations=self.durations.as_json(),
             per_minute={str(m): n for m, n in self.per_minute.items()},
         )
+        out["digest"] = _own_digest(out)
         return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FileSummary:
         if data.get("version") != VERSION:
             raise ValueError(f"summary version {data.get('version')}, not {VERSION}")
+        if data.get("digest") != _own_digest(data):  # edited (its totals), or damaged
+            raise ValueError("summary digest does not match its content")
         plain = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         plain.update(
             funnel=FunnelSum.from_json(data["funnel"]),
@@ -133,6 +138,13 @@ class FileSummary:
             per_minute={int(m): int(n) for m, n in data["per_minute"].items()},
         )
         return cls(**plain)
+
+
+def _own_digest(data: dict[str, Any]) -> str:
+    """The digest of a summary's JSON without its ``digest`` (keys sorted: the order a reader sees is not
+    the writer's)."""
+    body = {k: v for k, v in data.items() if k != "digest"}
+    return xxhash.xxh64_hexdigest(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8"))
 
 
 class SummaryKeeper:
@@ -182,24 +194,19 @@ class SummaryKeeper:
 
 
 def _tail_digest(path: str, end: int) -> str:
-    with open(path, "rb") as f:
-        f.seek(max(end - TAIL, 0))
-        return xxhash.xxh64_hexdigest(f.read(min(end, TAIL)))
+    return xxhash.xxh64_hexdigest(read_bytes(path, LEDGER_BYTES, max(end - TAIL, 0), min(end, TAIL)))
 
 
 def complete_length(path: str) -> int:
     """The bytes of a ledger file up to its last newline (a torn last line is not a record), reading its end."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        at = size
-        while at > 0:
-            start = max(at - (1 << 16), 0)
-            f.seek(start)
-            block = f.read(at - start)
-            cut = block.rfind(b"\n")
-            if cut >= 0:
-                return start + cut + 1
-            at = start
+    at = os.path.getsize(path)
+    while at > 0:
+        start = max(at - (1 << 16), 0)
+        block = read_bytes(path, LEDGER_BYTES, start, at - start)  # a regular file of bounded size
+        cut = block.rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        at = start
     return 0
 
 
@@ -207,18 +214,16 @@ def load_file_summary(ledger_path: str) -> tuple[FileSummary, np.ndarray] | None
     """The summary of a ledger file and its keys, when it is current and intact; None otherwise."""
     summary_path, keys_path = summary_paths(ledger_path)
     try:
-        with open(summary_path, encoding="utf-8") as f:
-            state = FileSummary.from_json(json.load(f))
+        state = FileSummary.from_json(load_json(summary_path, SMALL_BYTES))
         if state.covered != complete_length(ledger_path):
             return None  # stale (records written since) or wrong
         if state.tail_digest != _tail_digest(ledger_path, state.covered):
             return None
-        with open(keys_path, "rb") as f:
-            data = f.read(8 * state.keys)
+        data = read_bytes(keys_path, LEDGER_BYTES, 0, 8 * state.keys)
         if len(data) != 8 * state.keys or xxhash.xxh64_hexdigest(data) != state.keys_digest:
             return None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RunDirError):
+        return None  # gone, stale, damaged, edited, or not a regular file: the ledger file is read instead
     return state, np.frombuffer(data, dtype="<u8")
 
 

@@ -20,18 +20,21 @@ from curator_slurm.runs.ledger_keeper import (
     load_file_summary,
     summary_paths,
 )
+from curator_slurm.runs.readfile import LEDGER_BYTES, read_bytes
 from curator_slurm.runs.summary import _summary_table, summarise_done
 
 
-def read_run(run_dir: str) -> tuple[dict[str, dict[str, Any]], Any]:
+def read_run(run_dir: str, summaries: bool = True) -> tuple[dict[str, dict[str, Any]], Any]:
     """What `status` needs of a run's ledger, exactly, reading each file's summary where it can: the failed
     source tasks (not done by any record; the latest failure of each, as ``load_status`` gives them) and the
     done ones' :class:`~curator_slurm.runs.summary.DoneSummary`. The files without a usable summary, and every
     file whose keys cannot settle a question alone (a key of two done records, a failed task's key among done
-    ones that is not its id), are read record by record."""
+    ones that is not its id), are read record by record; every file with ``summaries=False`` (`status --verify`:
+    a summary covers a file's length and end, not each record, so a record damaged in the middle is seen only
+    by reading it)."""
     files = ledger_files(run_dir)
     fast: dict[str, FileSummary] = {}
-    for path in files:
+    for path in files if summaries else []:
         loaded = load_file_summary(path)
         if loaded is not None:
             fast[path] = loaded[0]
@@ -147,18 +150,23 @@ def _keys_in(
         keys = np.empty(total, dtype="<u8")
         at = 0
         for path, state in fast.items():
-            with open(summary_paths(path)[1], "rb") as f:
-                f.readinto(keys[at : at + state.keys].data.cast("B"))
+            keys[at : at + state.keys] = _keys_of(path, state)
             at += state.keys
         keys[at:] = slow_keys
         return keys
     parts = []
     for path, state in fast.items():
-        with open(summary_paths(path)[1], "rb") as f:
-            mine = np.frombuffer(f.read(8 * state.keys), dtype="<u8")
+        mine = _keys_of(path, state)
         parts.append(mine[(mine >= np.uint64(low)) & (mine <= np.uint64(high - 1))])
     parts.append(slow_keys[(slow_keys >= np.uint64(low)) & (slow_keys <= np.uint64(high - 1))])
     return np.concatenate(parts)
+
+
+def _keys_of(path: str, state: FileSummary) -> np.ndarray:
+    """The done keys of the ledger file ``path`` (its summary ``state`` checked them), read again: as many as
+    it counts, zeros if the file shrank since (a regular file of bounded size, as every file read here)."""
+    data = read_bytes(summary_paths(path)[1], LEDGER_BYTES, 0, 8 * state.keys).ljust(8 * state.keys, b"\0")
+    return np.frombuffer(data, dtype="<u8")
 
 
 def _holders(fast: dict[str, FileSummary], keys: set[int]) -> dict[int, list[str]]:
@@ -168,8 +176,7 @@ def _holders(fast: dict[str, FileSummary], keys: set[int]) -> dict[int, list[str
     wanted = np.fromiter(keys, dtype="<u8", count=len(keys))
     found: dict[int, list[str]] = {}
     for path, state in fast.items():
-        with open(summary_paths(path)[1], "rb") as f:
-            mine = np.frombuffer(f.read(8 * state.keys), dtype="<u8")
+        mine = _keys_of(path, state)
         for key in np.intersect1d(mine, wanted).tolist():
             found.setdefault(int(key), []).append(path)
     return found

@@ -15,9 +15,11 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from curator_slurm.errors import RunDirError
 from curator_slurm.runs.layout import PROGRESS_DIR
 from curator_slurm.runs.liveness import process_alive, process_start
 from curator_slurm.runs.stats import StatsFile
+from curator_slurm.runs.readfile import load_json
 
 #: The directory of a run directory that holds the progress files.
 #: Seconds between two publications of one process, by default (``CURATOR_PROGRESS_SECONDS``).
@@ -292,11 +294,10 @@ def prune(run_dir: str, driver: int | None = None) -> None:
         if not name.startswith(f"{host}-") or not name.endswith(".json"):
             continue
         path = os.path.join(directory, name)
-        try:
-            with open(path, encoding="utf-8") as f:
-                state = json.load(f)
+        try:  # a regular file of bounded size (runs.readfile): a FIFO in its place is not waited on
+            state = load_json(path)
             gone = process_alive(state.get("host"), int(state["pid"]), state.get("start")) is False
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RunDirError):
             continue
         if gone and (driver is None or state.get("driver") == driver):
             with suppress(OSError):

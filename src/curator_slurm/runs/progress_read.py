@@ -3,7 +3,7 @@ a source task now, with how far they got and whether they straggle, and those th
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 import statistics
 import time
@@ -12,6 +12,9 @@ from typing import Any
 
 from curator_slurm.runs.liveness import process_alive
 from curator_slurm.runs.progress import DEFAULT_INTERVAL, PROGRESS_DIR
+from curator_slurm.runs.readfile import count, load_object, number, text
+
+logger = logging.getLogger(__name__)
 
 #: A running source task straggles when it has run this many times as long as its peers' typical duration ...
 STRAGGLER_FACTOR = 3.0
@@ -63,12 +66,15 @@ def read_states(run_dir: str) -> list[dict[str, Any]]:
         return []
     states = []
     for name in names:
-        try:
-            with open(os.path.join(directory, name), encoding="utf-8") as f:
-                state = json.load(f)
-            state["alive"] = process_alive(state.get("host"), int(state["pid"]), state.get("start"))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # removed while we looked
+        state = load_object(os.path.join(directory, name))  # None: removed while we looked, or damaged
+        if state is None:
+            continue
+        pid = count(state.get("pid"), None)
+        if pid is None:
+            logger.warning(f"{os.path.join(directory, name)}: skipped, its pid is {state.get('pid')!r}")
+            continue
+        host, start = text(state.get("host")), text(state.get("start"))
+        state["alive"] = process_alive(host, pid, start)
         states.append(state)
     return states
 
@@ -81,7 +87,7 @@ def read_progress(run_dir: str, typical: float | None = None, done: int = 0, now
     for state in read_states(run_dir):
         if state.get("role") == "driver":
             out.drivers.append(state)
-        if not state.get("source_task"):
+        if not state.get("source_task") or not isinstance(state["source_task"], str):
             continue
         entry = _entry(state, now)
         (out.dead if state["alive"] is False else out.running).append(entry)
@@ -92,27 +98,29 @@ def read_progress(run_dir: str, typical: float | None = None, done: int = 0, now
 
 def _entry(state: dict[str, Any], now: float) -> dict[str, Any]:
     """One process's row of `status`'s ``running`` (or ``dead``) list."""
-    published = float(state.get("seconds") or 0.0)
-    updated = float(state.get("updated") or now)
+    published = number(state.get("seconds"), 0.0) or 0.0
+    updated = number(state.get("updated"), now) or now
     seconds = published
-    if state["alive"] is not False and state.get("task_started"):  # still going: time until now
-        seconds = max(published, now - float(state["task_started"]))
+    started = number(state.get("task_started"))
+    if state["alive"] is not False and started:  # still going: time until now
+        seconds = max(published, now - started)
+    interval = number(state.get("interval"))
     return {
-        "shard": state.get("shard"),
-        "job": state.get("job"),
-        "host": state.get("host"),
+        "shard": text(state.get("shard")),
+        "job": text(state.get("job")),
+        "host": text(state.get("host")),
         "pid": state.get("pid"),
-        "role": state.get("role"),
+        "role": text(state.get("role")),
         "source_task": state.get("source_task"),
-        "docs_in": int(state.get("docs_in") or 0),
-        "docs_out": int(state.get("docs_out") or 0),
-        "bytes": state.get("bytes"),
+        "docs_in": count(state.get("docs_in")),
+        "docs_out": count(state.get("docs_out")),
+        "bytes": count(state.get("bytes"), None),
         "seconds": round(seconds, 1),
-        "docs_per_second": state.get("docs_per_second"),
-        "tasks_done": int(state.get("tasks_done") or 0),
+        "docs_per_second": number(state.get("docs_per_second")),
+        "tasks_done": count(state.get("tasks_done")),
         "updated_seconds_ago": round(max(now - updated, 0.0), 1),
         "checked": state["alive"] is not None,
-        "interval": float(state["interval"] if state.get("interval") is not None else DEFAULT_INTERVAL),
+        "interval": interval if interval is not None and interval > 0 else DEFAULT_INTERVAL,
         "straggler": False,
         "progressing": progressing(state, now),
     }

@@ -26,6 +26,7 @@ from curator_slurm.runs.layout import (
 )
 from curator_slurm.runs.ledger import LedgerState, LedgerWriter, load_status
 from curator_slurm.runs.options import RunOptions
+from curator_slurm.runs.readfile import JSON_BYTES, LEDGER_BYTES, SMALL_BYTES, read_bytes
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.io.writers import atomic_write
 
@@ -77,8 +78,7 @@ RERUN_REMEDY = "restore it, or delete it and run the pipeline again to write it 
 def read_json(path: str, remedy: str) -> dict[str, Any]:
     """A JSON file of the run directory. A damaged one (a full disk, an interrupted copy) is a
     RunDirError that names the file and the place, and says what to do (``remedy``)."""
-    with open(path, "rb") as f:
-        raw = f.read()
+    raw = read_bytes(path, JSON_BYTES)  # a regular file of bounded size, or a RunDirError naming it
     try:
         value = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
@@ -178,8 +178,7 @@ class RunDir:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
-            with open(path, encoding="utf-8") as f:
-                holder = f.read().strip()
+            holder = read_bytes(path, SMALL_BYTES).decode("utf-8", "replace").strip()
             if holder.split(" procid=")[0] == me.split(" procid=")[0]:
                 return  # this very process (a second pipeline of the same script)
             if _ended_here(holder, job.host):  # an earlier run of the script in this step, since ended
@@ -290,8 +289,8 @@ def current_source_ids(run_dir: str) -> np.ndarray | None:
     keep them (written before they were kept, or no process has listed yet)."""
     try:
         digest = read_json(os.path.join(run_dir, SOURCES_FILE), RERUN_REMEDY).get("digest")
-        with open(_ids_path(run_dir, str(digest)), "rb") as f:
-            return np.frombuffer(f.read(), dtype=np.uint64)
+        data = read_bytes(_ids_path(run_dir, str(digest)), LEDGER_BYTES)
+        return np.frombuffer(data[: len(data) // 8 * 8], dtype=np.uint64)
     except (OSError, RunDirError):
         return None
 

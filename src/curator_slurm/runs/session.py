@@ -255,6 +255,7 @@ class RunSession:
             return
         from curator_slurm.runs.claims import HEARTBEAT_SECONDS, holding
         from curator_slurm.runs.inputs import input_states, position_base
+        from curator_slurm.runs.ledger import shard_layout
         from curator_slurm.runs.liveness import marked
         from curator_slurm.runs.verify import written_files
 
@@ -268,7 +269,10 @@ class RunSession:
         sharded = self.options.steal and self.shard.enabled and self.shard.count > 1
         beat = HEARTBEAT_SECONDS if sharded and self.shard.job.job_id else None  # inside Slurm other hosts may look
         with ExitStack() as stack:
-            self.work = self.queue(stack.enter_context(marked(self.run_dir.path, self.shard.label, beat)))
+            # Refused beside a process that would do the same tasks (a plain run beside `local`, or the reverse).
+            layout = shard_layout(self.shard) if self.shard.enabled and self.shard.count > 1 else None
+            mark = marked(self.run_dir.path, self.shard.label, beat, layout=layout, guard=True)
+            self.work = self.queue(stack.enter_context(mark))
             if self.work.takeover is not None:
                 stack.enter_context(holding(self.work.takeover.board.me))
             progress = stack.enter_context(self._progress(self.run_dir.path))

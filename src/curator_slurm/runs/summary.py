@@ -14,7 +14,8 @@ import pyarrow.json as pj
 
 from curator_slurm.runs.durations import Durations, add_columns, add_minutes
 from curator_slurm.runs.funnel import FunnelRow, FunnelSum
-from curator_slurm.runs.ledger import complete_lines, ledger_files
+from curator_slurm.runs.ledger import complete_lines, ledger_files, parse_lines
+from curator_slurm.runs.readfile import count
 from curator_slurm.runs.tallies import add_s3_counts, count_taken, describe_s3, shard_row  # noqa: F401 - imported from here too
 from curator_slurm.stages.notes import merge_notes
 
@@ -138,7 +139,7 @@ def summarise_done(run_dir: str, done: set[str], files: list[str] | None = None)
         add_columns(summary.durations, _floats(picked, "seconds"), picked.column("source").to_pylist(), label)
         add_minutes(summary.per_minute, _floats(picked, "time"))
         for i in kept:
-            funnel.add(_stages_of(lines[i]), _stage_seconds_of(lines[i]))
+            funnel.add(_checked_stages(_stages_of(lines[i])), _stage_seconds_of(lines[i]))
             if b'"notes":' in lines[i]:  # rare: only records of stages that noted something
                 _add_notes(summary.notes, lines[i])
     summary.funnel = funnel.rows()
@@ -195,12 +196,7 @@ def _summary_table(path: str) -> tuple[pa.Table | None, list[bytes]]:
     except pa.ArrowInvalid:  # a damaged line in the middle (or an odd value): record by record
         table = None
     if table is None or table.num_rows != len(lines):
-        records = []
-        for line in lines:
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+        records = parse_lines(path, data)
         lines = [json.dumps(r).encode() for r in records]
         columns = {f.name: pa.array([_as(r.get(f.name), f.type) for r in records], f.type) for f in _SUMMARY_SCHEMA}
         table = pa.table(columns, schema=_SUMMARY_SCHEMA)
@@ -222,11 +218,36 @@ def _add_notes(into: dict[str, Any], line: bytes) -> None:
     """Add a done record's notes to ``into``; each damaged input names the source task that read it."""
     try:
         record = json.loads(line)
-    except json.JSONDecodeError:
+    except ValueError:
         return
-    notes = record.get("notes") or {}
-    damaged = [{**d, "source": record.get("source")} for d in notes.get("damaged") or []]
-    merge_notes(into, {"counts": notes.get("counts"), "damaged": damaged})
+    notes = record.get("notes") if isinstance(record, dict) else None
+    if not isinstance(notes, dict):
+        return
+    counts = notes.get("counts")
+    counts = {k: v for k, v in counts.items() if count(v, None) is not None} if isinstance(counts, dict) else {}
+    listed = notes.get("damaged")
+    damaged = (
+        [{**d, "source": record.get("source")} for d in listed if isinstance(d, dict)]
+        if isinstance(listed, list)
+        else []
+    )
+    total = count(notes.get("damaged_total"), None)
+    merge_notes(into, {"counts": counts, "damaged": damaged, **({"damaged_total": total} if total else {})})
+
+
+def _checked_stages(stages: Any) -> Any:
+    """A done record's ``stages`` when each row is ``[name, rows in, rows out, ...]`` with whole numbers (None
+    when damaged: that record's funnel is not counted, rather than a traceback)."""
+    if not isinstance(stages, list):
+        return None
+    for row in stages:
+        if not isinstance(row, list) or len(row) < 3 or not isinstance(row[0], str):
+            return None
+        if any(count(v, None) is None for v in row[1:3]) or any(
+            v is not None and count(v, None) is None for v in row[3:5]
+        ):
+            return None
+    return stages
 
 
 def _stages_of(line: bytes) -> Any:
@@ -237,8 +258,11 @@ def _stages_of(line: bytes) -> Any:
     end = line.find(b"]]", at)
     try:
         return json.loads(line[at + 9 : end + 2]) if end > 0 else json.loads(line)["stages"]
-    except (json.JSONDecodeError, KeyError):
-        return json.loads(line).get("stages")
+    except (ValueError, KeyError, TypeError):
+        try:
+            return json.loads(line).get("stages")
+        except (ValueError, AttributeError):
+            return None
 
 
 def _stage_seconds_of(line: bytes) -> Any:
@@ -249,5 +273,8 @@ def _stage_seconds_of(line: bytes) -> Any:
     end = line.find(b"]", at)
     try:
         return json.loads(line[at + 16 : end + 1])
-    except json.JSONDecodeError:
-        return json.loads(line).get("stage_seconds")
+    except ValueError:
+        try:
+            return json.loads(line).get("stage_seconds")
+        except (ValueError, AttributeError):
+            return None

@@ -5,6 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from curator_slurm.runs.readfile import count as _count
+
+
+def count(value: Any) -> int:
+    """``value`` when it is a whole number of at least 0, else 0."""
+    return _count(value) or 0
+
 
 def shard_row(label: str, job: str | None) -> dict[str, Any]:
     """A row of the status table for a shard that has recorded nothing yet."""
@@ -12,16 +19,18 @@ def shard_row(label: str, job: str | None) -> dict[str, Any]:
 
 
 def add_s3_counts(total: dict[str, Any] | None, part: dict[str, Any] | None) -> dict[str, Any] | None:
-    """``total`` plus ``part`` (either may be None)."""
-    if not part:
+    """``total`` plus ``part`` (either may be None; counts of the wrong type in ``part``, a damaged record's,
+    count 0)."""
+    if not part or not isinstance(part, dict):
         return total
     out = dict(total or {"requests": 0, "retries": 0, "reasons": {}})
-    out["requests"] += part.get("requests", 0)
-    out["retries"] += part.get("retries", 0)
+    out["requests"] += count(part.get("requests"))
+    out["retries"] += count(part.get("retries"))
     out["reasons"] = dict(out["reasons"])
-    for k, v in part.get("reasons", {}).items():
-        out["reasons"][k] = out["reasons"].get(k, 0) + v
-    if part.get("gave_up"):
+    reasons = part.get("reasons")
+    for k, v in reasons.items() if isinstance(reasons, dict) else ():
+        out["reasons"][str(k)] = out["reasons"].get(str(k), 0) + count(v)
+    if count(part.get("gave_up")):
         out["gave_up"] = out.get("gave_up", 0) + part["gave_up"]
     return out
 

@@ -13,8 +13,9 @@ import xxhash
 
 from curator_slurm import fs
 from curator_slurm.errors import RunDirError
-from curator_slurm.runs.inputs import done_records
+from curator_slurm.runs.inputs import changed_files, done_records, file_states
 from curator_slurm.runs.layout import LEDGER_DIR, UPSTREAMS_FILE
+from curator_slurm.runs.readfile import load_json
 
 
 class PhaseInputsError(RunDirError):
@@ -51,10 +52,12 @@ class Upstream:
 @dataclass(frozen=True)
 class Recorded:
     """What one source task of an earlier phase wrote, by its latest done record: when it was recorded, and
-    each output with its size (None where the record kept none, as records before sizes were kept)."""
+    each output with its size (None where the record kept none, as records before sizes were kept), and the
+    modification times it kept of local files (compared with the sizes, but not part of :func:`digest`)."""
 
     time: float
     files: tuple[tuple[str, int | None], ...]
+    mtimes: tuple[tuple[str, int], ...] = ()
 
 
 #: Recorded outputs already read in this process, by run directory, with the ledger files' sizes they were
@@ -70,13 +73,14 @@ def recorded(run_dir: str) -> dict[str, Recorded]:
         return cached[1]
     out: dict[str, Recorded] = {}
     for source, record in done_records(run_dir).items():
-        written = record.get("written") or {}
-        paths, sizes = written.get("paths") or [], written.get("sizes") or []
-        if paths:
-            files = tuple((p, int(s) if s is not None else None) for p, s in zip(paths, sizes, strict=False))
+        kept = file_states(record, "written")
+        if kept:
+            files = tuple((p, size) for p, size, _ in kept)
         else:  # no sizes kept (an older record, or outputs it could not stat): the outputs it names
-            files = tuple((p, None) for p in record.get("outputs") or [])
-        out[source] = Recorded(float(record.get("time") or 0.0), tuple(sorted(files)))
+            files = tuple((p, None) for p in record.get("outputs") or [] if isinstance(p, str))
+        mtimes = tuple(sorted((p, m) for p, _, m in kept if m is not None))
+        when = record.get("time")
+        out[source] = Recorded(float(when) if isinstance(when, (int, float)) else 0.0, tuple(sorted(files)), mtimes)
     _CACHE[run_dir] = (key, out)
     return out
 
@@ -127,16 +131,20 @@ def combined_digest(upstreams: Sequence[Upstream], source: str) -> str | None:
 
 
 def problems(upstream: Upstream) -> list[str]:
-    """The recorded outputs of ``upstream`` that are gone or have another size now, one phrase each (objects
-    are looked at with one listing per prefix)."""
-    files = [(p, size) for r in recorded(upstream.run_dir).values() for p, size in r.files]
-    now = fs.sizes_of(p for p, _ in files)
+    """The recorded outputs of ``upstream`` that are gone or changed now (another size; for local files also
+    another modification time: a rewrite at the same size), one phrase each (objects are looked at with one
+    listing per prefix)."""
+    found = recorded(upstream.run_dir).values()
+    files: list[tuple[str, int | None, int | None]] = []
+    for r in found:
+        mtimes = dict(r.mtimes)
+        files.extend((p, size, mtimes.get(p)) for p, size in r.files)
+    changed = changed_files(files)
     out = []
-    for path, size in files:
-        if path not in now:
-            out.append(f"{path}: missing")
-        elif size is not None and now[path] != size:
-            out.append(f"{path}: is {now[path]} bytes, was {size} when phase {upstream.name!r} recorded it")
+    for path, _, _ in files:
+        if path in changed:
+            what = changed[path].replace(" when recorded", f" when phase {upstream.name!r} recorded it")
+            out.append(f"{path}: {what}")
     return out
 
 
@@ -159,10 +167,9 @@ def save(run_dir: str, upstreams: Sequence[Upstream]) -> None:
     path = os.path.join(run_dir, UPSTREAMS_FILE)
     payload = [u.as_json() for u in upstreams]
     try:
-        with open(path, encoding="utf-8") as f:
-            if json.load(f) == payload:
-                return
-    except (OSError, ValueError):
+        if load_json(path) == payload:
+            return
+    except (OSError, ValueError, RunDirError):
         pass
     fs.atomic_write_text(path, json.dumps(payload))
 
@@ -170,9 +177,8 @@ def save(run_dir: str, upstreams: Sequence[Upstream]) -> None:
 def load(run_dir: str) -> list[Upstream]:
     """The earlier phases the run in ``run_dir`` reads, as :func:`save` kept them (none when it kept none)."""
     try:
-        with open(os.path.join(run_dir, UPSTREAMS_FILE), encoding="utf-8") as f:
-            return [Upstream.of(u) for u in json.load(f)]
-    except (OSError, ValueError, KeyError, TypeError):
+        return [Upstream.of(u) for u in load_json(os.path.join(run_dir, UPSTREAMS_FILE))]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RunDirError):
         return []
 
 

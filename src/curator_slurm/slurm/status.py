@@ -14,6 +14,7 @@ from curator_slurm.runs.ledger_summary import read_run
 from curator_slurm.runs.liveness import live_processes
 from curator_slurm.runs.plan import PLAN_FILE, PLAN_REMEDY
 from curator_slurm.runs.progress_read import running_now
+from curator_slurm.runs.readfile import count, number
 from curator_slurm.runs.rundir import (
     DEFAULT_RUN_DIR_NAME,
     RERUN_REMEDY,
@@ -37,10 +38,12 @@ def check_run_dir(path: str) -> None:
     if not os.path.isdir(path):
         raise RunDirError(f"{path}: no such run directory")
     markers = (RUN_FILE, SOURCES_FILE, LEDGER_DIR, PLAN_FILE, SUBMISSIONS_FILE)
-    if not any(os.path.exists(os.path.join(path, m)) for m in markers):
+    if not any(os.path.lexists(os.path.join(path, m)) for m in markers):
         inner = os.path.join(path, DEFAULT_RUN_DIR_NAME)
         hint = f"; did you mean {inner}?" if os.path.isdir(inner) else ""
         raise RunDirError(f"{path} is not a run directory (no run.json, ledger/ or plan.json){hint}")
+    if os.path.lexists(os.path.join(path, RUN_FILE)):  # damaged: a RunDirError naming it, not "0 total, done"
+        read_json(os.path.join(path, RUN_FILE), RERUN_REMEDY)
 
 
 def workflow_phase_dirs(run_dir: str) -> list[tuple[str, str]] | None:
@@ -53,10 +56,14 @@ def workflow_phase_dirs(run_dir: str) -> list[tuple[str, str]] | None:
 
 def _planned_total(run_dir: str) -> int | None:
     """How many source tasks the run has: the plan submit wrote, else the first listing a process saw."""
-    if os.path.exists(os.path.join(run_dir, PLAN_FILE)):
-        return len(read_json(os.path.join(run_dir, PLAN_FILE), PLAN_REMEDY)["tasks"])
-    if os.path.exists(os.path.join(run_dir, SOURCES_FILE)):
-        return read_json(os.path.join(run_dir, SOURCES_FILE), RERUN_REMEDY)["count"]
+    for name, key, remedy in ((PLAN_FILE, "tasks", PLAN_REMEDY), (SOURCES_FILE, "count", RERUN_REMEDY)):
+        path = os.path.join(run_dir, name)
+        if os.path.lexists(path):
+            value = read_json(path, remedy).get(key)
+            total = len(value) if isinstance(value, list) and name == PLAN_FILE else count(value, None)
+            if total is None or (name == SOURCES_FILE and isinstance(value, list)):
+                raise RunDirError(f"{path}: damaged, its {key!r} is {str(value)[:40]!r}; {remedy}")
+            return total
     return None
 
 
@@ -69,7 +76,7 @@ def _shard_rows(
     for r in failed.values():
         s = shards.setdefault(r.get("shard", "?"), shard_row(r.get("shard", "?"), None))
         s["failed"] += 1
-        s["seconds"] += r.get("seconds", 0.0)
+        s["seconds"] += number(r.get("seconds"), 0.0) or 0.0
         if r.get("array_job_id"):
             s["job"] = f"{r['array_job_id']}_{r['array_task_id']}"
     for sub in reversed(submissions):
@@ -80,26 +87,40 @@ def _shard_rows(
     return shards
 
 
-def _read_ledger(run_dir: str) -> tuple[dict[str, dict[str, Any]], Any, int]:
+def _read_ledger(
+    run_dir: str, verify: bool = False, precise: bool = False
+) -> tuple[dict[str, dict[str, Any]], Any, int]:
     """The failed source tasks, the done ones' summary, and how many done ones the current listing no longer
     has: from the ledger files' summaries where they are exact (``read_run``), unless accepted new inputs
-    replaced the listing (then record by record, counting only the current listing's tasks)."""
-    if not listing_replaced(run_dir):
-        failed, summary = read_run(run_dir)
+    replaced the listing, or ``precise`` (then record by record, counting only the current listing's tasks);
+    with ``verify``, every record is read."""
+    if not listing_replaced(run_dir) and not precise:
+        failed, summary = read_run(run_dir, summaries=not verify)
         return failed, summary, 0
     state = load_status(run_dir)
     current, outside = current_done(run_dir, state.done)  # done tasks of inputs no longer listed do not count
     return state.failed, summarise_done(run_dir, current), outside
 
 
+def _counted(run_dir: str, verify: bool) -> tuple[dict[str, dict[str, Any]], Any, int, int]:
+    """:func:`_read_ledger`'s failed tasks, done summary and done tasks not listed, with the run's total: done
+    records of tasks that the listing lacks (a ledger file copied from another run) are read again record by
+    record to leave them out, and never count above the total."""
+    failed, summary, outside = _read_ledger(run_dir, verify)
+    total = _planned_total(run_dir)
+    if total is not None and summary.done > total and not outside:
+        failed, summary, outside = _read_ledger(run_dir, verify, precise=True)
+    if total is not None and summary.done > total:  # no listing kept to tell which: never above 100 %
+        outside, summary.done = outside + summary.done - total, total
+    return failed, summary, outside, total if total is not None else summary.done + len(failed)
+
+
 def collect_status(run_dir: str, verify: bool = False, stats: bool = True) -> dict[str, Any]:
     """Everything `status` shows, as data (the keys are those of ``status --json``); with ``verify``, also
     whether every done source task's outputs are still there and its inputs unchanged (``verified``)."""
     check_run_dir(run_dir)
-    failed, summary, outside = _read_ledger(run_dir)
+    failed, summary, outside, total = _counted(run_dir, verify)
     done_count = summary.done
-    total = _planned_total(run_dir)
-    total = total if total is not None else done_count + len(failed)
     pending = max(total - done_count - len(failed), 0)
     elapsed = summary.last_time - summary.first_time if summary.records else 0.0
     rate = done_count / elapsed if elapsed > 0 else None
@@ -128,6 +149,8 @@ def collect_status(run_dir: str, verify: bool = False, stats: bool = True) -> di
     # jobs and Slurm cannot be asked.
     working = running + live.running
     stalled = bool(pending) and working == 0 and (states is not None or not job_ids)
+    # Every process of this host stopped (SIGSTOP) with nothing queued or running elsewhere: nothing advances.
+    frozen = bool(pending) and bool(live.frozen) and len(live.frozen) == working
     recorded = summary.jobs | {
         f"{r['array_job_id']}_{r['array_task_id']}" for r in failed.values() if r.get("array_job_id")
     }
@@ -146,11 +169,16 @@ def collect_status(run_dir: str, verify: bool = False, stats: bool = True) -> di
         "s3": summary.s3,
         "tasks_per_second": rate,
         "docs_per_second": summary.rows_in / elapsed if elapsed > 0 else None,
-        "eta_seconds": None if stalled else eta(pending, rate, progress.share),
+        "eta_seconds": None if stalled or frozen else eta(pending, rate, progress.share),
         "stalled": stalled,
         "stopped": stalled,
         "active": working + (1 if states is None and job_ids else 0),
-        "processes": {"alive": list(live.alive), "elsewhere": list(live.elsewhere), "gone": list(live.gone)},
+        "processes": {
+            "alive": list(live.alive),
+            "elsewhere": list(live.elsewhere),
+            "gone": list(live.gone),
+            "frozen": list(live.frozen) if frozen else [],
+        },
         "shards": sorted(shards.values(), key=shard_order),
         "jobs": job_ids,
         "job_states": active,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from curator_slurm.runs.summary import describe_s3, describe_takeover
@@ -56,6 +57,11 @@ def _attention_lines(status: dict[str, Any]) -> list[str]:
         lines.append(
             f"  (and {status['done_not_listed']} done source task(s) of inputs the current listing no longer has: "
             "not counted)"
+        )
+    if frozen := status.get("processes", {}).get("frozen"):
+        lines.append(
+            f"warning: every process of this run is stopped ({', '.join(frozen[:3])}): nothing advances, no ETA; "
+            "continue them (kill -CONT <pid>) or end them"
         )
     return lines
 
@@ -189,10 +195,18 @@ def _verify_lines(verified: dict[str, Any] | None) -> list[str]:
         return []
     lost, changed = verified["lost_outputs"], verified["changed_inputs"]
     gone, stale = verified.get("upstream_problems") or [], verified.get("stale") or []
-    if not lost and not changed and not gone and not stale:
-        return ["verified: every done source task's outputs exist with their recorded sizes, and its inputs "
-                "are unchanged"]  # fmt: skip
-    lines = []
+    damaged, unlisted = verified.get("damaged_records") or [], verified.get("unlisted_outputs") or []
+    lines = [f"{len(damaged)} damaged ledger record(s) skipped ({'; '.join(damaged[:3])}): a source task whose "
+             "only done record it was counts as not done, and is done again"] if damaged else []  # fmt: skip
+    if unlisted:
+        lines.append(
+            f"not complete: {len(unlisted)} output(s) of done source tasks that the current listing no longer holds "
+            f"(inputs removed since, or records of another run) are still there, accounted for by nothing "
+            f"({'; '.join(unlisted[:3])}); delete them if they should not be part of the output"
+        )
+    if not lost and not changed and not gone and not stale and not unlisted:
+        return [*lines, "verified: every done source task's outputs exist with their recorded sizes, and its "
+                "inputs are unchanged"]  # fmt: skip
     if gone:
         lines.append(
             f"not complete: {len(gone)} output(s) of the phase before that this phase read are gone or changed "
@@ -244,8 +258,20 @@ def format_failures(
     damaged: list[dict[str, Any]] | None = None,
 ) -> str:
     """The text of `curator-slurm failures` for :func:`failure_rows`' ``rows`` and ended array ``tasks``, and the
-    ``damaged`` inputs of done tasks (``status.damaged_inputs``) after them."""
-    return "\n".join([_format_failures(rows, tasks, traceback), *format_damaged(damaged or [])])
+    ``damaged`` inputs of done tasks (``status.damaged_inputs``) after them. Terminal control characters (in a
+    file name, an error message) are shown escaped, never sent to the terminal."""
+    return terminal_safe("\n".join([_format_failures(rows, tasks, traceback), *format_damaged(damaged or [])]))
+
+
+#: Control characters (C0 but tab and newline, DEL, C1) as a terminal would obey them.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with each terminal control character (an escape sequence's ESC, a carriage return, a bell)
+    written as Python would show it (``\\x1b``), and a name's bytes that are not UTF-8 as ``\\udcNN``."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")  # a lone surrogate (bytes not UTF-8)
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _format_failures(rows: list[dict[str, Any]], tasks: list[dict[str, Any]], traceback: bool) -> str:

@@ -17,6 +17,7 @@ from typing import Any, TypedDict
 
 from curator_slurm.errors import CuratorError, OptionError, RunDirError
 from curator_slurm.runs.layout import SUBMISSIONS_FILE
+from curator_slurm.runs.readfile import JSON_BYTES, read_bytes
 from curator_slurm.settings import job_environment
 from curator_slurm.slurm.control import ACTIVE_STATES, ENDED_BADLY_STATES, active_jobs, job_states  # noqa: F401
 from curator_slurm.slurm.options import SubmitOptions, option_fields, requeue_signal
@@ -343,21 +344,21 @@ def load_submissions(run_dir: str) -> list[SubmissionRecord]:
     if not os.path.exists(path):
         return []
     records: list[SubmissionRecord] = []
-    with open(path, "rb") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line.decode("utf-8"))
-                problem = "" if isinstance(record, dict) else "not a JSON object"
-            except UnicodeDecodeError:
-                problem = "not UTF-8 text"
-            except json.JSONDecodeError as e:
-                problem = f"not valid JSON ({e.msg})"
-            if problem:
-                raise RunDirError(
-                    f"{path}:{lineno}: {problem}; each line records one submission: repair or delete that line "
-                    "(its jobs are then no longer followed by status and retry)"
-                )
-            records.append(record)
+    # A regular file of bounded size (a FIFO in its place is refused, not waited on).
+    for lineno, line in enumerate(read_bytes(path, JSON_BYTES).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line.decode("utf-8"))
+            problem = "" if isinstance(record, dict) else "not a JSON object"
+        except UnicodeDecodeError:
+            problem = "not UTF-8 text"
+        except json.JSONDecodeError as e:
+            problem = f"not valid JSON ({e.msg})"
+        if problem:
+            raise RunDirError(
+                f"{path}:{lineno}: {problem}; each line records one submission: repair or delete that line "
+                "(its jobs are then no longer followed by status and retry)"
+            )
+        records.append(record)
     return records

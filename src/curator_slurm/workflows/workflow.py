@@ -19,7 +19,7 @@ from curator_slurm.backends.run import BaseExecutor
 from curator_slurm.errors import CuratorError, PipelineBuildError, end_scripts_with_message
 from curator_slurm.pipeline import Pipeline, append_plan, check_output_dirs
 from curator_slurm.runs.layout import PLAN_FILE, WORKFLOW_FILE, phase_run_dir
-from curator_slurm.runs.ledger import load_status
+from curator_slurm.runs.ledger import load_status, shard_layout
 from curator_slurm.runs.liveness import marked
 from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.results import PipelineResult
@@ -193,7 +193,9 @@ class Workflow:
         phase_options = dataclasses.replace(options, run_dir=None, phase=None)
         result = WorkflowResult()
         start = time.perf_counter()
-        with marked(self.run_root, f"workflow {self.name}"), inside_step():  # `status` sees it between phases
+        # `status` sees the marker between phases; refused beside a process that would do the same tasks.
+        layout = shard_layout(spec) if spec.enabled and spec.count > 1 else None
+        with marked(self.run_root, f"workflow {self.name}", layout=layout, guard=True), inside_step():
             self._run_phases(todo, executor, spec, phase_options, result)
         result.seconds = time.perf_counter() - start
         return result
