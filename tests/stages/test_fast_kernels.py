@@ -113,3 +113,30 @@ def test_duplicated_ngram_chars_of_any_text_are_datatroves(docs: list[str], n: i
     w = words(pa.array(docs, pa.large_string()))
     got = _dup_ngram_chars(w, n, -1.0, np.ones(len(docs)), string_hashes(w.vocab))
     assert got.tolist() == [find_all_duplicate(w.texts(r), n) for r in range(len(docs))]
+
+
+def test_words_shared_between_filters_are_the_words_of_each_text() -> None:
+    """A column split after one that shares, rewrites or drops some of its documents: its words are the words
+    of its own texts (those split before taken over, the rest split now), whatever came before."""
+    from curator_slurm.stages.text.shared_words import shared_words
+
+    first = ["the cat sat. the cat sat.", "U.S.A. is a.m. big", "", "don't  stop\n\nnow", "x"]
+    then = ["x", "the cat sat. the cat sat.", "new text, a.m. here", "don't  stop\n\nnow", "", "x"]
+    shared_words(pa.array(first, pa.large_string()))
+    got = shared_words(pa.array(then, pa.large_string()))
+    fresh = words(pa.array(then, pa.large_string()))
+    assert [got.texts(r) for r in range(len(then))] == [fresh.texts(r) for r in range(len(then))]
+    assert sorted(got.vocab) == sorted(set(got.vocab)) == sorted({t for r in range(len(then)) for t in got.texts(r)})
+
+
+@settings(max_examples=40, deadline=None)
+@given(before=texts, after=texts, data=st.data())
+def test_shared_words_of_any_columns_are_their_words(before: list[str], after: list[str], data: st.DataObject) -> None:
+    from curator_slurm.stages.text.shared_words import shared_words
+
+    mixed = data.draw(st.lists(st.sampled_from(before + after), max_size=8))
+    shared_words(pa.array(before, pa.large_string()))
+    got = shared_words(pa.array(mixed, pa.large_string()))
+    fresh = words(pa.array(mixed, pa.large_string()))
+    assert [got.texts(r) for r in range(len(mixed))] == [fresh.texts(r) for r in range(len(mixed))]
+    assert len(set(got.vocab)) == len(got.vocab)

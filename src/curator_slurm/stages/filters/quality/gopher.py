@@ -20,7 +20,8 @@ from curator_slurm.stages.text.counts import (
     top_ngrams,
 )
 from curator_slurm.stages.text.languages import SPACY_ENGLISH, check_language
-from curator_slurm.stages.text.spacy_words import Words, words
+from curator_slurm.stages.text.shared_words import shared_words
+from curator_slurm.stages.text.spacy_words import Words
 from curator_slurm.stages.text.split import PUNCTUATION_SET, split_regex, splitlines, strip
 from curator_slurm.tasks import DocumentBatch
 
@@ -93,7 +94,7 @@ class GopherQualityFilter(DatatroveFilter):
 
     def decide(self, texts: pa.Array, task: DocumentBatch) -> Decision:
         rows = len(texts)
-        w = words(texts)
+        w = shared_words(texts)
         n_words = w.counts
         word_rows = w.rows
         symbol_free = w.of_vocab(lambda t: any(c not in PUNCTUATION_SET for c in t))[w.ids]
@@ -220,7 +221,7 @@ class GopherRepetitionFilter(DatatroveFilter):
         if not len(alive) or not (self.top_n_grams or self.dup_n_grams):
             return decision
         # The n-gram rules only for the documents still kept (datatrove stops at the first failing rule).
-        w = words(texts.take(pa.array(alive)))
+        w = shared_words(texts.take(pa.array(alive)))
         checks = [(f"top_{n}_gram", n, frac, False) for n, frac in self.top_n_grams]
         checks += [(f"duplicated_{n}_n_grams", n, frac, True) for n, frac in self.dup_n_grams]
         hashes = string_hashes(w.vocab) if self.dup_n_grams else (np.zeros(0, np.uint64),) * 2
