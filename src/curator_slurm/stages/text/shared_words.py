@@ -26,7 +26,9 @@ def shared_words(texts: pa.Array) -> Words:
     """:func:`.spacy_words.words` of ``texts``, the words of the documents the last call had (the same text)
     taken from it and only the others split."""
     global _last
-    if texts.null_count or not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
+    if not isinstance(texts, pa.Array) or texts.null_count:
+        return words(texts)
+    if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
         return words(texts)
     keys = _keys(texts)
     rows = np.full(len(keys), -1, np.int64)
