@@ -32,7 +32,8 @@ t2. The same with workers=2 vs workers=1, tokens/s; t2c: in tokens per CPU secon
 t3. Peak RSS of the merge phase (every pair into one file) on a 4x larger corpus vs the base one.
 w1a-w1c. WARC -> text (Trafilatura, Resiliparse, jusText) on LocalExecutor(workers=1) vs a bare loop (FastWARC,
     the same library call, JSONL writes), docs/s; w2: examples/extract.py --workers 2 vs 1; w3: Resiliparse vs
-    Trafilatura docs/s; w4 (with CURATOR_DATATROVE_PYTHON's venv): datatrove's WarcReader + Trafilatura beside ours.
+    Trafilatura docs/s; w4 (with CURATOR_DATATROVE_PYTHON's venv): datatrove's WarcReader + Trafilatura beside ours;
+    w5: examples/extract.py with its per-page time limit vs without one, docs/s.
 h1-h24. Each heuristic filter (NeMo Curator's 23 and SymbolRatioFilter): MB/s of its column API vs the
     same filter as a plain Python function per document, on web-like English text, one core.
 ft1-ft2. FastTextClassifierFilter and LanguageFilter(backend="fasttext") vs the model called per document

@@ -37,7 +37,7 @@ def build_pipeline(
     return (
         Pipeline(f"extract-{extractor}")
         .add_stage(WarcReader(input_dir, blocksize=blocksize, split_files=blocksize is not None))
-        .add_stage(EXTRACTORS[extractor](time_limit=time_limit))
+        .add_stage(EXTRACTORS[extractor](time_limit=time_limit or None))
         .add_stage(writer)
     )
 
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl")
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all usable CPUs)")
     parser.add_argument("--blocksize", default=None, help="cut large WARC files into pieces of this size (e.g. 256MiB)")
-    parser.add_argument("--time-limit", type=float, default=5.0, help="seconds per page before it is dropped")
+    parser.add_argument("--time-limit", type=float, default=5.0, help="seconds per page before it is dropped (0: none)")
     args = parser.parse_args(argv)
 
     configure_logging()

@@ -157,3 +157,52 @@ def test_pages_after_a_killed_one_keep_trafilaturas_per_task_duplicate_cache(tmp
         runs[name] = {r["url"]: r["text"] for r in output_rows(out)}
     assert notes_of(tmp_path / "slow" / "out") == {"trafilatura_extractor: time limit (5.0 s) expired": 1}
     assert runs["slow"] == runs["plain"] and len(runs["plain"]) == 20
+
+
+class _Echo:
+    """A stage for PagePool: a page's text upper-cased; "stuck" never ends, "crash" kills its process, and
+    every page seen since ``begin`` is remembered (per-task state, rebuilt by replay after a kill)."""
+
+    def load(self) -> None:
+        self.seen: list[str] = []
+
+    def begin(self) -> None:
+        self.seen = []
+
+    def extract(self, html: str) -> str:
+        if html == "stuck":
+            time.sleep(3600)
+        if html == "crash":
+            os._exit(3)
+        self.seen.append(html)
+        return f"{html.upper()}:{len(self.seen)}"
+
+
+def test_pages_handed_ahead_come_back_in_order_around_stuck_and_dying_pages() -> None:
+    """More pages than the window, stuck and dying ones among them (one right after another, one last): every
+    other page's result is the one a child that saw only the pages before it would give, in order; the stuck
+    ones time out, the dying ones are counted as dying, and no child is left behind."""
+    from curator_slurm.stages.extractors.pool import WINDOW, PagePool
+
+    pages = [f"p{i}" for i in range(3 * WINDOW)]
+    pages[3], pages[4], pages[WINDOW + 1], pages[-1] = "stuck", "crash", "stuck", "stuck"
+    pool = PagePool(_Echo(), 0.5)
+    try:
+        done: list[str] = []
+
+        def replay(upto: int) -> list[str]:
+            return [pages[k] for k in range(upto - 1) if pages[k] not in ("stuck", "crash")]
+
+        got = list(pool.run(pages, replay))
+    finally:
+        pool.kill()
+    assert [i for i, _ in got] == list(range(len(pages)))
+    for i, outcome in got:
+        if pages[i] == "stuck":
+            assert outcome.kind == "timeout"
+        elif pages[i] == "crash":
+            assert outcome.kind == "died" and "exit status 3" in outcome.value
+        else:
+            done.append(pages[i])
+            assert (outcome.kind, outcome.value) == ("ok", f"{pages[i].upper()}:{len(done)}")
+    assert pool.pid is None and pool.restarts == 4

@@ -25,7 +25,7 @@ from .startup import bench_empty_shard, bench_manifest_startup
 from .status import bench_status
 from .takeover import bench_takeover
 from .tokens import bench_merge_rss, bench_tokens
-from .web import bench_web_datatrove, bench_web_loop, bench_web_workers
+from .web import bench_web_datatrove, bench_web_loop, bench_web_time_limit, bench_web_workers
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ GROUPS: list[Group] = [
     Group(("w1a", "w1b", "w1c", "w3"), bench_web_loop),
     Group(("w2",), bench_web_workers),
     Group(("w4",), bench_web_datatrove),
+    Group(("w5",), bench_web_time_limit),
     Group(("fw1",), bench_fineweb_recipe),
     Group(("fw2", "fw3"), bench_fineweb_dedup),
     Group(("s1", "s1j"), bench_s3_read),

@@ -205,10 +205,11 @@ def bench_web_loop(b: Bench) -> list[Row]:
 _RESULT = re.compile(r"extract: \d+ files written, \d+ pages in, (\d+) documents out, ([\d.]+) s")
 
 
-def extract_run(corpus: Path, out: Path, workers: int) -> tuple[int, float]:
-    """``examples/extract.py`` as a user runs it; (documents, seconds of the run as the pipeline reports it)."""
+def extract_run(corpus: Path, out: Path, workers: int, time_limit: float = TIME_LIMIT) -> tuple[int, float]:
+    """``examples/extract.py`` as a user runs it; (documents, seconds of the run as the pipeline reports it).
+    ``time_limit`` 0: no limit (each page extracted in the worker itself)."""
     cmd = [sys.executable, str(EXTRACT), "--input", str(corpus), "--output", str(out), "--workers", str(workers),
-           "--time-limit", str(TIME_LIMIT)]  # fmt: skip
+           "--time-limit", str(time_limit)]  # fmt: skip
     child = run_child(cmd)
     match = _RESULT.search(child.stdout)
     if match is None:
@@ -230,6 +231,23 @@ def bench_web_workers(b: Bench) -> list[Row]:
         Row("w2", f"extract.py (Trafilatura) docs/s of the run: --workers 2 / --workers 1 ({docs} docs, 8 files, "
             f"{available_cores()} cores)", Measure("--workers 2", "docs/s", docs_per_s(runs["w2"])),
             Measure("--workers 1", "docs/s", docs_per_s(runs["w1"])), ">=", 1.8)
+    ]  # fmt: skip
+
+
+def bench_web_time_limit(b: Bench) -> list[Row]:
+    """w5: extract.py (Trafilatura, 1 worker) with its per-page time limit against without one."""
+    corpus = web_corpus(b, 16 if b.quick else 96, 1)
+    runs: dict[str, list[tuple[int, float]]] = {"limit": [], "none": []}
+    for rep in range(b.repeat):
+        for side in rotated(["limit", "none"], rep):
+            progress(f"row w5: extract.py --time-limit {side}, repeat {rep + 1}/{b.repeat}")
+            with fresh_dir(b.out(f"web-w5-{side}")) as out:
+                runs[side].append(extract_run(corpus, out / "text", 1, TIME_LIMIT if side == "limit" else 0))
+    docs = _agree(runs, "w5")
+    return [
+        Row("w5", f"extract.py (Trafilatura, 1 worker) docs/s: --time-limit {TIME_LIMIT:g} / no limit ({docs} docs)",
+            Measure("time limit", "docs/s", docs_per_s(runs["limit"])),
+            Measure("no limit", "docs/s", docs_per_s(runs["none"])), ">=", 0.97)
     ]  # fmt: skip
 
 

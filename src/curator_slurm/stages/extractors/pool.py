@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -88,6 +89,7 @@ class PagePool:
         self.pid: int | None = None
         self.conn: Connection | None = None
         self.restarts = 0
+        self._feeder: _Feeder | None = None
 
     # --- the child ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -119,6 +121,9 @@ class PagePool:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
             how = self._reap(block=True)
+        if self._feeder is not None:  # blocked sending to the child, if at all, until its death broke the pipe
+            self._feeder.stop()
+            self._feeder = None
         if self.conn is not None:
             self.conn.close()
         self.pid, self.conn = None, None
@@ -139,21 +144,34 @@ class PagePool:
 
     # --- pages ----------------------------------------------------------------------------------------
     def run(self, pages: list[str], replay: Callable[[int], list[str]]) -> Iterator[tuple[int, Outcome]]:
-        """(index, outcome) of each of ``pages`` in order. A page is sent once the child has answered the one
-        before (a page sent ahead could block the parent in the pipe behind a page that never ends). After a
-        kill, the new child is first handed ``replay(i)``: the pages before ``i`` whose per-task state (a
-        duplicate-paragraph cache) it must rebuild."""
+        """(index, outcome) of each of ``pages`` in order. The pages are handed to the child ahead of time, at
+        most :data:`WINDOW` unanswered, by a thread of their own (so a page that never ends blocks only that
+        thread); a page's time starts when the child answers the page before it (or when the first is sent).
+        After a kill, the new child is first handed ``replay(i)``: the pages before ``i`` whose per-task state
+        (a duplicate-paragraph cache) it must rebuild, then the pages after the one killed."""
         if self.conn is None:
             self.start()
         assert self.conn is not None
         self.conn.send(("begin",))
-        for i, html in enumerate(pages):
-            self.conn.send(("page", i, html))
-            outcome = self._wait(time.monotonic() + self.limit)
-            if outcome is None or outcome.kind == "died":
-                outcome = outcome or Outcome("timeout", self.kill())
-                self._restart(replay(i + 1))
-            yield i, outcome
+        i = 0
+        while i < len(pages):
+            self._feeder = feeder = _Feeder(self.conn, pages, i)
+            started, restart = time.monotonic(), False
+            for k in range(i, len(pages)):
+                outcome = self._wait(started + self.limit)
+                started = time.monotonic()
+                if outcome is None or outcome.kind == "died":
+                    outcome = outcome or Outcome("timeout", self.kill())
+                    self._restart(replay(k + 1))
+                    restart = True
+                feeder.answered()
+                yield k, outcome
+                if restart:
+                    i = k + 1
+                    break
+            else:
+                i = len(pages)
+            feeder.stop()
 
     def _wait(self, deadline: float) -> Outcome | None:
         """The outcome of the page the child works on; None when ``deadline`` passes first."""
@@ -179,3 +197,39 @@ class PagePool:
                 self.kill()
                 self.start()
                 self.conn.send(("begin",))
+
+
+#: Pages handed to the extraction child ahead of the one it works on (so it never waits for the parent).
+WINDOW = 8
+
+
+class _Feeder:
+    """A thread sending ``pages[first:]`` to the child, at most :data:`WINDOW` of them unanswered; it ends at
+    the last page, at :meth:`stop`, or when the child is gone (the pipe broken)."""
+
+    def __init__(self, conn: Connection, pages: list[str], first: int) -> None:
+        self.conn, self.pages, self.next = conn, pages, first
+        self.slots = threading.Semaphore(WINDOW)
+        self.stopped = False
+        self.thread = threading.Thread(target=self._send, name="extraction-feeder", daemon=True)
+        self.thread.start()
+
+    def _send(self) -> None:
+        while self.next < len(self.pages):
+            self.slots.acquire()
+            if self.stopped:
+                return
+            try:
+                self.conn.send(("page", self.next, self.pages[self.next]))
+            except (OSError, ValueError):  # the child was killed (or its pipe closed): nothing more to send
+                return
+            self.next += 1
+
+    def answered(self) -> None:
+        self.slots.release()
+
+    def stop(self) -> None:
+        """End the thread (after :meth:`PagePool.kill` when it may be blocked sending to a stuck child)."""
+        self.stopped = True
+        self.slots.release()
+        self.thread.join()

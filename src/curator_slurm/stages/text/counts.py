@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from curator_slurm.stages.text.chars import char_lengths
+from curator_slurm.stages.text.compute import from_numpy
 from curator_slurm.stages.text.pieces import combine, encode, occurrences
 
 
@@ -83,4 +84,76 @@ def top_ngrams(positions: np.ndarray, grams: np.ndarray, doc: np.ndarray) -> tup
     return id_doc[group], positions[first_at[top]], counts[top]
 
 
-__all__ = ["ngram_codes", "per_row", "ratio", "repeated", "repeated_per_doc", "top_ngrams"]
+#: The base of the polynomial string hashes of :func:`joined_ngram_codes` (odd, so a power never becomes 0).
+_BASE = np.uint64(0x9E3779B97F4A7C15)
+
+
+def string_hashes(words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """For each string, its polynomial hash (code points, base :data:`_BASE`, modulo 2**64) and the base to the
+    power of its length: the hash of ``a + b`` is ``hash(a) * power(b) + hash(b)``."""
+    lengths = np.fromiter((len(w) for w in words), dtype=np.int64, count=len(words))
+    cps = np.frombuffer("".join(words).encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+    longest = int(lengths.max()) if len(lengths) else 0
+    powers = np.ones(longest + 1, np.uint64)
+    with np.errstate(over="ignore"):
+        if longest:
+            powers[1:] = np.cumprod(np.full(longest, _BASE, np.uint64), dtype=np.uint64)
+        ends = np.cumsum(lengths)
+        # Character j of a word ending at e weighs BASE ** (e - 1 - j).
+        weight = powers[np.repeat(ends, lengths) - 1 - np.arange(len(cps))] if len(cps) else cps
+        terms = cps * weight
+    hashes = np.zeros(len(words), np.uint64)
+    some = lengths > 0
+    if some.any():
+        hashes[some] = np.add.reduceat(terms, (ends - lengths)[some])
+    return hashes, powers[lengths]
+
+
+def joined_ngram_codes(
+    codes: np.ndarray, doc: np.ndarray, ends: np.ndarray, n: int, vocab: list[str], hashes: tuple[np.ndarray, ...]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The n-grams of words as datatrove's ``find_all_duplicate`` sees them, words joined without spaces:
+    (where each starts, an integer equal for n-grams of a document whose joined strings are equal, whether
+    each is the first of its document with its string). ``codes``, ``doc`` and ``ends`` are as in
+    :func:`ngram_codes`, indexing ``vocab``; ``hashes`` is :func:`string_hashes` of ``vocab``.
+
+    The strings are compared by hash (the document's number its first character); n-grams whose hash an
+    n-gram of other words or of another document has too (a collision, or words that join alike) have their
+    strings compared, so the integers are exact."""
+    positions = np.flatnonzero(np.arange(len(codes)) + n <= ends)
+    if not len(positions):
+        return positions, np.zeros(0, np.int64), np.zeros(0, bool)
+    gram_doc = doc[positions]
+    word_hash, word_power = hashes
+    joined = gram_doc.astype(np.uint64) + np.uint64(1)
+    with np.errstate(over="ignore"):
+        for k in range(n):
+            nxt = codes[positions + k]
+            joined = joined * word_power[nxt] + word_hash[nxt]
+    key, first = occurrences(from_numpy(joined, pa.uint64()), gram_doc)
+    # Each n-gram against the first with its hash: the same document and words make the same string.
+    like = positions[np.flatnonzero(first)][key]
+    differ = gram_doc != doc[like]
+    for k in range(n):
+        differ |= codes[positions + k] != codes[like + k]
+    if differ.any():
+        shared = np.zeros(int(key.max()) + 1, bool)
+        shared[key[differ]] = True
+        at = np.flatnonzero(shared[key])
+        strings = ["".join(vocab[i] for i in codes[p : p + n].tolist()) for p in positions[at].tolist()]
+        exact = encode(combine(gram_doc[at], encode(pa.array(strings, pa.large_string()))))
+        key[at] = int(key.max()) + 1 + exact
+        key, first = occurrences(combine(gram_doc, key), gram_doc)
+    return positions, key, first
+
+
+__all__ = [
+    "joined_ngram_codes",
+    "ngram_codes",
+    "per_row",
+    "ratio",
+    "repeated",
+    "repeated_per_doc",
+    "string_hashes",
+    "top_ngrams",
+]

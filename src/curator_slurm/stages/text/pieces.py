@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from curator_slurm.stages.text.chars import Utf8, char_lengths, segment_counts, space_bytes, utf8
-from curator_slurm.stages.text.compute import call, split_pattern, to_numpy
+from curator_slurm.stages.text.compute import call, from_numpy, split_pattern, to_numpy
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,11 @@ def dictionary_codes(values: pa.Array | np.ndarray) -> np.ndarray:
     appearance (Arrow's hash-based dictionary encoding: no sort)."""
     if len(values) == 0:
         return np.zeros(0, np.int64)
-    encoded = call("dictionary_encode", values if isinstance(values, pa.Array) else pa.array(values))
+    if not isinstance(values, pa.Array):
+        values = (
+            from_numpy(values, pa.from_numpy_dtype(values.dtype)) if values.dtype.kind in "iub" else pa.array(values)
+        )
+    encoded = call("dictionary_encode", values)
     return np.asarray(to_numpy(encoded.indices), dtype=np.int64)
 
 

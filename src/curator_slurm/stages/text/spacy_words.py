@@ -15,12 +15,15 @@ import pyarrow as pa
 from curator_slurm.extras import load
 from curator_slurm.stages.text.compute import (
     RE2_SPACE,
+    _compute,
     call,
+    is_in,
     match_substring,
     replace_regex,
     split_pattern_regex,
     to_numpy,
 )
+from curator_slurm.stages.text.pieces import combine, occurrences
 from curator_slurm.stages.text.split import SPACE_RUN, explode
 
 _nlp: Any = None
@@ -211,7 +214,7 @@ def words(texts: pa.Array, for_sentences: bool = False) -> Words:
     total = int(n.sum())
     begin = np.repeat(first_of_chunk[occurrence] - (np.cumsum(n) - n), n)
     ids = token_ids[begin + np.arange(total)]
-    joins = _across_chunks(distinct, occurrence, parents, single)
+    joins = _across_chunks(encoded.dictionary, distinct, occurrence, parents, single)
     if joins:
         ids, vocab = _retokenize(joins, chunks.to_pylist(), n, parents, single, ids, vocab)
     per_row = np.bincount(parents, weights=n, minlength=rows).astype(np.int64)
@@ -222,28 +225,34 @@ def words(texts: pa.Array, for_sentences: bool = False) -> Words:
 _CHUNK = f"[^{RE2_SPACE}]+"
 
 
-def _across_chunks(distinct: list[str], occurrence: np.ndarray, parents: np.ndarray, single: np.ndarray) -> list[int]:
+def _across_chunks(
+    dictionary: pa.Array, distinct: list[str], occurrence: np.ndarray, parents: np.ndarray, single: np.ndarray
+) -> list[int]:
     """The chunk occurrences (index of the left one) followed by a single space and a chunk with which a
     special-case pattern may match across the space: the left chunk ends with the text of the pattern's
-    first tokens and the right one starts with the rest (a superset of where spaCy's matcher can act)."""
+    first tokens and the right one starts with the rest (a superset of where spaCy's matcher can act).
+    ``distinct`` is ``dictionary`` (the distinct chunks, none empty) as Python strings; each distinct pair of
+    neighbours is looked at once."""
     if len(occurrence) < 2:
         return []
     splits = _pattern_splits()
-    ends = {left[-1] for left, _ in splits}
-    starts = {right[0] for _, right in splits}
-    can_left = np.fromiter((c[-1] in ends for c in distinct), dtype=bool, count=len(distinct))
-    can_right = np.fromiter((c[0] in starts for c in distinct), dtype=bool, count=len(distinct))
+    ends = pa.array(sorted({left[-1] for left, _ in splits}), dictionary.type)
+    starts = pa.array(sorted({right[0] for _, right in splits}), dictionary.type)
+    can_left = to_numpy(is_in(call("utf8_slice_codeunits", dictionary, options=_compute.SliceOptions(-1)), ends))
+    can_right = to_numpy(is_in(call("utf8_slice_codeunits", dictionary, options=_compute.SliceOptions(0, 1)), starts))
     a, b = occurrence[:-1], occurrence[1:]
-    near = single[:-1] & (parents[:-1] == parents[1:]) & can_left[a] & can_right[b]
+    near = np.flatnonzero(single[:-1] & (parents[:-1] == parents[1:]) & can_left[a] & can_right[b])
+    if not len(near):
+        return []
     by_edge: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for left, right in splits:
         by_edge.setdefault((left[-1], right[0]), []).append((left, right))
-    hits = []
-    for i in np.flatnonzero(near).tolist():
+    pair, first = occurrences(combine(a[near], b[near]))
+    hit = np.zeros(int(pair.max()) + 1, bool)
+    for p, i in zip(pair[first].tolist(), near[first].tolist(), strict=True):
         left, right = distinct[a[i]], distinct[b[i]]
-        if any(left.endswith(x) and right.startswith(y) for x, y in by_edge.get((left[-1], right[0]), ())):
-            hits.append(i)
-    return hits
+        hit[p] = any(left.endswith(x) and right.startswith(y) for x, y in by_edge.get((left[-1], right[0]), ()))
+    return near[hit[pair]].tolist()
 
 
 _splits: frozenset[tuple[str, str]] | None = None

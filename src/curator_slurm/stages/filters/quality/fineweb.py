@@ -13,7 +13,7 @@ from curator_slurm.stages.text.compute import count_substring, match_substring, 
 from curator_slurm.stages.text.counts import per_row, ratio, repeated_per_doc
 from curator_slurm.stages.text.languages import SPACY_ENGLISH, check_language
 from curator_slurm.stages.text.pieces import lines as nonblank_lines
-from curator_slurm.stages.text.spacy_words import words
+from curator_slurm.stages.text.shared_words import shared_words
 from curator_slurm.stages.text.split import TERMINAL_PUNCTUATION
 from curator_slurm.tasks import DocumentBatch
 
@@ -92,7 +92,7 @@ class FineWebQualityFilter(DatatroveFilter):
         if not len(alive):
             return decision
         newlines = to_numpy(count_substring(texts.take(pa.array(alive)), "\n"))
-        per_word = ratio(newlines, words(texts.take(pa.array(alive))).counts)
+        per_word = ratio(newlines, shared_words(texts.take(pa.array(alive))).counts)
         over = np.zeros(rows, dtype=bool)
         over[alive] = per_word > self.new_line_ratio
         return first_reason([*rules, ("list_ratio", over)], rows)

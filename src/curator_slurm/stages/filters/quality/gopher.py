@@ -9,11 +9,19 @@ import pyarrow as pa
 from curator_slurm.stages.filters.decide import DatatroveFilter, Decision, first_reason
 from curator_slurm.stages.io.writers import BaseWriter
 from curator_slurm.stages.text.chars import char_lengths
-from curator_slurm.stages.text.compute import RE2_SPACE, call, count_substring, match_substring, to_numpy
-from curator_slurm.stages.text.counts import ngram_codes, per_row, ratio, repeated_per_doc, top_ngrams
+from curator_slurm.stages.text.compute import RE2_SPACE, count_substring, match_substring, to_numpy
+from curator_slurm.stages.text.counts import (
+    joined_ngram_codes,
+    ngram_codes,
+    per_row,
+    ratio,
+    repeated_per_doc,
+    string_hashes,
+    top_ngrams,
+)
 from curator_slurm.stages.text.languages import SPACY_ENGLISH, check_language
-from curator_slurm.stages.text.pieces import combine, occurrences
-from curator_slurm.stages.text.spacy_words import Words, words
+from curator_slurm.stages.text.shared_words import shared_words
+from curator_slurm.stages.text.spacy_words import Words
 from curator_slurm.stages.text.split import PUNCTUATION_SET, split_regex, splitlines, strip
 from curator_slurm.tasks import DocumentBatch
 
@@ -86,7 +94,7 @@ class GopherQualityFilter(DatatroveFilter):
 
     def decide(self, texts: pa.Array, task: DocumentBatch) -> Decision:
         rows = len(texts)
-        w = words(texts)
+        w = shared_words(texts)
         n_words = w.counts
         word_rows = w.rows
         symbol_free = w.of_vocab(lambda t: any(c not in PUNCTUATION_SET for c in t))[w.ids]
@@ -213,16 +221,17 @@ class GopherRepetitionFilter(DatatroveFilter):
         if not len(alive) or not (self.top_n_grams or self.dup_n_grams):
             return decision
         # The n-gram rules only for the documents still kept (datatrove stops at the first failing rule).
-        w = words(texts.take(pa.array(alive)))
+        w = shared_words(texts.take(pa.array(alive)))
         checks = [(f"top_{n}_gram", n, frac, False) for n, frac in self.top_n_grams]
         checks += [(f"duplicated_{n}_n_grams", n, frac, True) for n, frac in self.dup_n_grams]
+        hashes = string_hashes(w.vocab) if self.dup_n_grams else (np.zeros(0, np.uint64),) * 2
         left = np.arange(len(alive))  # positions in ``alive`` of the documents no check has dropped yet
         for reason, n, frac, duplicated in checks:
             if not len(left):
                 break
             sub = w.subset(left)
             limit = size[alive[left]]
-            chars = _dup_ngram_chars(sub, n, frac, limit) if duplicated else _top_ngram_chars(sub, n)
+            chars = _dup_ngram_chars(sub, n, frac, limit, hashes) if duplicated else _top_ngram_chars(sub, n)
             over = ratio(chars, limit) > frac
             rules.append((reason, _scatter(over, alive[left], rows)))
             left = left[~over]
@@ -251,49 +260,42 @@ def _top_ngram_chars(w: Words, n: int) -> np.ndarray:
     return out
 
 
-def _dup_ngram_chars(w: Words, n: int, frac: float, size: np.ndarray) -> np.ndarray:
+def _dup_ngram_chars(
+    w: Words, n: int, frac: float, size: np.ndarray, hashes: tuple[np.ndarray, np.ndarray]
+) -> np.ndarray:
     """datatrove's ``find_all_duplicate`` of every text: characters of the n-grams (words joined without
     spaces) seen before in the text, the scan jumping ``n`` words past each repeat. Where even every
     n-gram seen before cannot make more than ``frac`` of ``size`` characters, that bound stands in for
-    the scan (the decision is the same)."""
+    the scan (the decision is the same). ``hashes``: :func:`.counts.string_hashes` of the vocabulary."""
     rows = len(w.offsets) - 1
     out = np.zeros(rows)
-    starts = np.arange(len(w.ids))
-    valid = starts + n <= w.offsets[w.rows[starts] + 1] if len(starts) else np.zeros(0, bool)
-    starts = starts[valid]
+    starts, gram, first = joined_ngram_codes(w.ids, w.rows, w.offsets[w.rows + 1], n, w.vocab, hashes)
     if not len(starts):
         return out
-    tokens = pa.array(w.vocab, pa.large_string()).take(pa.array(w.ids))
-    joined = call(
-        "binary_join_element_wise",
-        *(tokens.take(pa.array(starts + k)) for k in range(n)),
-        pa.scalar("", pa.large_string()),
-    )
-    encoded = call("dictionary_encode", joined)
-    gram = to_numpy(encoded.indices).astype(np.int64)
-    gram_chars = char_lengths(encoded.dictionary)
+    cum = np.concatenate([[0], np.cumsum(w.lengths[w.ids])])
+    gram_chars = cum[starts + n] - cum[starts]  # the characters of each n-gram's joined string
     row = w.rows[starts]
-    seen_before = ~occurrences(combine(row, gram), row)[1]
+    seen_before = ~first
     # Up to a text's first repeat every n-gram is new: the scan starts there, with those in its set.
     repeats = np.flatnonzero(seen_before)
-    bound = per_row(gram_chars[gram[repeats]].astype(np.float64), row[repeats], rows)
+    bound = per_row(gram_chars[repeats].astype(np.float64), row[repeats], rows)
     out[:] = bound
     texts_with_repeats, first_repeat = np.unique(row[repeats], return_index=True)
     for r, at in zip(texts_with_repeats.tolist(), repeats[first_repeat].tolist(), strict=True):
         if not ratio(bound[r], size[r]) > frac:
             continue
         lo, hi = np.searchsorted(row, [r, r + 1])
-        out[r] = _greedy_repeats(gram[lo:hi].tolist(), gram_chars, n, at - lo)
+        out[r] = _greedy_repeats(gram[lo:hi].tolist(), gram_chars[lo:hi].tolist(), n, at - lo)
     return out
 
 
-def _greedy_repeats(grams: list[int], chars: np.ndarray, n: int, start: int) -> int:
+def _greedy_repeats(grams: list[int], chars: list[int], n: int, start: int) -> int:
     seen: set[int] = set(grams[:start])
     repeated, i = 0, start
     while i < len(grams):
         g = grams[i]
         if g in seen:
-            repeated += int(chars[g])
+            repeated += chars[i]
             i += n
         else:
             seen.add(g)
