@@ -198,6 +198,8 @@ def write_index(folder: str, hashes: dict[str, np.ndarray]) -> list[str]:
 
 def index_files(folder: str) -> list[str]:
     """The index files of ``folder`` and of its subfolders (one per source task of a pipeline-built index)."""
+    if not fs.exists(folder):
+        return []
     listing = fs.list_tree([folder], (f"*{INDEX_SUFFIX}",))
     return sorted(p for p in listing.files if not fs.basename(p).startswith("."))
 
@@ -248,18 +250,8 @@ class NGramsDecontIndexer(ProcessingStage[DocumentBatch, DocumentBatch]):
         return [self.output_folder]
 
     def process(self, task: DocumentBatch) -> DocumentBatch:
-        table = task.data
-        column = {
-            name: table.column(name).to_pylist() for name in ("text", "query", "task") if name in table.column_names
-        }
-        items = [
-            EvalText(
-                text or "",
-                (column["query"][i] if "query" in column else None),
-                str((column.get("task") or [None] * len(column["text"]))[i] or "input"),
-            )
-            for i, text in enumerate(column["text"])
-        ]
+        rows = task.data.to_pylist()
+        items = [EvalText(r.get("text") or "", r.get("query"), str(r.get("task") or "input")) for r in rows]
         if items:
             write_index(fs.join(self.output_folder, output_stem(task)), index_hashes(items, self.config))
         return task
