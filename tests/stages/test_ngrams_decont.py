@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from curator_slurm import LocalExecutor, Pipeline, ShardSpec
 from curator_slurm.errors import InputError
@@ -285,9 +287,12 @@ def test_keeps_what_datatrove_keeps_whole_and_as_3_array_tasks(tmp_path: Path, q
             .add_stage(ParquetWriter(str(tmp_path / out / "kept")))
         )
 
-    pipeline("whole").run(LocalExecutor(workers=1), ShardSpec.single())
+    first = pipeline("whole").run(LocalExecutor(workers=1), ShardSpec.single())
+    assert sum(row.rows_in for row in first.funnel()) > 0
     for shard in range(3):
         pipeline("sharded").run(LocalExecutor(workers=1), ShardSpec.explicit(shard, 3))
+    again = pipeline("sharded").run(LocalExecutor(workers=1), ShardSpec.explicit(1, 3))  # resumed: nothing left
+    assert sum(row.rows_in for row in again.funnel()) == 0
     for out in ("whole", "sharded"):
         kept = sorted(pq.read_table(tmp_path / out / "kept").column("id").to_pylist())
         assert kept == EXPECTED[(query, overlap)]
@@ -364,3 +369,34 @@ def test_against_datatrove_itself(query: bool, overlap: bool) -> None:
     done = subprocess.run([python, "-c", _DATATROVE], input=json.dumps([items, docs, query, overlap]),
                           capture_output=True, text=True, check=True)  # fmt: skip
     assert json.loads(done.stdout) == EXPECTED[(query, overlap)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    label=st.lists(st.sampled_from(WORDS), min_size=12, max_size=30),
+    before=st.lists(st.sampled_from(WORDS), max_size=20),
+    at=st.integers(0, 18),
+    shout=st.booleans(),
+)
+def test_any_label_window_of_12_words_is_found(
+    tmp_path_factory: pytest.TempPathFactory, label: list[str], before: list[str], at: int, shout: bool
+) -> None:
+    folder = tmp_path_factory.mktemp("index")
+    NGramsDecontIndexer(str(folder), texts=[{"task": "t", "text": " ".join(label)}]).run()
+    window = label[at : at + 12] if at + 12 <= len(label) else label[-12:]
+    planted = [w.upper() for w in window] if shout else window
+    texts = [" ".join([*before, *planted, "end."]), " ".join([*before, *window[:11], "end."])]
+    import pyarrow as pa
+
+    from curator_slurm import DocumentBatch
+
+    nfilter = NGramsDecontFilter(str(folder))
+    nfilter.setup()
+    batch = DocumentBatch(task_id="t", data=pa.table({"text": texts, "id": ["hit", "short"]}))
+    decision = nfilter.decide(nfilter.texts(batch), batch)
+    grams = {" ".join(label[i : i + 12]) for i in range(len(label) - 11)}
+    assert not decision.keep[0]  # the window is found, whatever its case
+    for row in (0, 1):  # and a removal always names one of the label's own 12-grams (the short row's by chance)
+        if not decision.keep[row]:
+            assert decision.details["contaminated_ngram"][row].as_py() in grams
+            assert decision.details["contaminated_task"][row].as_py() == "t"
