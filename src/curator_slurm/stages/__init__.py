@@ -8,6 +8,7 @@ there is exported here too.
 from curator_slurm.stages.extractors.base import HtmlExtractor, ResiliparseExtractor, TrafilaturaExtractor
 from curator_slurm.stages.extractors.justext import JusTextExtractor
 from curator_slurm.stages.filters.classifiers import FastTextClassifierFilter, FastTextQualityFilter
+from curator_slurm.stages.filters.decont import NGramsDecontConfig, NGramsDecontFilter, NGramsDecontIndexer
 from curator_slurm.stages.filters.language import LanguageFilter
 from curator_slurm.stages.io.megatron import MegatronTokenizerWriter
 from curator_slurm.stages.io.partitioning import FilePartitioningStage
@@ -45,6 +46,9 @@ __all__ = [
     "JsonlWriter",
     "JusTextExtractor",
     "LanguageFilter",
+    "NGramsDecontConfig",
+    "NGramsDecontFilter",
+    "NGramsDecontIndexer",
     "MegatronTokenizerWriter",
     "ParquetReader",
     "ParquetReaderStage",
