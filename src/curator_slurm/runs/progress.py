@@ -18,8 +18,8 @@ from typing import Any, Protocol
 from curator_slurm.errors import RunDirError
 from curator_slurm.runs.layout import PROGRESS_DIR
 from curator_slurm.runs.liveness import process_alive, process_start
-from curator_slurm.runs.stats import StatsFile
 from curator_slurm.runs.readfile import load_json
+from curator_slurm.runs.stats import StatsFile
 
 #: The directory of a run directory that holds the progress files.
 #: Seconds between two publications of one process, by default (``CURATOR_PROGRESS_SECONDS``).
