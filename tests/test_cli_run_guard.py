@@ -6,6 +6,7 @@ damage, not "100 % done"."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -58,14 +59,15 @@ def done_ids(run_dir: Path) -> list[str]:
 
 @pytest.fixture
 def background() -> Iterator[list[subprocess.Popen[str]]]:
-    """Processes a test starts in the background, ended (and continued first) when it ends."""
+    """Processes a test starts in the background (each in a session of its own), ended with every process
+    they started (continued first) when it ends, whether it passed or not."""
     started: list[subprocess.Popen[str]] = []
     yield started
     for p in started:
-        if p.poll() is None:
-            os.kill(p.pid, signal.SIGCONT)
-            p.kill()
-            p.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGCONT)
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
 
 
 def test_a_plain_script_beside_a_running_local_is_refused(tmp_path: Path, background: list) -> None:
@@ -73,7 +75,7 @@ def test_a_plain_script_beside_a_running_local_is_refused(tmp_path: Path, backgr
     local = subprocess.Popen(
         [sys.executable, "-m", "curator_slurm.cli", "local", str(GATE), "--shards", "2", "--logs",
          str(tmp_path / "logs"), "--", *gate_args(data, out, gate)],
-        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
     background.append(local)
     live = out / RUN / "live"
@@ -95,7 +97,8 @@ def test_a_plain_script_beside_a_running_local_is_refused(tmp_path: Path, backgr
 def test_processes_all_stopped_give_a_warning_and_no_eta(tmp_path: Path, background: list) -> None:
     data, out, gate = gate_inputs(tmp_path / "in"), tmp_path / "out", tmp_path / "gate"
     run = subprocess.Popen([sys.executable, str(GATE), *gate_args(data, out, gate)], env=clean_env(
-        {"CURATOR_LEDGER_WINDOW": "1"}), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        {"CURATOR_LEDGER_WINDOW": "1"}), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)  # fmt: skip
     background.append(run)
     until(lambda: len(done_ids(out / RUN)) == 6, "the six tasks before the gate")
     os.kill(run.pid, signal.SIGSTOP)
