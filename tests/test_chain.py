@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from curator_slurm import LocalExecutor, Pipeline, ShardSpec
-from curator_slurm.runs.options import RunOptions
+from curator_slurm.settings import RunOptions
 from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetWriter, ScoreFilter, WordCountFilter
 from curator_slurm.workflows.chain import PhaseOutputsReader
 from curator_slurm.workflows.dedup.exact import ExactDuplicates

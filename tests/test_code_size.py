@@ -1,5 +1,5 @@
 """Size limits the lead holds the code to, read from the source: no function over 80 lines (its whole span,
-decorators to last line, docstring included) and no module over 450. ``make lint`` also runs ruff's
+decorators to last line, docstring included) and no module over 800 (merge what belongs together rather than split to dodge it). ``make lint`` also runs ruff's
 PLR0915 (too many statements, pyproject's ``max-statements``), which catches the dense ones below that."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FUNCTION_LINES = 80
-MAX_MODULE_LINES = 450
+MAX_MODULE_LINES = 800
 
 
 def sources() -> list[Path]:
@@ -34,7 +34,7 @@ def test_no_function_is_over_80_lines() -> None:
     assert offenders == [], "split these functions:\n" + "\n".join(offenders)
 
 
-def test_no_module_is_over_450_lines() -> None:
+def test_no_module_is_over_800_lines() -> None:
     offenders = [
         f"{p.relative_to(ROOT)} ({n} lines)"
         for p in sources()

@@ -15,7 +15,7 @@ from loguru import logger
 
 from curator_slurm import Pipeline, ShardSpec
 from curator_slurm.logs import ROOT, CollectWarnings, configure_logging
-from curator_slurm.runs.options import RunOptions
+from curator_slurm.settings import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage
 from curator_slurm.tasks import DocumentBatch
 from support.executors import requires_ray, ship_test_module

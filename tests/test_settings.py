@@ -138,15 +138,14 @@ def test_available_cpus_prefers_slurm() -> None:
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "soon"])
 def test_grace_seconds_must_be_a_finite_number(value: str) -> None:
-    from curator_slurm.runs.options import RunOptions
+    from curator_slurm.settings import RunOptions
 
     with pytest.raises(SettingError, match="CURATOR_GRACE_SECONDS"):
         RunOptions.from_env({"CURATOR_GRACE_SECONDS": value})
 
 
 def test_steal_is_on_unless_turned_off_and_stays_in_a_jobs_environment() -> None:
-    from curator_slurm.runs.options import RunOptions
-    from curator_slurm.settings import job_environment
+    from curator_slurm.settings import RunOptions, job_environment
 
     assert RunOptions.from_env({}).steal
     assert RunOptions.from_env({"CURATOR_STEAL": "1"}).steal

@@ -13,11 +13,11 @@ from curator_slurm.backends.adapter import list_sources
 from curator_slurm.backends.run import BaseExecutor
 from curator_slurm.errors import PipelineBuildError, WorkerStartError, end_scripts_with_message
 from curator_slurm.logs import bound, ensure_logging
-from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.results import PipelineResult
 from curator_slurm.runs.rundir import RunDir, default_run_dir_of, local_run_dir
 from curator_slurm.runs.sharding import check_source_ids
 from curator_slurm.runs.steps import next_step, not_my_step
+from curator_slurm.settings import RunOptions
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import PASSTHROUGH, CompositeStage, ProcessingStage
 from curator_slurm.stages.code import code_digests

@@ -15,8 +15,8 @@ import pytest
 from curator_slurm import LocalExecutor, Pipeline, PipelineFailedError, ShardSpec, Task
 from curator_slurm.backends.local import choose_start_method
 from curator_slurm.runs.ledger import iter_records, load_status
-from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
+from curator_slurm.settings import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter, ProcessingStage, ScoreFilter, WordCountFilter
 from curator_slurm.tasks import DocumentBatch, EmptyTask
 from support.helpers import clean_env, read_tree

@@ -26,12 +26,11 @@ from curator_slurm.backends.ray import RayExecutor, fuse_stages, plan_pools, ray
 from curator_slurm.backends.run import BaseExecutor
 from curator_slurm.errors import SettingError
 from curator_slurm.runs.ledger import load_status
-from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.results import PipelineResult, SourceResult
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.runs.sharding import shard_of
 from curator_slurm.runs.signals import GraceExpired
-from curator_slurm.settings import ray_expected_nodes
+from curator_slurm.settings import RunOptions, ray_expected_nodes
 from curator_slurm.stages import (
     JsonlReader,
     ParquetWriter,

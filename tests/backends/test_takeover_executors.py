@@ -11,9 +11,9 @@ import pytest
 from curator_slurm import LocalExecutor, Pipeline
 from curator_slurm.runs.claims import ClaimBoard, Holder
 from curator_slurm.runs.ledger import iter_records
-from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
 from curator_slurm.runs.sharding import shard_of
+from curator_slurm.settings import RunOptions
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages import JsonlReader, ParquetWriter
 from support.executors import ExecutorFactory, executor_factory_fixture, ray_cluster_fixture  # noqa: F401

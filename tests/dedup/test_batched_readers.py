@@ -18,7 +18,7 @@ from test_exact_dedup import brute_force, make_dup_corpus
 from test_fuzzy_dedup import write_corpus
 
 from curator_slurm import LocalExecutor, Pipeline, ShardSpec
-from curator_slurm.runs.options import RunOptions
+from curator_slurm.settings import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetReader, ParquetWriter
 from curator_slurm.stages.modifiers.ids import AddId
 from curator_slurm.workflows.dedup.exact import ExactDuplicates

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_slurm import LocalExecutor, ShardSpec
-from curator_slurm.runs.options import RunOptions
+from curator_slurm.settings import RunOptions
 from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetWriter
 from curator_slurm.stages.filters.decide import REASON_FIELD
 from curator_slurm.workflows.dedup.exact import ExactDuplicates

@@ -16,7 +16,7 @@ import pytest
 
 from curator_slurm import LocalExecutor, PipelineFailedError, ShardSpec
 from curator_slurm.runs.ledger import iter_records
-from curator_slurm.runs.options import RunOptions
+from curator_slurm.settings import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter
 from curator_slurm.workflows.dedup.exact import ExactDuplicates
 from curator_slurm.workflows.workflow import PhaseNotReadyError

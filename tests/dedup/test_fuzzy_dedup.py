@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_slurm import LocalExecutor, ShardSpec
-from curator_slurm.runs.options import RunOptions
+from curator_slurm.settings import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter
 from curator_slurm.workflows.dedup.fuzzy import FuzzyDuplicates
 from curator_slurm.workflows.dedup.synthetic import near_duplicate_corpus, score_groups

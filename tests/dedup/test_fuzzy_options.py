@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_slurm import LocalExecutor, ShardSpec
-from curator_slurm.runs.options import RunOptions
+from curator_slurm.settings import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter
 from curator_slurm.workflows.dedup import minhash
 from curator_slurm.workflows.dedup.fuzzy import FuzzyDuplicates

@@ -17,9 +17,9 @@ from curator_slurm import LocalExecutor, Pipeline
 from curator_slurm.errors import SettingError
 from curator_slurm.runs import durable as durable_module
 from curator_slurm.runs.ledger import LedgerWriter, iter_records, load_status
-from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RunDir
 from curator_slurm.samples.corpus import make_corpus
+from curator_slurm.settings import RunOptions
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages import JsonlReader, ParquetWriter
 from curator_slurm.stages.io.writers import TMP_MARK, output_sync_deferred

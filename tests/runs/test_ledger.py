@@ -18,8 +18,8 @@ import pytest
 from curator_slurm import LocalExecutor, Pipeline, ShardSpec
 from curator_slurm.errors import RunDirError
 from curator_slurm.runs.ledger import load_status
-from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
+from curator_slurm.settings import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter, ScoreFilter, WordCountFilter
 from support.helpers import clean_env, read_tree, records, run_example
 from support.tallying import (

@@ -13,9 +13,9 @@ import pytest
 
 from curator_slurm import LocalExecutor, Pipeline
 from curator_slurm.runs.ledger import LedgerWriter, iter_records, ledger_file_name, load_status, shard_layout
-from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME, RunDir
 from curator_slurm.samples.corpus import make_corpus
+from curator_slurm.settings import RunOptions
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages import JsonlReader, ParquetWriter
 from support.helpers import REPO

@@ -11,7 +11,7 @@ import pytest
 
 from curator_slurm import LocalExecutor, Pipeline, ShardSpec
 from curator_slurm.errors import PipelineBuildError, RunDirError
-from curator_slurm.runs.options import RunOptions
+from curator_slurm.settings import RunOptions
 from curator_slurm.stages import ParquetWriter, ProcessingStage
 from curator_slurm.stages.io.readers import JsonlReaderStage
 from curator_slurm.tasks import EmptyTask, FileGroupTask

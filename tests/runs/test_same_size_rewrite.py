@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_slurm import LocalExecutor
-from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.upstream import PhaseInputsError
+from curator_slurm.settings import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter
 from curator_slurm.workflows.dedup.exact import ExactDuplicates
 from support.dupcorpus import make_dup_corpus

@@ -16,8 +16,8 @@ import pytest
 pytest.importorskip("spacy")
 
 from curator_slurm import DocumentBatch, LocalExecutor, Pipeline, ShardSpec
-from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.rundir import DEFAULT_RUN_DIR_NAME
+from curator_slurm.settings import RunOptions
 from curator_slurm.stages import JsonlReader, JsonlWriter
 from curator_slurm.stages.datatrove import (
     REASON_FIELD,

@@ -27,7 +27,7 @@ from curator_slurm import (
     PipelineResult,
     ShardSpec,
 )
-from curator_slurm.runs.options import RunOptions
+from curator_slurm.settings import RunOptions
 from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
 from curator_slurm.stages.io.readers import row_group_start
 from curator_slurm.tasks import content_id

@@ -219,7 +219,7 @@ def test_exact_dedup_over_warc_files_keeps_the_first_copy_of_each_page(tmp_path:
     """ExactDuplicates takes a WarcReader unchanged: two crawls that share 6 pages, deduplicated on ``html``
     (whole files, or record-aligned pieces of them), keep each page once, its first copy (file order)."""
     from curator_slurm import LocalExecutor, ShardSpec
-    from curator_slurm.runs.options import RunOptions
+    from curator_slurm.settings import RunOptions
     from curator_slurm.workflows.dedup.exact import ExactDuplicates
 
     html = pages(PYTHON_DOCS, "tutorial/*.html", 14)

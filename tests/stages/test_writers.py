@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_slurm import DocumentBatch, LocalExecutor, Pipeline, PipelineFailedError, ShardSpec
-from curator_slurm.runs.options import RunOptions
+from curator_slurm.settings import RunOptions
 from curator_slurm.stages import JsonlReader, JsonlWriter, ParquetWriter, ScoreFilter, WordCountFilter
 from curator_slurm.stages.io.writers import atomic_write
 from curator_slurm.tasks import content_id

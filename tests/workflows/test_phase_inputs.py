@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from curator_slurm import LocalExecutor
-from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.upstream import PhaseInputsError
+from curator_slurm.settings import RunOptions
 from curator_slurm.stages import JsonlReader, ParquetWriter
 from curator_slurm.workflows.dedup.exact import ExactDuplicates
 from curator_slurm.workflows.dedup.fuzzy import FuzzyDuplicates

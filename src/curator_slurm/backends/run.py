@@ -11,7 +11,6 @@ from typing import Any, ClassVar
 from curator_slurm.backends.adapter import BaseStageAdapter, list_sources, manifest_sources
 from curator_slurm.extras import require_all
 from curator_slurm.logs import bound
-from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.progress import RunProgress
 from curator_slurm.runs.queue import WorkQueue
 from curator_slurm.runs.record import ledger_record
@@ -19,6 +18,7 @@ from curator_slurm.runs.results import PipelineResult, SourceResult
 from curator_slurm.runs.rundir import RunDir
 from curator_slurm.runs.session import Listing, RunSession
 from curator_slurm.runs.upstream import upstreams_of
+from curator_slurm.settings import RunOptions
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.base import ProcessingStage
 from curator_slurm.stages.io.outputs import FAN_OUT_ABOVE

@@ -25,8 +25,8 @@ from curator_slurm.runs.layout import (
     SOURCES_FILE,
 )
 from curator_slurm.runs.ledger import LedgerState, LedgerWriter, load_status
-from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.readfile import JSON_BYTES, LEDGER_BYTES, SMALL_BYTES, read_bytes
+from curator_slurm.settings import RunOptions
 from curator_slurm.shard import ShardSpec
 from curator_slurm.stages.io.writers import atomic_write
 

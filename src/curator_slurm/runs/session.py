@@ -14,7 +14,6 @@ from typing import Any
 from curator_slurm.errors import Interrupted, PipelineFailedError, RunDirError, ShardConfigError
 from curator_slurm.fs import output_error
 from curator_slurm.runs import redo
-from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.progress import RunProgress
 from curator_slurm.runs.queue import WorkQueue
 from curator_slurm.runs.record import ledger_record
@@ -24,6 +23,7 @@ from curator_slurm.runs.sharding import Selection
 from curator_slurm.runs.signals import GraceExpired, StopSignal, requeue
 from curator_slurm.runs.summary import add_s3_counts
 from curator_slurm.runs.upstream import Upstream
+from curator_slurm.settings import RunOptions
 from curator_slurm.shard import ShardSpec
 from curator_slurm.tasks import FailedTask, Task
 

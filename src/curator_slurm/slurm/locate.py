@@ -6,15 +6,14 @@ from __future__ import annotations
 import os
 
 from curator_slurm import fs
+from curator_slurm.runs.layout import DEFAULT_WORK_DIR_NAME, WORKFLOW_FILE
 from curator_slurm.runs.ledger import LEDGER_DIR
 from curator_slurm.runs.plan import PLAN_FILE
 from curator_slurm.runs.rundir import RUN_FILE, SOURCES_FILE, default_run_dir_of
 from curator_slurm.slurm.submit import SUBMISSIONS_FILE
 
-#: Where a workflow keeps its work (and so its run directory) by default: inside its output.
-DEFAULT_WORK_DIR_NAME = ".curator-work"
 #: What a run directory holds (any of them): a workflow's run root holds ``workflow.json``.
-MARKERS = (RUN_FILE, SOURCES_FILE, LEDGER_DIR, PLAN_FILE, SUBMISSIONS_FILE, "workflow.json")
+MARKERS = (RUN_FILE, SOURCES_FILE, LEDGER_DIR, PLAN_FILE, SUBMISSIONS_FILE, WORKFLOW_FILE)
 
 
 def is_run_dir(path: str) -> bool:

@@ -35,8 +35,6 @@ from curator_slurm.slurm.submit import (
     submit,
 )
 
-#: Where the driver job of a submission of steps is recorded: in the first step's run directory.
-
 
 def dependency(after: Sequence[str]) -> tuple[str, ...]:
     """The sbatch arguments that hold a job until every job of ``after`` completed (none without)."""

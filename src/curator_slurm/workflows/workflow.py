@@ -21,11 +21,11 @@ from curator_slurm.pipeline import Pipeline, append_plan, check_output_dirs
 from curator_slurm.runs.layout import PLAN_FILE, WORKFLOW_FILE, phase_run_dir
 from curator_slurm.runs.ledger import load_status, shard_layout
 from curator_slurm.runs.liveness import marked
-from curator_slurm.runs.options import RunOptions
 from curator_slurm.runs.results import PipelineResult
 from curator_slurm.runs.rundir import default_run_dir_of
 from curator_slurm.runs.steps import inside_step, next_step, not_my_step
 from curator_slurm.runs.upstream import Upstream
+from curator_slurm.settings import RunOptions
 from curator_slurm.shard import ShardSpec
 
 logger = logging.getLogger(__name__)
