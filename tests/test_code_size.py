@@ -1,5 +1,6 @@
 """Size limits the lead holds the code to, read from the source: no function over 80 lines (its whole span,
-decorators to last line, docstring included) and no module over 800 (merge what belongs together rather than split to dodge it). ``make lint`` also runs ruff's
+decorators to last line, docstring included) and no module over 800 (merge what belongs together rather
+than split to dodge it). ``make lint`` also runs ruff's
 PLR0915 (too many statements, pyproject's ``max-statements``), which catches the dense ones below that."""
 
 from __future__ import annotations
