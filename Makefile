@@ -40,7 +40,7 @@ FLOOR_TESTS := tests/stages/test_readers.py tests/stages/test_partitioning.py te
 $(FLOOR_VENV)/.installed: pyproject.toml Makefile
 	@test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
 	$(FLOOR_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(FLOOR_VENV)/bin/python -m pip install --quiet 'pyarrow==$(PYARROW_FLOOR)' 'numpy<2' xxhash loguru pytest pytest-mock hypothesis
+	$(FLOOR_VENV)/bin/python -m pip install --quiet 'pyarrow==$(PYARROW_FLOOR)' 'numpy<2' 'pandas<2.3' xxhash loguru pytest pytest-mock hypothesis
 	$(FLOOR_VENV)/bin/python -m pip install --quiet --no-deps -e .
 	@touch $@
 
